@@ -1,0 +1,1 @@
+//! rustnfs (being written).

@@ -1,0 +1,2 @@
+//! servelab (being written).
+fn main() {}

@@ -1,0 +1,82 @@
+//! Helpers shared by the end-to-end tests.
+
+#![allow(dead_code)]
+
+use std::io::Write as _;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// True when running under CI (`CI=true`), where every external tool must be present.
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false")
+}
+
+/// Finds an external program. Missing under CI is a failure (`.ci/run` installs it);
+/// missing on a developer's machine skips the test with a message.
+pub fn require_tool(name: &str) -> Option<PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .chain(["/usr/sbin".into(), "/sbin".into()])
+            .map(|dir| dir.join(name))
+            .find(|p| p.is_file())
+    });
+    if found.is_none() {
+        if in_ci() {
+            panic!("{name} is required in CI (.ci/run installs it) but was not found");
+        }
+        eprintln!("SKIP: {name} is not installed (see README: Testing)");
+    }
+    found
+}
+
+/// A TCP port on 127.0.0.1 that was free a moment ago (for external servers that must be
+/// told a port; our own servers take an already-bound listener instead).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Deterministic pseudo-random bytes (xorshift), so a failing checksum is reproducible.
+pub fn pseudo_random_bytes(len: usize, seed: u64) -> Vec<u8> {
+    let mut state = seed | 1;
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        out.extend_from_slice(&state.to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+/// Writes the original experiment's dataset into `dir`: `index.html` and a 10 MiB
+/// `testfile.bin` of random bytes, plus a 4 KiB `small.bin`. Returns `dir`.
+pub fn write_dataset(dir: &Path) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(
+        dir.join("index.html"),
+        "<!doctype html><title>servelab</title><p>It works.</p>\n",
+    )
+    .unwrap();
+    let mut f = std::fs::File::create(dir.join("testfile.bin")).unwrap();
+    f.write_all(&pseudo_random_bytes(10 << 20, 42)).unwrap();
+    std::fs::write(dir.join("small.bin"), pseudo_random_bytes(4096, 7)).unwrap();
+    dir.to_path_buf()
+}
+
+/// Runs a command to completion, returning its output; panics with stderr on failure.
+pub fn run_ok(cmd: &mut Command) -> std::process::Output {
+    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
