@@ -1,0 +1,22 @@
+# rustnfs: the userspace NFSv3 server as an image FROM scratch — one static binary, no
+# shell, no kernel nfsd, no --privileged. Built by docker/build.sh (no registry needed).
+#
+#   docker run -d --name nfs-server -p 2049:2049 -v ~/nfs-data:/nfs-share \
+#     -e SHARED_DIRECTORY=/nfs-share rustnfs
+FROM scratch
+COPY rustnfs /rustnfs
+# The same names as the kernel-nfsd images (itsthenetwork/nfs-server-alpine) users know.
+ENV SHARED_DIRECTORY=/nfs-share \
+    RUSTNFS_LISTEN=0.0.0.0:2049 \
+    RUSTNFS_METRICS=0.0.0.0:9102
+# NFSv3, MOUNT and the portmapper all answer on this one TCP port.
+EXPOSE 2049/tcp
+# Prometheus text at /metrics, JSON at /metrics.json.
+EXPOSE 9102/tcp
+# "nobody": Docker 20.10+ lets any user bind ports below 1024 inside a container
+# (net.ipv4.ip_unprivileged_port_start=0). The export must be readable (and writable,
+# unless READ_ONLY) by this uid, or run with `--user $(id -u):$(id -g)`.
+USER 65534:65534
+HEALTHCHECK --interval=10s --timeout=3s --start-period=2s --retries=3 \
+    CMD ["/rustnfs", "--healthcheck"]
+ENTRYPOINT ["/rustnfs"]
