@@ -1,0 +1,116 @@
+//! A pooled, reconnecting NFSv3 client for servelab, on top of the `nfs3_client` crate.
+//!
+//! # Layout
+//! - [`url`]: `nfs://HOST[:PORT]/EXPORT[//PATH]?nfsport=&mountport=` parsing ([`NfsUrl`]).
+//! - [`client`]: [`Client`] — MOUNT once, then a pool of NFS connections (one call at a
+//!   time each, as `nfs3_client` does no pipelining) with per-call timeouts, reconnect
+//!   after a server restart and re-MOUNT when the root handle goes stale.
+//! - [`attr`]: [`Attr`] and [`DirEntry`], plain Rust views of NFS attributes.
+//!
+//! Every call sends an AUTH_UNIX credential (NFS-Ganesha refuses AUTH_NULL) from an
+//! unprivileged source port. Errors are typed ([`Error`]) so callers can tell an
+//! unreachable server, a timeout and an NFS status (NOENT, ACCES, STALE…) apart.
+
+pub mod attr;
+pub mod client;
+pub mod url;
+
+pub use attr::{Attr, DirEntry, FileKind};
+pub use client::{Client, ClientConfig};
+pub use nfs3_client::nfs3_types;
+pub use nfs3_client::nfs3_types::nfs3::{nfs_fh3 as FileHandle, nfsstat3};
+pub use url::NfsUrl;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Everything that can go wrong talking to an NFS server.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The `nfs://` URL could not be parsed.
+    #[error("invalid NFS URL {url:?}: {reason}")]
+    BadUrl { url: String, reason: String },
+    /// A path given to [`Client::lookup_path`] has `.`/`..` or empty components.
+    #[error("invalid path {path:?}: {reason}")]
+    BadPath { path: String, reason: String },
+    /// No TCP connection could be made (refused, no route, connect timeout).
+    #[error("NFS server {addr} is unreachable: {source}")]
+    Unreachable {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The server did not answer in time; the connection was dropped.
+    #[error("NFS {op} to {addr} timed out after {after:?}")]
+    Timeout {
+        op: &'static str,
+        addr: SocketAddr,
+        after: Duration,
+    },
+    /// The connection broke during a call (server restarted or died).
+    #[error("NFS {op}: connection to {addr} lost: {source}")]
+    ConnectionLost {
+        op: &'static str,
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    /// MOUNT refused every candidate export.
+    #[error("MOUNT of {export:?} on {addr} refused: {status}")]
+    MountDenied {
+        export: String,
+        addr: SocketAddr,
+        status: String,
+    },
+    /// The server answered the call with an NFS error status.
+    #[error("NFS {op} failed: {status}")]
+    Status { op: &'static str, status: nfsstat3 },
+    /// An RPC-level failure (authentication, garbage reply, program unavailable…).
+    #[error("NFS {op}: RPC error: {source}")]
+    Rpc {
+        op: &'static str,
+        #[source]
+        source: nfs3_client::RpcError,
+    },
+    /// The server answered without data the call needs (e.g. no attributes).
+    #[error("NFS {op}: server reply lacks {what}")]
+    Protocol {
+        op: &'static str,
+        what: &'static str,
+    },
+}
+
+impl Error {
+    /// The NFS status, when the server answered with one.
+    pub fn status(&self) -> Option<nfsstat3> {
+        match self {
+            Error::Status { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    /// True for "no such file" answers (NOENT, NOTDIR on a path component).
+    pub fn is_not_found(&self) -> bool {
+        matches!(
+            self.status(),
+            Some(nfsstat3::NFS3ERR_NOENT | nfsstat3::NFS3ERR_NOTDIR)
+        )
+    }
+
+    /// True when a handle is no longer valid (server restarted, file replaced).
+    pub fn is_stale(&self) -> bool {
+        matches!(
+            self.status(),
+            Some(nfsstat3::NFS3ERR_STALE | nfsstat3::NFS3ERR_BADHANDLE)
+        )
+    }
+
+    /// True when the server could not be reached or did not answer: the caller should
+    /// answer "bad gateway / unavailable / timeout", not "not found".
+    pub fn is_unavailable(&self) -> bool {
+        matches!(
+            self,
+            Error::Unreachable { .. } | Error::Timeout { .. } | Error::ConnectionLost { .. }
+        )
+    }
+}
