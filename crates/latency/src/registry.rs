@@ -74,6 +74,19 @@ impl Registry {
         self.record(&Key::new(op, phase, status), elapsed, bytes);
     }
 
+    /// Takes every series out, leaving the registry empty: how a caller measures one
+    /// interval (a warm-up, one workload) at a time while the server keeps recording.
+    /// Handles taken before keep recording into the old series, which are then lost, so
+    /// hot paths that hold handles should not be drained.
+    pub fn drain(&self) -> Snapshot {
+        let taken = std::mem::take(&mut *self.series.write());
+        let series = taken
+            .into_iter()
+            .map(|(k, s)| (k, s.lock().clone()))
+            .collect();
+        Snapshot::from_series(self.prefix.clone(), series)
+    }
+
     /// A consistent copy of every series, for reports and exposition.
     pub fn snapshot(&self) -> Snapshot {
         let map = self.series.read();
@@ -109,5 +122,16 @@ mod tests {
         let snap = reg.snapshot();
         assert_eq!(snap.get(&Key::total("READ")).unwrap().count(), 2000);
         assert_eq!(snap.get(&Key::total("GETATTR")).unwrap().bytes, 2000 * 4096);
+    }
+
+    #[test]
+    fn drain_empties_the_registry() {
+        let reg = Registry::new("test");
+        reg.record_op("GET", "total", "200", Duration::from_micros(5), 1);
+        let first = reg.drain();
+        assert_eq!(first.get(&Key::new("GET", "total", "200")).unwrap().count(), 1);
+        assert!(reg.snapshot().series.is_empty());
+        reg.record_op("GET", "total", "200", Duration::from_micros(5), 1);
+        assert_eq!(reg.drain().series.len(), 1);
     }
 }
