@@ -74,15 +74,18 @@ impl Registry {
         self.record(&Key::new(op, phase, status), elapsed, bytes);
     }
 
-    /// Takes every series out, leaving the registry empty: how a caller measures one
+    /// Takes every series' contents out, leaving them empty: how a caller measures one
     /// interval (a warm-up, one workload) at a time while the server keeps recording.
-    /// Handles taken before keep recording into the old series, which are then lost, so
-    /// hot paths that hold handles should not be drained.
+    /// Series are reset in place, so [`SeriesHandle`]s taken before stay valid; series
+    /// that recorded nothing in the interval are left out of the result.
     pub fn drain(&self) -> Snapshot {
-        let taken = std::mem::take(&mut *self.series.write());
-        let series = taken
-            .into_iter()
-            .map(|(k, s)| (k, s.lock().clone()))
+        let map = self.series.read();
+        let series = map
+            .iter()
+            .filter_map(|(k, s)| {
+                let taken = std::mem::take(&mut *s.lock());
+                (taken.count() > 0).then(|| (k.clone(), taken))
+            })
             .collect();
         Snapshot::from_series(self.prefix.clone(), series)
     }
@@ -130,8 +133,10 @@ mod tests {
         reg.record_op("GET", "total", "200", Duration::from_micros(5), 1);
         let first = reg.drain();
         assert_eq!(first.get(&Key::new("GET", "total", "200")).unwrap().count(), 1);
-        assert!(reg.snapshot().series.is_empty());
-        reg.record_op("GET", "total", "200", Duration::from_micros(5), 1);
+        assert!(reg.drain().series.is_empty());
+        // A handle taken before the drain still records into the registry.
+        let handle = reg.handle(&Key::new("GET", "total", "200"));
+        handle.record(Duration::from_micros(5), 1);
         assert_eq!(reg.drain().series.len(), 1);
     }
 }
