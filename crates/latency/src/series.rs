@@ -100,6 +100,17 @@ impl Series {
         Ok(())
     }
 
+    /// Removes `earlier` from `self`: what was recorded between two snapshots of one
+    /// cumulative series (a server scraped before and after a run).
+    pub fn subtract(&mut self, earlier: &Series) -> Result<(), crate::Error> {
+        self.histogram
+            .subtract(&earlier.histogram)
+            .map_err(|e| crate::Error::Merge(format!("{e:?}")))?;
+        self.bytes = self.bytes.saturating_sub(earlier.bytes);
+        self.sum_nanos = self.sum_nanos.saturating_sub(earlier.sum_nanos);
+        Ok(())
+    }
+
     /// Exact mean in seconds (0 when empty).
     pub fn mean_seconds(&self) -> f64 {
         if self.count() == 0 {
@@ -139,6 +150,18 @@ mod tests {
         // Median sits between the two halves; max is 100 ms within 0.1 %.
         let max = a.histogram.max() as f64;
         assert!((max - 100e6).abs() / 100e6 < 0.001, "max {max}");
+    }
+
+    #[test]
+    fn subtract_gives_the_interval() {
+        let mut before = Series::new();
+        before.record(Duration::from_micros(10), 5);
+        let mut after = before.clone();
+        after.record(Duration::from_millis(7), 3);
+        after.subtract(&before).unwrap();
+        assert_eq!(after.count(), 1);
+        assert_eq!(after.bytes, 3);
+        assert!((after.quantile_seconds(0.5) - 0.007).abs() < 1e-5);
     }
 
     #[test]

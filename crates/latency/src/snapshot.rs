@@ -94,6 +94,25 @@ impl Snapshot {
         Ok(())
     }
 
+    /// What was recorded since `earlier`, a snapshot of the same cumulative registry;
+    /// series with nothing new are left out.
+    pub fn since(&self, earlier: &Snapshot) -> Result<Snapshot, Error> {
+        let mut series = BTreeMap::new();
+        for (k, s) in &self.series {
+            let mut delta = s.clone();
+            if let Some(old) = earlier.series.get(k) {
+                delta.subtract(old)?;
+            }
+            if delta.count() > 0 {
+                series.insert(k.clone(), delta);
+            }
+        }
+        Ok(Snapshot {
+            prefix: self.prefix.clone(),
+            series,
+        })
+    }
+
     pub fn to_series_snapshots(&self) -> Vec<SeriesSnapshot> {
         self.series
             .iter()
@@ -199,5 +218,19 @@ mod tests {
         let mut direct = a.snapshot();
         direct.merge(&b.snapshot()).unwrap();
         assert_eq!(direct.to_json(), merged.to_json());
+    }
+
+    #[test]
+    fn since_isolates_an_interval() {
+        let reg = Registry::new("lab");
+        reg.record_op("GET", "total", "200", Duration::from_micros(3), 1);
+        let before = Snapshot::from_json(&reg.snapshot().to_json()).unwrap();
+        reg.record_op("GET", "total", "200", Duration::from_micros(900), 1);
+        reg.record_op("HEAD", "total", "200", Duration::from_micros(9), 0);
+        let delta = reg.snapshot().since(&before).unwrap();
+        assert_eq!(delta.get(&Key::new("GET", "total", "200")).unwrap().count(), 1);
+        assert_eq!(delta.get(&Key::new("HEAD", "total", "200")).unwrap().count(), 1);
+        let unchanged = reg.snapshot().since(&reg.snapshot()).unwrap();
+        assert!(unchanged.series.is_empty());
     }
 }
