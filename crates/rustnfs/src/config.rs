@@ -1,0 +1,125 @@
+//! Validated server configuration and the parsing of its user-facing spellings.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use ipnet::IpNet;
+
+use crate::Error;
+
+/// How one export is served. Build with [`Config::new`] and adjust the fields.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The directory exported as `/`; nothing outside it is reachable.
+    pub export: PathBuf,
+    /// Refuse every change with `NFS3ERR_ROFS`.
+    pub read_only: bool,
+    /// Client networks allowed to connect; empty means everyone. Checked at accept.
+    pub allow: Vec<IpNet>,
+    /// Map every caller to this `(uid, gid)`: new objects and ownership changes get it.
+    pub squash: Option<(u32, u32)>,
+    /// Connections served at once; further ones are closed at accept.
+    pub max_connections: usize,
+    /// A connection that sends no request for this long is closed.
+    pub idle_timeout: Duration,
+    /// A request whose bytes do not all arrive within this time closes its connection.
+    pub request_timeout: Duration,
+    /// Largest RPC record accepted (all fragments together). WRITE carries up to 1 MiB.
+    pub max_record: usize,
+    /// Open files kept for READ/WRITE (an LRU of descriptors).
+    pub fd_cache: usize,
+}
+
+impl Config {
+    /// Defaults: read-write, everyone allowed, no squash, 1024 connections, 5 min idle.
+    pub fn new(export: impl Into<PathBuf>) -> Self {
+        Config {
+            export: export.into(),
+            read_only: false,
+            allow: Vec::new(),
+            squash: None,
+            max_connections: 1024,
+            idle_timeout: Duration::from_secs(300),
+            request_timeout: Duration::from_secs(30),
+            max_record: (1 << 20) + 16 * 1024,
+            fd_cache: 1024,
+        }
+    }
+
+    /// Whether `ip` may connect.
+    pub fn allows(&self, ip: std::net::IpAddr) -> bool {
+        let ip = ip.to_canonical();
+        self.allow.is_empty() || self.allow.iter().any(|net| net.contains(&ip))
+    }
+}
+
+/// Parses `--allow` / `PERMITTED`: comma- or space-separated CIDRs or addresses; `*`
+/// (or an empty list) means everyone.
+pub fn parse_allow(text: &str) -> Result<Vec<IpNet>, Error> {
+    let mut nets = Vec::new();
+    for item in text
+        .split([',', ' ', ';'])
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+    {
+        if item == "*" {
+            return Ok(Vec::new());
+        }
+        let net = item
+            .parse::<IpNet>()
+            .or_else(|_| item.parse::<std::net::IpAddr>().map(IpNet::from))
+            .map_err(|_| Error::Config(format!("--allow: {item:?} is not a CIDR or address")))?;
+        nets.push(net);
+    }
+    Ok(nets)
+}
+
+/// Parses `--squash` as `UID:GID` (or `UID`, group equal to it).
+pub fn parse_squash(text: &str) -> Result<(u32, u32), Error> {
+    let bad = || Error::Config(format!("--squash: {text:?} is not UID:GID"));
+    let (u, g) = text.split_once(':').unwrap_or((text, text));
+    Ok((
+        u.trim().parse().map_err(|_| bad())?,
+        g.trim().parse().map_err(|_| bad())?,
+    ))
+}
+
+/// Parses a boolean environment value the way the popular images do.
+pub fn parse_bool(text: &str) -> Result<bool, String> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" | "y" => Ok(true),
+        "" | "0" | "false" | "no" | "off" | "n" => Ok(false),
+        _ => Err(format!(
+            "{text:?} is not a boolean (true/false, 1/0, yes/no)"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allow_lists() {
+        assert!(parse_allow("*").unwrap().is_empty());
+        let n = parse_allow("10.0.0.0/8, 192.168.1.5,::1").unwrap();
+        assert_eq!(n.len(), 3);
+        let mut c = Config::new("/x");
+        c.allow = n;
+        assert!(c.allows("10.1.2.3".parse().unwrap()));
+        assert!(c.allows("::ffff:10.1.2.3".parse().unwrap()));
+        assert!(!c.allows("127.0.0.1".parse().unwrap()));
+        assert!(parse_allow("10.0.0.0/33").is_err());
+        assert!(parse_allow("nonsense").is_err());
+    }
+
+    #[test]
+    fn squash_and_bools() {
+        assert_eq!(parse_squash("65534:65534").unwrap(), (65534, 65534));
+        assert_eq!(parse_squash("1000").unwrap(), (1000, 1000));
+        assert!(parse_squash("a:b").is_err());
+        assert!(parse_bool("Yes").unwrap());
+        assert!(!parse_bool("0").unwrap());
+        assert!(parse_bool("maybe").is_err());
+    }
+}

@@ -1,0 +1,15 @@
+//! The `rustnfs` binary: parse options, install logging, run the server.
+
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    let config = rustnfs::cli::Args::parse().into_run_config()?;
+    rustnfs::run(config).await?;
+    Ok(())
+}

@@ -1,0 +1,418 @@
+//! Safe wrappers over the Linux calls the jail needs: openat2, statx, getdents64 and *at.
+//!
+//! Everything here takes a directory file descriptor and a single name (or a relative path
+//! resolved with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`), so the server never follows a
+//! symbolic link and never resolves a path from `/`.
+
+use std::ffi::CStr;
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+/// Whether the kernel has `openat2` (Linux 5.6+); cleared on the first `ENOSYS`.
+static HAVE_OPENAT2: AtomicBool = AtomicBool::new(true);
+
+/// Opens `path` (relative, `/`-separated, no `.`/`..` components) beneath `dir` without
+/// following any symbolic link and without crossing a mount point.
+pub fn open_beneath(dir: BorrowedFd<'_>, path: &CStr, flags: i32) -> io::Result<OwnedFd> {
+    if HAVE_OPENAT2.load(Ordering::Relaxed) {
+        // SAFETY: open_how is plain data; zero is a valid value for every field.
+        let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+        how.flags = (flags | libc::O_CLOEXEC | libc::O_NOFOLLOW) as u64;
+        how.resolve = libc::RESOLVE_BENEATH
+            | libc::RESOLVE_NO_SYMLINKS
+            | libc::RESOLVE_NO_MAGICLINKS
+            | libc::RESOLVE_NO_XDEV;
+        for _ in 0..16 {
+            // SAFETY: valid fd, NUL-terminated path, and a correctly sized open_how.
+            let r = unsafe {
+                libc::syscall(
+                    libc::SYS_openat2,
+                    dir.as_raw_fd(),
+                    path.as_ptr(),
+                    &how as *const libc::open_how,
+                    std::mem::size_of::<libc::open_how>(),
+                )
+            };
+            if r >= 0 {
+                // SAFETY: the kernel returned a fresh descriptor we now own.
+                return Ok(unsafe { OwnedFd::from_raw_fd(r as i32) });
+            }
+            let e = io::Error::last_os_error();
+            match e.raw_os_error() {
+                // A concurrent rename makes RESOLVE_BENEATH ask for a retry.
+                Some(libc::EAGAIN) | Some(libc::EINTR) => continue,
+                Some(libc::ENOSYS) => {
+                    HAVE_OPENAT2.store(false, Ordering::Relaxed);
+                    break;
+                }
+                _ => return Err(e),
+            }
+        }
+        if HAVE_OPENAT2.load(Ordering::Relaxed) {
+            return Err(io::Error::from_raw_os_error(libc::EAGAIN));
+        }
+    }
+    // Fallback: one component at a time, each opened with O_NOFOLLOW.
+    let bytes = path.to_bytes();
+    let comps: Vec<&[u8]> = bytes
+        .split(|&b| b == b'/')
+        .filter(|c| !c.is_empty() && *c != b".")
+        .collect();
+    if comps.iter().any(|c| *c == b"..") {
+        return Err(io::Error::from_raw_os_error(libc::EXDEV));
+    }
+    let mut cur = dup(dir)?;
+    for (i, c) in comps.iter().enumerate() {
+        let last = i + 1 == comps.len();
+        let name = std::ffi::CString::new(*c).map_err(|_| einval())?;
+        let f = if last {
+            flags
+        } else {
+            libc::O_PATH | libc::O_DIRECTORY
+        };
+        cur = openat(cur.as_fd_b(), &name, f, 0)?;
+    }
+    if comps.is_empty() {
+        return openat(dir, c".", flags, 0);
+    }
+    Ok(cur)
+}
+
+trait AsFdB {
+    fn as_fd_b(&self) -> BorrowedFd<'_>;
+}
+impl AsFdB for OwnedFd {
+    fn as_fd_b(&self) -> BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.as_fd()
+    }
+}
+
+pub fn einval() -> io::Error {
+    io::Error::from_raw_os_error(libc::EINVAL)
+}
+
+pub fn dup(fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    fd.try_clone_to_owned()
+}
+
+/// `openat(dir, name, flags | O_NOFOLLOW | O_CLOEXEC, mode)`: one name, never a symlink.
+pub fn openat(dir: BorrowedFd<'_>, name: &CStr, flags: i32, mode: u32) -> io::Result<OwnedFd> {
+    loop {
+        // SAFETY: valid fd and NUL-terminated name.
+        let r = unsafe {
+            libc::openat(
+                dir.as_raw_fd(),
+                name.as_ptr(),
+                flags | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                mode as libc::c_uint,
+            )
+        };
+        if r >= 0 {
+            // SAFETY: fresh descriptor.
+            return Ok(unsafe { OwnedFd::from_raw_fd(r) });
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EINTR) {
+            return Err(e);
+        }
+    }
+}
+
+/// The attributes of one inode, as statx reports them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Stat {
+    pub ino: u64,
+    /// Birth time in nanoseconds since the epoch (0 when the file system has none); with
+    /// the inode number it tells a file from a later one that reused its inode.
+    pub btime: u64,
+    pub mode: u32,
+    pub nlink: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub size: u64,
+    pub blocks: u64,
+    pub rdev: (u32, u32),
+    pub dev: (u32, u32),
+    pub atime: (i64, u32),
+    pub mtime: (i64, u32),
+    pub ctime: (i64, u32),
+}
+
+impl Stat {
+    pub fn file_type(&self) -> u32 {
+        self.mode & libc::S_IFMT
+    }
+    pub fn is_dir(&self) -> bool {
+        self.file_type() == libc::S_IFDIR
+    }
+    pub fn is_reg(&self) -> bool {
+        self.file_type() == libc::S_IFREG
+    }
+    pub fn is_symlink(&self) -> bool {
+        self.file_type() == libc::S_IFLNK
+    }
+}
+
+/// `statx(dir, name, AT_SYMLINK_NOFOLLOW)`; an empty `name` stats `dir` itself.
+pub fn statx(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<Stat> {
+    let mut flags = libc::AT_SYMLINK_NOFOLLOW | libc::AT_STATX_SYNC_AS_STAT;
+    if name.is_empty() {
+        flags |= libc::AT_EMPTY_PATH;
+    }
+    // SAFETY: statx is plain data.
+    let mut sx: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: valid fd, NUL-terminated name, writable buffer.
+    cvt(unsafe {
+        libc::statx(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            flags,
+            libc::STATX_BASIC_STATS | libc::STATX_BTIME,
+            &mut sx,
+        )
+    })?;
+    let btime = if sx.stx_mask & libc::STATX_BTIME != 0 {
+        (sx.stx_btime.tv_sec as u64)
+            .wrapping_mul(1_000_000_000)
+            .wrapping_add(u64::from(sx.stx_btime.tv_nsec))
+    } else {
+        0
+    };
+    Ok(Stat {
+        ino: sx.stx_ino,
+        btime,
+        mode: u32::from(sx.stx_mode),
+        nlink: sx.stx_nlink,
+        uid: sx.stx_uid,
+        gid: sx.stx_gid,
+        size: sx.stx_size,
+        blocks: sx.stx_blocks,
+        rdev: (sx.stx_rdev_major, sx.stx_rdev_minor),
+        dev: (sx.stx_dev_major, sx.stx_dev_minor),
+        atime: (sx.stx_atime.tv_sec, sx.stx_atime.tv_nsec),
+        mtime: (sx.stx_mtime.tv_sec, sx.stx_mtime.tv_nsec),
+        ctime: (sx.stx_ctime.tv_sec, sx.stx_ctime.tv_nsec),
+    })
+}
+
+pub fn fstat(fd: BorrowedFd<'_>) -> io::Result<Stat> {
+    statx(fd, c"")
+}
+
+/// One directory entry as getdents64 returns it.
+#[derive(Debug, Clone)]
+pub struct Dirent {
+    pub ino: u64,
+    /// The position just after this entry: the READDIR cookie that resumes after it.
+    pub off: u64,
+    pub kind: u8,
+    pub name: Vec<u8>,
+}
+
+/// Positions a directory stream (`cookie` 0 is the start).
+pub fn seek_dir(fd: BorrowedFd<'_>, cookie: u64) -> io::Result<()> {
+    // SAFETY: valid fd.
+    let r = unsafe { libc::lseek(fd.as_raw_fd(), cookie as libc::off_t, libc::SEEK_SET) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Reads the next batch of entries (without `.` and `..`); empty at the end.
+pub fn getdents(fd: BorrowedFd<'_>, buf: &mut [u8], out: &mut Vec<Dirent>) -> io::Result<bool> {
+    // SAFETY: valid fd and writable buffer of the given length.
+    let n = unsafe {
+        libc::syscall(
+            libc::SYS_getdents64,
+            fd.as_raw_fd(),
+            buf.as_mut_ptr(),
+            buf.len(),
+        )
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let n = n as usize;
+    let mut pos = 0;
+    while pos + 19 <= n {
+        let ino = u64::from_ne_bytes(buf[pos..pos + 8].try_into().unwrap_or_default());
+        let off = u64::from_ne_bytes(buf[pos + 8..pos + 16].try_into().unwrap_or_default());
+        let reclen = usize::from(u16::from_ne_bytes([buf[pos + 16], buf[pos + 17]]));
+        let kind = buf[pos + 18];
+        if reclen == 0 || pos + reclen > n {
+            break;
+        }
+        let raw = &buf[pos + 19..pos + reclen];
+        let len = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
+        let name = &raw[..len];
+        if name != b"." && name != b".." {
+            out.push(Dirent {
+                ino,
+                off,
+                kind,
+                name: name.to_vec(),
+            });
+        }
+        pos += reclen;
+    }
+    Ok(n > 0)
+}
+
+pub fn mkdirat(dir: BorrowedFd<'_>, name: &CStr, mode: u32) -> io::Result<()> {
+    // SAFETY: valid fd and name.
+    cvt(unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), mode) }).map(drop)
+}
+
+pub fn unlinkat(dir: BorrowedFd<'_>, name: &CStr, rmdir: bool) -> io::Result<()> {
+    let flags = if rmdir { libc::AT_REMOVEDIR } else { 0 };
+    // SAFETY: valid fd and name.
+    cvt(unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), flags) }).map(drop)
+}
+
+pub fn renameat(
+    from: BorrowedFd<'_>,
+    from_name: &CStr,
+    to: BorrowedFd<'_>,
+    to_name: &CStr,
+) -> io::Result<()> {
+    // SAFETY: valid fds and names.
+    cvt(unsafe {
+        libc::renameat(
+            from.as_raw_fd(),
+            from_name.as_ptr(),
+            to.as_raw_fd(),
+            to_name.as_ptr(),
+        )
+    })
+    .map(drop)
+}
+
+pub fn symlinkat(target: &CStr, dir: BorrowedFd<'_>, name: &CStr) -> io::Result<()> {
+    // SAFETY: valid fd and strings.
+    cvt(unsafe { libc::symlinkat(target.as_ptr(), dir.as_raw_fd(), name.as_ptr()) }).map(drop)
+}
+
+pub fn readlinkat(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<Vec<u8>> {
+    let mut buf = vec![0u8; libc::PATH_MAX as usize + 1];
+    // SAFETY: valid fd, name and buffer.
+    let n = unsafe {
+        libc::readlinkat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    buf.truncate(n as usize);
+    Ok(buf)
+}
+
+/// `fchownat(dir, name, uid, gid, AT_SYMLINK_NOFOLLOW)`; `u32::MAX` keeps a value.
+pub fn lchownat(dir: BorrowedFd<'_>, name: &CStr, uid: u32, gid: u32) -> io::Result<()> {
+    let mut flags = libc::AT_SYMLINK_NOFOLLOW;
+    if name.is_empty() {
+        flags |= libc::AT_EMPTY_PATH;
+    }
+    // SAFETY: valid fd and name.
+    cvt(unsafe { libc::fchownat(dir.as_raw_fd(), name.as_ptr(), uid, gid, flags) }).map(drop)
+}
+
+pub fn fchmod(fd: BorrowedFd<'_>, mode: u32) -> io::Result<()> {
+    // SAFETY: valid fd.
+    cvt(unsafe { libc::fchmod(fd.as_raw_fd(), mode) }).map(drop)
+}
+
+/// Time to set: `None` keeps it, `Some(None)` is "now", `Some(Some((s, ns)))` a value.
+pub type SetTime = Option<Option<(i64, u32)>>;
+
+fn timespec(t: SetTime) -> libc::timespec {
+    match t {
+        None => libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_OMIT,
+        },
+        Some(None) => libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_NOW,
+        },
+        Some(Some((s, ns))) => libc::timespec {
+            tv_sec: s,
+            tv_nsec: i64::from(ns),
+        },
+    }
+}
+
+/// `utimensat(dir, name, .., AT_SYMLINK_NOFOLLOW)`; an empty name sets `dir` itself.
+pub fn lutimensat(
+    dir: BorrowedFd<'_>,
+    name: &CStr,
+    atime: SetTime,
+    mtime: SetTime,
+) -> io::Result<()> {
+    let times = [timespec(atime), timespec(mtime)];
+    let (ptr, flags) = if name.is_empty() {
+        (std::ptr::null(), 0)
+    } else {
+        (name.as_ptr(), libc::AT_SYMLINK_NOFOLLOW)
+    };
+    // SAFETY: valid fd; a null path with flags 0 sets times on the fd itself.
+    cvt(unsafe { libc::utimensat(dir.as_raw_fd(), ptr, times.as_ptr(), flags) }).map(drop)
+}
+
+/// File system figures (statvfs) for FSSTAT and FSINFO.
+#[derive(Debug, Clone, Copy)]
+pub struct FsStat {
+    pub bsize: u64,
+    pub frsize: u64,
+    pub blocks: u64,
+    pub bfree: u64,
+    pub bavail: u64,
+    pub files: u64,
+    pub ffree: u64,
+    pub favail: u64,
+}
+
+pub fn fstatvfs(fd: BorrowedFd<'_>) -> io::Result<FsStat> {
+    // SAFETY: statvfs is plain data.
+    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: valid fd and buffer.
+    cvt(unsafe { libc::fstatvfs(fd.as_raw_fd(), &mut s) })?;
+    Ok(FsStat {
+        bsize: s.f_bsize,
+        frsize: s.f_frsize,
+        blocks: s.f_blocks,
+        bfree: s.f_bfree,
+        bavail: s.f_bavail,
+        files: s.f_files,
+        ffree: s.f_ffree,
+        favail: s.f_favail,
+    })
+}
+
+/// Raises the soft open-file limit to the hard limit (many clients, cached fds).
+pub fn raise_nofile_limit() -> io::Result<u64> {
+    // SAFETY: rlimit is plain data; get/setrlimit read and write it.
+    unsafe {
+        let mut rl: libc::rlimit = std::mem::zeroed();
+        cvt(libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl))?;
+        if rl.rlim_cur < rl.rlim_max {
+            rl.rlim_cur = rl.rlim_max;
+            cvt(libc::setrlimit(libc::RLIMIT_NOFILE, &rl))?;
+        }
+        Ok(rl.rlim_cur)
+    }
+}
