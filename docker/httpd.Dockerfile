@@ -12,6 +12,8 @@ EXPOSE 8080/tcp
 # Prometheus text at /metrics, JSON at /metrics.json.
 EXPOSE 9101/tcp
 USER 65534:65534
-HEALTHCHECK --interval=10s --timeout=3s --start-period=2s --retries=3 \
-    CMD ["/httpd", "--healthcheck"]
+# No HEALTHCHECK: a scratch image has no shell or curl, and a Docker healthcheck must exec a
+# program inside the image. It needs a probe mode in the binary (`httpd --healthcheck`
+# connecting to its own port); until then use the orchestrator's TCP/HTTP probes
+# (docker/k8s/*.yaml) or `servelab load` from outside.
 ENTRYPOINT ["/httpd"]

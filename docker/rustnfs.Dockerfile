@@ -17,6 +17,8 @@ EXPOSE 9102/tcp
 # (net.ipv4.ip_unprivileged_port_start=0). The export must be readable (and writable,
 # unless READ_ONLY) by this uid, or run with `--user $(id -u):$(id -g)`.
 USER 65534:65534
-HEALTHCHECK --interval=10s --timeout=3s --start-period=2s --retries=3 \
-    CMD ["/rustnfs", "--healthcheck"]
+# No HEALTHCHECK: a scratch image has no shell or curl, and a Docker healthcheck must exec a
+# program inside the image. It needs a probe mode in the binary (`rustnfs --healthcheck`
+# connecting to its own port); until then use the orchestrator's TCP/HTTP probes
+# (docker/k8s/*.yaml) or `servelab load` from outside.
 ENTRYPOINT ["/rustnfs"]
