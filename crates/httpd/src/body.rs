@@ -1,0 +1,305 @@
+//! The response body: bytes in memory, zero-copy `sendfile` markers, or streamed chunks.
+//!
+//! hyper writes bodies from `Bytes`, so `sendfile(2)` cannot go through it directly. The
+//! sendfile body instead yields *marker* frames: slices of one static zero-filled
+//! buffer, each paired with a [`SendJob`] (file, offset, length) pushed on the
+//! connection's queue in the same order. With hyper's queued (writev) write strategy the
+//! frames reach [`crate::conn_io::ConnIo`] as the very `IoSlice`s we built, and it
+//! recognises a marker by its address and sends the file range with `sendfile` instead.
+//! hyper still does all of HTTP (headers, Content-Length accounting, keep-alive); a
+//! marker without a queued job fails the connection instead of sending zeros.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body::{Frame, SizeHint};
+use parking_lot::Mutex;
+use tokio::task::JoinHandle;
+
+use crate::storage::{Handle, Storage, StorageError};
+use crate::timing::Timing;
+
+/// Size of the marker buffer = the largest single sendfile frame.
+pub(crate) const MARKER_LEN: usize = 1 << 20;
+
+/// Never read or written: only its address range matters (and it stays in .bss).
+static MARKER: [u8; MARKER_LEN] = [0; MARKER_LEN];
+
+/// True when `buf` lies inside the marker buffer.
+pub(crate) fn is_marker(buf: &[u8]) -> bool {
+    let start = MARKER.as_ptr() as usize;
+    let p = buf.as_ptr() as usize;
+    !buf.is_empty() && p >= start && p + buf.len() <= start + MARKER_LEN
+}
+
+/// A file range the connection sends with `sendfile` when it meets the matching marker.
+pub(crate) struct SendJob {
+    pub file: Arc<File>,
+    pub offset: u64,
+    pub remaining: u64,
+    /// Keeps the request's timer alive until the bytes are on the socket.
+    pub _timing: Arc<Timing>,
+}
+
+/// Per-connection FIFO of pending sendfile jobs.
+pub(crate) type SendQueue = Arc<Mutex<VecDeque<SendJob>>>;
+
+type ReadTask = JoinHandle<Result<(Bytes, Duration), StorageError>>;
+
+enum Kind {
+    Empty,
+    Once(Option<Bytes>),
+    Sendfile {
+        file: Arc<File>,
+        offset: u64,
+        end: u64,
+        queue: SendQueue,
+    },
+    Stream {
+        storage: Arc<dyn Storage>,
+        handle: Handle,
+        next: u64,
+        end: u64,
+        remaining: u64,
+        chunk: usize,
+        depth: usize,
+        inflight: VecDeque<ReadTask>,
+    },
+}
+
+/// The body of every response httpd sends.
+pub struct FileBody {
+    kind: Kind,
+    timing: Option<Arc<Timing>>,
+}
+
+/// A frame that keeps the request timer alive until hyper has written it.
+struct Owned {
+    data: Bytes,
+    _timing: Option<Arc<Timing>>,
+}
+
+impl AsRef<[u8]> for Owned {
+    fn as_ref(&self) -> &[u8] {
+        &self.data
+    }
+}
+
+impl FileBody {
+    pub(crate) fn empty() -> FileBody {
+        FileBody {
+            kind: Kind::Empty,
+            timing: None,
+        }
+    }
+
+    pub(crate) fn bytes(data: Bytes) -> FileBody {
+        FileBody {
+            kind: if data.is_empty() {
+                Kind::Empty
+            } else {
+                Kind::Once(Some(data))
+            },
+            timing: None,
+        }
+    }
+
+    pub(crate) fn sendfile(file: Arc<File>, offset: u64, len: u64, queue: SendQueue) -> FileBody {
+        FileBody {
+            kind: Kind::Sendfile {
+                file,
+                offset,
+                end: offset + len,
+                queue,
+            },
+            timing: None,
+        }
+    }
+
+    pub(crate) fn stream(
+        storage: Arc<dyn Storage>,
+        handle: Handle,
+        offset: u64,
+        len: u64,
+        chunk: usize,
+    ) -> FileBody {
+        let depth = storage.read_ahead().max(1);
+        FileBody {
+            kind: Kind::Stream {
+                storage,
+                handle,
+                next: offset,
+                end: offset + len,
+                remaining: len,
+                chunk,
+                depth,
+                inflight: VecDeque::new(),
+            },
+            timing: None,
+        }
+    }
+
+    pub(crate) fn with_timing(mut self, timing: Arc<Timing>) -> FileBody {
+        self.timing = Some(timing);
+        self
+    }
+
+    fn frame(&self, data: Bytes) -> Frame<Bytes> {
+        Frame::data(Bytes::from_owner(Owned {
+            data,
+            _timing: self.timing.clone(),
+        }))
+    }
+
+    fn complete(&self) {
+        if let Some(t) = &self.timing {
+            t.set_complete();
+        }
+    }
+}
+
+impl http_body::Body for FileBody {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        let this = self.get_mut();
+        match &mut this.kind {
+            Kind::Empty => Poll::Ready(None),
+            Kind::Once(data) => match data.take() {
+                Some(d) => {
+                    this.complete();
+                    Poll::Ready(Some(Ok(this.frame(d))))
+                }
+                None => Poll::Ready(None),
+            },
+            Kind::Sendfile {
+                file,
+                offset,
+                end,
+                queue,
+            } => {
+                if *offset >= *end {
+                    return Poll::Ready(None);
+                }
+                let n = (*end - *offset).min(MARKER_LEN as u64);
+                let timing = this
+                    .timing
+                    .clone()
+                    .expect("a sendfile body always carries its timer");
+                queue.lock().push_back(SendJob {
+                    file: file.clone(),
+                    offset: *offset,
+                    remaining: n,
+                    _timing: timing,
+                });
+                *offset += n;
+                if *offset >= *end {
+                    this.complete();
+                }
+                Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(
+                    &MARKER[..n as usize],
+                )))))
+            }
+            Kind::Stream {
+                storage,
+                handle,
+                next,
+                end,
+                remaining,
+                chunk,
+                depth,
+                inflight,
+            } => {
+                // Keep `depth` reads in flight so the next chunk is read while this one
+                // is being sent.
+                while inflight.len() < *depth && *next < *end {
+                    let len = (*end - *next).min(*chunk as u64) as usize;
+                    let (st, h, off) = (storage.clone(), handle.clone(), *next);
+                    inflight.push_back(tokio::spawn(async move {
+                        let t = Instant::now();
+                        let data = st.read(&h, off, len).await?;
+                        Ok((data, t.elapsed()))
+                    }));
+                    *next += len as u64;
+                }
+                let Some(front) = inflight.front_mut() else {
+                    return Poll::Ready(None);
+                };
+                let res = match Pin::new(front).poll(cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(r) => r,
+                };
+                inflight.pop_front();
+                match res {
+                    Ok(Ok((data, took))) => {
+                        if let Some(t) = &this.timing {
+                            t.add_read(took);
+                        }
+                        *remaining -= data.len() as u64;
+                        if *remaining == 0 {
+                            this.complete();
+                        }
+                        Poll::Ready(Some(Ok(this.frame(data))))
+                    }
+                    Ok(Err(e)) => {
+                        tracing::warn!(error = %e, "read failed mid-body; closing the connection");
+                        Poll::Ready(Some(Err(std::io::Error::other(e))))
+                    }
+                    Err(e) => Poll::Ready(Some(Err(std::io::Error::other(e)))),
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.kind {
+            Kind::Empty => true,
+            Kind::Once(d) => d.is_none(),
+            Kind::Sendfile { offset, end, .. } => offset >= end,
+            Kind::Stream { remaining, .. } => *remaining == 0,
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        let n = match &self.kind {
+            Kind::Empty => 0,
+            Kind::Once(d) => d.as_ref().map_or(0, |d| d.len() as u64),
+            Kind::Sendfile { offset, end, .. } => end - offset,
+            Kind::Stream { remaining, .. } => *remaining,
+        };
+        SizeHint::with_exact(n)
+    }
+}
+
+impl Drop for FileBody {
+    fn drop(&mut self) {
+        if let Kind::Stream { inflight, .. } = &mut self.kind {
+            for t in inflight.drain(..) {
+                t.abort();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn marker_detection_is_by_address() {
+        assert!(is_marker(&MARKER[..10]));
+        assert!(is_marker(&MARKER[MARKER_LEN - 1..]));
+        assert!(!is_marker(&MARKER[..0]));
+        let zeros = vec![0u8; 10];
+        assert!(!is_marker(&zeros));
+    }
+}

@@ -1,0 +1,134 @@
+//! What httpd serves and under which limits.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+/// Where the files come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Backend {
+    /// A local directory (or a kernel-mounted NFS path).
+    Local { root: PathBuf },
+    /// An NFSv3 export through the built-in client: `nfs://HOST[:PORT]/EXPORT[//PATH]`
+    /// (see `nfsclient::NfsUrl`); the path inside the export, if any, is the served root.
+    Nfs { url: String },
+}
+
+/// Where access log lines (one JSON object per request) go.
+#[derive(Clone)]
+pub enum AccessLog {
+    Stdout,
+    File(PathBuf),
+    /// Any writer, e.g. a shared buffer in tests.
+    Writer(Arc<Mutex<Box<dyn Write + Send>>>),
+}
+
+impl std::fmt::Debug for AccessLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AccessLog::Stdout => write!(f, "Stdout"),
+            AccessLog::File(p) => write!(f, "File({})", p.display()),
+            AccessLog::Writer(_) => write!(f, "Writer(..)"),
+        }
+    }
+}
+
+/// Server configuration; [`Config::local`] and [`Config::nfs`] give the defaults.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub backend: Backend,
+    /// Answer a directory without `index.html` with an HTML listing (else 403).
+    pub list_dirs: bool,
+    /// Follow symlinks that leave the root (local backend). Symlinks that stay inside the
+    /// root are always followed; NFS symlinks are always refused (403).
+    pub follow_symlinks: bool,
+    /// Most connections open at once; further clients wait in the listen backlog.
+    pub max_connections: usize,
+    /// Deadline for a request's headers to arrive, counted from when the connection
+    /// starts waiting for them (so it also bounds keep-alive idleness between requests).
+    pub header_timeout: Duration,
+    /// A connection that moves no byte in either direction for this long is closed
+    /// (slow readers of a large body included).
+    pub idle_timeout: Duration,
+    /// Largest request head (request line + headers) accepted; larger gets 431.
+    pub max_header_bytes: usize,
+    pub access_log: Option<AccessLog>,
+    /// Send local file bodies above `inline_limit` with `sendfile(2)` (zero copy) instead
+    /// of read + write.
+    pub sendfile: bool,
+    /// Bodies up to this size are read while preparing the response (one `pread`, or one
+    /// NFS READ) and sent from memory.
+    pub inline_limit: u64,
+    /// Read size for streamed bodies (read + write path, and NFS READ count cap).
+    pub chunk_size: usize,
+    /// NFS: connections in the pool (= most READs in flight).
+    pub nfs_connections: usize,
+    /// NFS: READs in flight for one large body.
+    pub nfs_read_ahead: usize,
+    /// NFS: how long looked-up handles and attributes are reused (0 = always LOOKUP).
+    pub nfs_attr_ttl: Duration,
+    /// NFS: deadline of one NFS call; a dead server answers 502/503/504 within it.
+    pub nfs_timeout: Duration,
+    /// How long shutdown waits for in-flight responses before closing them.
+    pub shutdown_grace: Duration,
+}
+
+impl Config {
+    /// Defaults for serving a local directory.
+    pub fn local(root: impl Into<PathBuf>) -> Config {
+        Config::with_backend(Backend::Local { root: root.into() })
+    }
+
+    /// Defaults for serving an NFS export (`nfs://...`).
+    pub fn nfs(url: impl Into<String>) -> Config {
+        Config::with_backend(Backend::Nfs { url: url.into() })
+    }
+
+    fn with_backend(backend: Backend) -> Config {
+        Config {
+            backend,
+            list_dirs: false,
+            follow_symlinks: false,
+            max_connections: 10_000,
+            header_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(60),
+            max_header_bytes: 16 * 1024,
+            access_log: None,
+            sendfile: true,
+            inline_limit: 64 * 1024,
+            chunk_size: 1 << 20,
+            nfs_connections: 8,
+            nfs_read_ahead: 4,
+            nfs_attr_ttl: Duration::from_secs(1),
+            nfs_timeout: Duration::from_secs(5),
+            shutdown_grace: Duration::from_secs(30),
+        }
+    }
+
+    /// Checks ranges; called by [`crate::serve`].
+    pub fn validate(&self) -> Result<(), crate::Error> {
+        let bad = |m: &str| Err(crate::Error::Config(m.to_string()));
+        if self.max_connections == 0 {
+            return bad("max_connections must be at least 1");
+        }
+        if self.max_header_bytes < 1024 {
+            return bad("max_header_bytes must be at least 1024");
+        }
+        if !(4096..=(16 << 20)).contains(&self.chunk_size) {
+            return bad("chunk_size must be between 4 KiB and 16 MiB");
+        }
+        if self.inline_limit > (16 << 20) {
+            return bad("inline_limit must be at most 16 MiB");
+        }
+        if self.nfs_connections == 0 || self.nfs_read_ahead == 0 {
+            return bad("nfs_connections and nfs_read_ahead must be at least 1");
+        }
+        if self.header_timeout.is_zero() || self.idle_timeout.is_zero() {
+            return bad("timeouts must be positive");
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,219 @@
+//! The connection's socket as hyper sees it: `sendfile` for marker frames, idle timeout.
+//!
+//! Writes: runs of ordinary slices go out with `writev`; a marker slice (see
+//! [`crate::body`]) takes the front job of the connection's [`SendQueue`] and sends that
+//! file range with `sendfile(2)`, reporting the bytes as written so hyper's accounting
+//! stays exact. Idle: when a read or write has been pending for `idle` with no byte moved
+//! in either direction, the next poll fails with `TimedOut` and hyper closes the
+//! connection (a client that stops reading a large body, or goes silent).
+
+use std::io::{self, IoSlice};
+use std::os::fd::AsRawFd;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::time::{Instant, Sleep};
+
+use crate::body::{SendQueue, is_marker};
+
+pub(crate) struct ConnIo {
+    stream: TcpStream,
+    queue: SendQueue,
+    idle: Duration,
+    last_progress: Instant,
+    /// Allocated on the first pending I/O, then only reset.
+    sleep: Option<Pin<Box<Sleep>>>,
+}
+
+impl ConnIo {
+    pub(crate) fn new(stream: TcpStream, queue: SendQueue, idle: Duration) -> ConnIo {
+        ConnIo {
+            stream,
+            queue,
+            idle,
+            last_progress: Instant::now(),
+            sleep: None,
+        }
+    }
+
+    fn progress(&mut self) {
+        self.last_progress = Instant::now();
+    }
+
+    /// Called when an operation is pending: fails once nothing has moved for `idle`.
+    fn poll_idle(&mut self, cx: &mut Context<'_>) -> Poll<io::Error> {
+        let deadline = self.last_progress + self.idle;
+        let sleep = self
+            .sleep
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        if sleep.deadline() != deadline {
+            sleep.as_mut().reset(deadline);
+        }
+        match sleep.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "connection idle for too long",
+            )),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    /// Sends up to `len` bytes of queued file ranges with sendfile.
+    fn poll_sendfile(&mut self, cx: &mut Context<'_>, len: usize) -> Poll<io::Result<usize>> {
+        loop {
+            let (fd, mut offset, want) = {
+                let q = self.queue.lock();
+                let Some(job) = q.front() else {
+                    return Poll::Ready(Err(io::Error::other(
+                        "sendfile marker without a queued job (internal error)",
+                    )));
+                };
+                (
+                    job.file.as_raw_fd(),
+                    job.offset as libc::off_t,
+                    (job.remaining as usize).min(len),
+                )
+            };
+            ready!(self.stream.poll_write_ready(cx))?;
+            let sock = self.stream.as_raw_fd();
+            let res = self.stream.try_io(Interest::WRITABLE, || {
+                // SAFETY: sendfile(2) between two descriptors we keep open for the call.
+                let n = unsafe { libc::sendfile(sock, fd, &mut offset, want) };
+                if n < 0 {
+                    Err(io::Error::last_os_error())
+                } else {
+                    Ok(n as usize)
+                }
+            });
+            match res {
+                Ok(0) => {
+                    return Poll::Ready(Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "file shrank while being sent",
+                    )));
+                }
+                Ok(n) => {
+                    let mut q = self.queue.lock();
+                    let job = q.front_mut().expect("job checked above");
+                    job.offset += n as u64;
+                    job.remaining -= n as u64;
+                    if job.remaining == 0 {
+                        q.pop_front();
+                    }
+                    return Poll::Ready(Ok(n));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+    }
+
+    fn write_slices(
+        &mut self,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let mut total = 0usize;
+        let mut i = 0;
+        while i < bufs.len() {
+            let start = i;
+            while i < bufs.len() && !is_marker(&bufs[i]) {
+                i += 1;
+            }
+            if i > start {
+                let run = &bufs[start..i];
+                let want: usize = run.iter().map(|b| b.len()).sum();
+                match Pin::new(&mut self.stream).poll_write_vectored(cx, run) {
+                    Poll::Ready(Ok(n)) => {
+                        total += n;
+                        if n < want {
+                            return Poll::Ready(Ok(total));
+                        }
+                    }
+                    Poll::Ready(Err(e)) if total == 0 => return Poll::Ready(Err(e)),
+                    Poll::Pending if total == 0 => return Poll::Pending,
+                    _ => return Poll::Ready(Ok(total)),
+                }
+            }
+            if i < bufs.len() {
+                let len = bufs[i].len();
+                match self.poll_sendfile(cx, len) {
+                    Poll::Ready(Ok(n)) => {
+                        total += n;
+                        if n < len {
+                            return Poll::Ready(Ok(total));
+                        }
+                    }
+                    Poll::Ready(Err(e)) if total == 0 => return Poll::Ready(Err(e)),
+                    Poll::Pending if total == 0 => return Poll::Pending,
+                    _ => return Poll::Ready(Ok(total)),
+                }
+                i += 1;
+            }
+        }
+        Poll::Ready(Ok(total))
+    }
+}
+
+impl AsyncRead for ConnIo {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        match Pin::new(&mut this.stream).poll_read(cx, buf) {
+            Poll::Ready(r) => {
+                this.progress();
+                Poll::Ready(r)
+            }
+            Poll::Pending => match this.poll_idle(cx) {
+                Poll::Ready(e) => Poll::Ready(Err(e)),
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+}
+
+impl AsyncWrite for ConnIo {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.poll_write_vectored(cx, &[IoSlice::new(buf)])
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        match this.write_slices(cx, bufs) {
+            Poll::Ready(r) => {
+                this.progress();
+                Poll::Ready(r)
+            }
+            Poll::Pending => match this.poll_idle(cx) {
+                Poll::Ready(e) => Poll::Ready(Err(e)),
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+    }
+}

@@ -1,0 +1,283 @@
+//! Accept loop, connection limits and timeouts, graceful shutdown, the metrics endpoint.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderValue, Response, StatusCode, header};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use latency::Registry;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+use crate::Error;
+use crate::body::{FileBody, SendQueue};
+use crate::config::{AccessLog, Backend, Config};
+use crate::conn_io::ConnIo;
+use crate::respond::{self, Shared};
+use crate::storage::{LocalStorage, NfsStorage, Storage};
+use crate::timing::{Recorder, spawn_log_writer};
+
+/// A writer shared with the caller (tests capture the access log this way).
+struct SharedWriter(Arc<parking_lot::Mutex<Box<dyn std::io::Write + Send>>>);
+
+impl std::io::Write for SharedWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.lock().flush()
+    }
+}
+
+async fn open_storage(config: &Config) -> Result<Arc<dyn Storage>, Error> {
+    Ok(match &config.backend {
+        Backend::Local { root } => Arc::new(
+            LocalStorage::new(root, config.follow_symlinks, config.chunk_size).map_err(
+                |source| Error::Root {
+                    path: root.clone(),
+                    source,
+                },
+            )?,
+        ),
+        Backend::Nfs { url } => Arc::new(
+            NfsStorage::connect(
+                url,
+                config.nfs_connections,
+                config.nfs_timeout,
+                config.nfs_attr_ttl,
+                config.chunk_size,
+                config.nfs_read_ahead,
+            )
+            .await?,
+        ),
+    })
+}
+
+/// Serves files on `listener` until `shutdown` completes, then stops accepting, lets
+/// in-flight responses finish (up to `config.shutdown_grace`) and returns. Every request
+/// is recorded into `registry` (op = route class, phases `total`/`meta`/`read`/`send`,
+/// status = HTTP status, 499 for bodies the client abandoned).
+pub async fn serve(
+    listener: TcpListener,
+    config: Config,
+    registry: Arc<Registry>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), Error> {
+    config.validate()?;
+    let storage = open_storage(&config).await?;
+    let (log_tx, log_thread) = match &config.access_log {
+        None => (None, None),
+        Some(target) => {
+            let out: Box<dyn std::io::Write + Send> = match target {
+                AccessLog::Stdout => Box::new(std::io::stdout()),
+                AccessLog::File(path) => Box::new(
+                    std::fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(path)
+                        .map_err(|source| Error::AccessLog {
+                            path: path.clone(),
+                            source,
+                        })?,
+                ),
+                AccessLog::Writer(w) => Box::new(SharedWriter(w.clone())),
+            };
+            let (tx, thread) = spawn_log_writer(out);
+            (Some(tx), Some(thread))
+        }
+    };
+    let is_local = matches!(config.backend, Backend::Local { .. });
+    let shared = Arc::new(Shared {
+        chunk: config.chunk_size.min(storage.max_read()),
+        storage,
+        recorder: Arc::new(Recorder::new(registry, log_tx)),
+        list_dirs: config.list_dirs,
+        sendfile: config.sendfile && is_local,
+        inline_limit: config.inline_limit,
+    });
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(config.header_timeout)
+        .keep_alive(true)
+        // Queue strategy: body frames reach the socket wrapper as the slices we built
+        // (required by the sendfile markers, and avoids copying large chunks).
+        .writev(true)
+        .max_buf_size(config.max_header_bytes.max(8192))
+        .max_headers(100);
+    let permits = Arc::new(Semaphore::new(config.max_connections));
+    let graceful = GracefulShutdown::new();
+    tracing::info!(
+        addr = %listener.local_addr()?,
+        backend = shared.storage.name(),
+        "httpd listening"
+    );
+    tokio::pin!(shutdown);
+    loop {
+        let permit = tokio::select! {
+            _ = &mut shutdown => break,
+            p = permits.clone().acquire_owned() => p.expect("semaphore never closed"),
+        };
+        let (stream, peer) = tokio::select! {
+            _ = &mut shutdown => break,
+            r = listener.accept() => match r {
+                Ok(c) => c,
+                Err(e) => {
+                    // EMFILE and friends: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    continue;
+                }
+            },
+        };
+        let _ = stream.set_nodelay(true);
+        let queue = SendQueue::default();
+        let io = TokioIo::new(ConnIo::new(stream, queue.clone(), config.idle_timeout));
+        let shared = shared.clone();
+        let svc = service_fn(move |req| {
+            let shared = shared.clone();
+            let queue = queue.clone();
+            async move { Ok::<_, Infallible>(respond::handle(shared, req, peer, queue).await) }
+        });
+        let conn = graceful.watch(builder.serve_connection(io, svc));
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            }
+            drop(permit);
+        });
+    }
+    drop(listener);
+    tracing::info!("shutting down: finishing in-flight responses");
+    let finished = tokio::time::timeout(config.shutdown_grace, graceful.shutdown())
+        .await
+        .is_ok();
+    if !finished {
+        tracing::warn!("shutdown grace period expired; remaining connections dropped");
+    }
+    drop(shared);
+    if let Some(thread) = log_thread
+        && finished
+    {
+        // Every request has been recorded, so the last log sender is gone and the
+        // writer thread flushes and ends.
+        let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+    }
+    Ok(())
+}
+
+/// Serves `GET /metrics` (Prometheus text) and `GET /metrics.json` (a `latency`
+/// snapshot) from `registry` until `shutdown` completes.
+pub async fn serve_metrics(
+    listener: TcpListener,
+    registry: Arc<Registry>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), Error> {
+    let graceful = GracefulShutdown::new();
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(10));
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, _) = tokio::select! {
+            _ = &mut shutdown => break,
+            r = listener.accept() => match r {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(error = %e, "metrics accept failed");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    continue;
+                }
+            },
+        };
+        let registry = registry.clone();
+        let svc = service_fn(move |req: http::Request<hyper::body::Incoming>| {
+            let registry = registry.clone();
+            async move {
+                let (status, ctype, body) = match req.uri().path() {
+                    "/metrics" => (
+                        StatusCode::OK,
+                        "text/plain; version=0.0.4; charset=utf-8",
+                        latency::prometheus::render(&registry.snapshot()),
+                    ),
+                    "/metrics.json" => (
+                        StatusCode::OK,
+                        "application/json",
+                        registry.snapshot().to_json().to_string(),
+                    ),
+                    _ => (
+                        StatusCode::NOT_FOUND,
+                        "text/plain; charset=utf-8",
+                        "404 Not Found: try /metrics or /metrics.json\n".to_string(),
+                    ),
+                };
+                let mut resp = Response::new(FileBody::bytes(Bytes::from(body)));
+                *resp.status_mut() = status;
+                resp.headers_mut()
+                    .insert(header::CONTENT_TYPE, HeaderValue::from_static(ctype));
+                Ok::<_, Infallible>(resp)
+            }
+        });
+        let conn = graceful.watch(builder.serve_connection(TokioIo::new(stream), svc));
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(5), graceful.shutdown()).await;
+    Ok(())
+}
+
+/// What the binary runs: binds `listen` (and `metrics`), serves until SIGINT/SIGTERM,
+/// then prints the summary table to stderr.
+pub async fn run(
+    config: Config,
+    listen: SocketAddr,
+    metrics: Option<SocketAddr>,
+) -> Result<(), Error> {
+    let registry = Registry::new("httpd_request");
+    let listener = TcpListener::bind(listen).await?;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stopped = move |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let metrics_task = match metrics {
+        Some(addr) => {
+            let l = TcpListener::bind(addr).await?;
+            tracing::info!(addr = %l.local_addr()?, "metrics listening");
+            Some(tokio::spawn(serve_metrics(
+                l,
+                registry.clone(),
+                stopped(stop_rx.clone()),
+            )))
+        }
+        None => None,
+    };
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("signal received");
+        let _ = stop_tx.send(true);
+    });
+    let result = serve(listener, config, registry.clone(), stopped(stop_rx)).await;
+    if let Some(t) = metrics_task {
+        let _ = t.await;
+    }
+    eprint!("{}", latency::table::render(&registry.snapshot()));
+    result
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("installing a SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}

@@ -1,0 +1,120 @@
+//! Where file bytes come from: one [`Storage`] trait, a local and an NFS implementation.
+//!
+//! Both answer the same questions the same way — resolve safe path components to a file
+//! or directory with its size, mtime and inode (`meta` phase), read a byte range
+//! (`read` phase), list a directory — so the HTTP layer produces byte-identical
+//! responses whichever backend is behind it.
+
+pub mod local;
+pub mod nfs;
+
+use std::fs::File;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use bytes::Bytes;
+
+pub use local::LocalStorage;
+pub use nfs::NfsStorage;
+
+/// A file or directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    File,
+    Dir,
+}
+
+/// The metadata the HTTP layer needs (Content-Length, Last-Modified, ETag).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Meta {
+    pub kind: Kind,
+    pub size: u64,
+    pub mtime: SystemTime,
+    /// Inode / NFS fileid, part of the ETag.
+    pub ino: u64,
+}
+
+/// What a backend needs to read an opened object again.
+#[derive(Debug, Clone)]
+pub enum Handle {
+    /// An open file or directory descriptor (the local backend).
+    Local(Arc<File>),
+    /// An NFS file handle.
+    Nfs(nfsclient::FileHandle),
+}
+
+/// An opened object: its metadata and how to read it.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub meta: Meta,
+    pub handle: Handle,
+}
+
+/// One directory entry for listings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListEntry {
+    pub name: String,
+    pub is_dir: bool,
+    pub size: u64,
+    pub mtime: SystemTime,
+}
+
+/// Why a backend could not answer; each maps to one HTTP status.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    /// 404.
+    #[error("not found")]
+    NotFound,
+    /// 403: permission denied, a symlink leaving the root, not a regular file.
+    #[error("forbidden: {0}")]
+    Forbidden(&'static str),
+    /// 503: the NFS server cannot be reached.
+    #[error("storage unavailable: {0}")]
+    Unavailable(String),
+    /// 502: the NFS server broke the connection or answered with an error.
+    #[error("bad gateway: {0}")]
+    BadGateway(String),
+    /// 504: the NFS server did not answer in time.
+    #[error("storage timeout: {0}")]
+    Timeout(String),
+    /// 500: a local I/O error.
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl StorageError {
+    /// The HTTP status this error answers with.
+    pub fn status(&self) -> u16 {
+        match self {
+            StorageError::NotFound => 404,
+            StorageError::Forbidden(_) => 403,
+            StorageError::Unavailable(_) => 503,
+            StorageError::BadGateway(_) => 502,
+            StorageError::Timeout(_) => 504,
+            StorageError::Io(_) => 500,
+        }
+    }
+}
+
+/// A file store the server reads from. Paths are already-checked components relative to
+/// the served root (no `.`, `..`, `/`, NUL).
+#[async_trait::async_trait]
+pub trait Storage: Send + Sync + 'static {
+    /// Resolves `path` to a file or directory without leaving the root.
+    async fn open(&self, path: &[String]) -> Result<Entry, StorageError>;
+
+    /// Reads exactly `len` bytes at `offset` (fewer only if the file shrank: an error).
+    async fn read(&self, handle: &Handle, offset: u64, len: usize) -> Result<Bytes, StorageError>;
+
+    /// The entries of an opened directory.
+    async fn list(&self, dir: &Entry) -> Result<Vec<ListEntry>, StorageError>;
+
+    /// How many chunk reads one streamed body may keep in flight.
+    fn read_ahead(&self) -> usize;
+
+    /// Largest useful single read.
+    fn max_read(&self) -> usize;
+
+    /// Short name for logs (`local`, `nfs`).
+    fn name(&self) -> &'static str;
+}

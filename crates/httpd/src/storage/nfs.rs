@@ -1,0 +1,288 @@
+//! The NFS backend: a pooled `nfsclient::Client` plus a short-lived handle/attribute cache.
+//!
+//! `meta` is one LOOKUP per path component, each result cached for `attr_ttl` (1 s by
+//! default, like the kernel client's `acregmin`-style attribute cache), so on a warm
+//! cache a request costs no metadata RPC at all; `read` is READ calls of at most the
+//! server's `rtmax`. A stale handle (file replaced, server restarted with new handles)
+//! drops the cache entry and resolves the path again once. NFS has no symlink following
+//! on the server, so a symlink is refused (403) rather than resolved.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use nfsclient::{Attr, Client, ClientConfig, FileHandle, FileKind, NfsUrl, nfsstat3};
+use parking_lot::Mutex;
+
+use super::{Entry, Handle, Kind, ListEntry, Meta, Storage, StorageError};
+
+/// Entries beyond this make the cache start over (a crude but bounded policy).
+const CACHE_MAX: usize = 100_000;
+
+/// Serves files of an NFS export.
+#[derive(Debug)]
+pub struct NfsStorage {
+    client: Client,
+    /// Components of the served root inside the export (the URL's path part).
+    base: Vec<String>,
+    /// Path (joined components, relative to the export) → handle, attributes, time.
+    cache: Mutex<HashMap<String, (FileHandle, Attr, Instant)>>,
+    ttl: Duration,
+    chunk: usize,
+    read_ahead: usize,
+}
+
+impl NfsStorage {
+    /// Mounts `url` and checks that the served root is a directory.
+    pub async fn connect(
+        url: &str,
+        connections: usize,
+        timeout: Duration,
+        ttl: Duration,
+        chunk: usize,
+        read_ahead: usize,
+    ) -> Result<NfsStorage, nfsclient::Error> {
+        let url = NfsUrl::parse(url)?;
+        let client = Client::connect(
+            &url,
+            ClientConfig {
+                connections,
+                call_timeout: timeout,
+                connect_timeout: timeout.min(Duration::from_secs(2)),
+            },
+        )
+        .await?;
+        let base: Vec<String> = client
+            .path()
+            .split('/')
+            .filter(|c| !c.is_empty())
+            .map(str::to_string)
+            .collect();
+        let (_, attr) = client.lookup_path(client.path()).await?;
+        if attr.kind != FileKind::Dir {
+            return Err(nfsclient::Error::Status {
+                op: "LOOKUP",
+                status: nfsstat3::NFS3ERR_NOTDIR,
+            });
+        }
+        Ok(NfsStorage {
+            chunk: chunk.min(client.rtmax() as usize),
+            client,
+            base,
+            cache: Mutex::new(HashMap::new()),
+            ttl,
+            read_ahead,
+        })
+    }
+
+    /// The underlying client (tests and diagnostics).
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    fn cached(&self, key: &str) -> Option<(FileHandle, Attr)> {
+        if self.ttl.is_zero() {
+            return None;
+        }
+        let cache = self.cache.lock();
+        let (fh, attr, at) = cache.get(key)?;
+        (at.elapsed() < self.ttl).then(|| (fh.clone(), attr.clone()))
+    }
+
+    fn remember(&self, key: String, fh: &FileHandle, attr: &Attr) {
+        if self.ttl.is_zero() {
+            return;
+        }
+        let mut cache = self.cache.lock();
+        if cache.len() >= CACHE_MAX {
+            cache.clear();
+        }
+        cache.insert(key, (fh.clone(), attr.clone(), Instant::now()));
+    }
+
+    /// Walks the components from the export root, reusing fresh cache entries.
+    async fn resolve(&self, path: &[String]) -> Result<(FileHandle, Attr), nfsclient::Error> {
+        let full: Vec<&str> = self
+            .base
+            .iter()
+            .chain(path.iter())
+            .map(String::as_str)
+            .collect();
+        let full_key = full.join("/");
+        if let Some(hit) = self.cached(&full_key) {
+            return Ok(hit);
+        }
+        // Find the longest cached prefix, then LOOKUP the rest.
+        let mut start = 0;
+        let mut cur = None;
+        for n in (1..full.len()).rev() {
+            if let Some(hit) = self.cached(&full[..n].join("/")) {
+                start = n;
+                cur = Some(hit);
+                break;
+            }
+        }
+        let (mut fh, mut attr) = match cur {
+            Some(hit) => hit,
+            None => {
+                let root = self.client.root();
+                match self.cached("") {
+                    Some(hit) => hit,
+                    None => {
+                        let attr = self.client.getattr(&root).await?;
+                        self.remember(String::new(), &root, &attr);
+                        (root, attr)
+                    }
+                }
+            }
+        };
+        for i in start..full.len() {
+            if attr.kind == FileKind::Symlink {
+                break;
+            }
+            let (next, a) = self.client.lookup(&fh, full[i]).await?;
+            fh = next;
+            attr = a;
+            self.remember(full[..=i].join("/"), &fh, &attr);
+        }
+        Ok((fh, attr))
+    }
+
+    fn forget_all(&self) {
+        self.cache.lock().clear();
+    }
+}
+
+fn map_err(e: nfsclient::Error) -> StorageError {
+    use nfsclient::Error as E;
+    match &e {
+        _ if e.is_not_found() => StorageError::NotFound,
+        E::BadPath { .. } => StorageError::NotFound,
+        E::Status {
+            status: nfsstat3::NFS3ERR_ACCES | nfsstat3::NFS3ERR_PERM,
+            ..
+        } => StorageError::Forbidden("permission denied"),
+        E::Unreachable { .. } | E::MountDenied { .. } => StorageError::Unavailable(e.to_string()),
+        E::Timeout { .. } => StorageError::Timeout(e.to_string()),
+        _ => StorageError::BadGateway(e.to_string()),
+    }
+}
+
+fn meta_of(attr: &Attr) -> Result<Meta, StorageError> {
+    let kind = match attr.kind {
+        FileKind::File => Kind::File,
+        FileKind::Dir => Kind::Dir,
+        FileKind::Symlink => return Err(StorageError::Forbidden("symlink refused")),
+        FileKind::Other => return Err(StorageError::Forbidden("not a regular file or directory")),
+    };
+    Ok(Meta {
+        kind,
+        size: attr.size,
+        mtime: attr.mtime,
+        ino: attr.fileid,
+    })
+}
+
+#[async_trait::async_trait]
+impl Storage for NfsStorage {
+    async fn open(&self, path: &[String]) -> Result<Entry, StorageError> {
+        let res = match self.resolve(path).await {
+            Err(e) if e.is_stale() => {
+                self.forget_all();
+                if let Err(e) = self.client.remount().await {
+                    return Err(map_err(e));
+                }
+                self.resolve(path).await
+            }
+            other => other,
+        };
+        let (fh, attr) = res.map_err(map_err)?;
+        Ok(Entry {
+            meta: meta_of(&attr)?,
+            handle: Handle::Nfs(fh),
+        })
+    }
+
+    async fn read(&self, handle: &Handle, offset: u64, len: usize) -> Result<Bytes, StorageError> {
+        let Handle::Nfs(fh) = handle else {
+            return Err(StorageError::Forbidden("foreign handle"));
+        };
+        let max = self.client.rtmax() as usize;
+        let mut out: Option<Vec<u8>> = None;
+        let mut done = 0usize;
+        while done < len {
+            let want = (len - done).min(max) as u32;
+            let r = self
+                .client
+                .read(fh, offset + done as u64, want)
+                .await
+                .map_err(|e| {
+                    if e.is_stale() {
+                        self.forget_all();
+                    }
+                    map_err(e)
+                })?;
+            let got = r.data.len();
+            if got == 0 {
+                return Err(StorageError::BadGateway(format!(
+                    "file ended at {} while {} bytes were expected",
+                    offset + done as u64,
+                    len - done
+                )));
+            }
+            done += got;
+            match &mut out {
+                None if done >= len => {
+                    let mut data = r.data;
+                    data.truncate(len);
+                    return Ok(Bytes::from(data));
+                }
+                None => {
+                    let mut v = Vec::with_capacity(len);
+                    v.extend_from_slice(&r.data);
+                    out = Some(v);
+                }
+                Some(v) => v.extend_from_slice(&r.data),
+            }
+        }
+        let mut v = out.unwrap_or_default();
+        v.truncate(len);
+        Ok(Bytes::from(v))
+    }
+
+    async fn list(&self, dir: &Entry) -> Result<Vec<ListEntry>, StorageError> {
+        let Handle::Nfs(fh) = &dir.handle else {
+            return Err(StorageError::Forbidden("foreign handle"));
+        };
+        let entries = self.client.readdir(fh).await.map_err(map_err)?;
+        let mut out = Vec::with_capacity(entries.len());
+        for e in entries {
+            let attr = match e.attr {
+                Some(a) => a,
+                None => match self.client.lookup(fh, &e.name).await {
+                    Ok((_, a)) => a,
+                    Err(_) => continue,
+                },
+            };
+            out.push(ListEntry {
+                name: e.name,
+                is_dir: attr.kind == FileKind::Dir,
+                size: attr.size,
+                mtime: attr.mtime,
+            });
+        }
+        Ok(out)
+    }
+
+    fn read_ahead(&self) -> usize {
+        self.read_ahead
+    }
+
+    fn max_read(&self) -> usize {
+        self.chunk
+    }
+
+    fn name(&self) -> &'static str {
+        "nfs"
+    }
+}
