@@ -37,7 +37,7 @@ pub struct Args {
     #[arg(long, env = "RUSTNFS_METRICS")]
     pub metrics: Option<SocketAddr>,
     /// Most client connections served at once; more are closed at accept.
-    #[arg(long, env = "RUSTNFS_MAX_CONNECTIONS", default_value_t = 1024)]
+    #[arg(long, env = "RUSTNFS_MAX_CONNECTIONS", default_value_t = 4096)]
     pub max_connections: usize,
     /// Close a connection that sends nothing for this many seconds.
     #[arg(long, env = "RUSTNFS_IDLE_TIMEOUT", default_value_t = 300)]

@@ -31,14 +31,14 @@ pub struct Config {
 }
 
 impl Config {
-    /// Defaults: read-write, everyone allowed, no squash, 1024 connections, 5 min idle.
+    /// Defaults: read-write, everyone allowed, no squash, 4096 connections, 5 min idle.
     pub fn new(export: impl Into<PathBuf>) -> Self {
         Config {
             export: export.into(),
             read_only: false,
             allow: Vec::new(),
             squash: None,
-            max_connections: 1024,
+            max_connections: 4096,
             idle_timeout: Duration::from_secs(300),
             request_timeout: Duration::from_secs(30),
             max_record: (1 << 20) + 16 * 1024,
