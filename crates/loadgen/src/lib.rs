@@ -1,1 +1,214 @@
-//! loadgen (being written).
+//! The embedded load generator: HTTP, NFS and TCP workloads with honest statistics.
+//!
+//! # Layout
+//! - [`plan`]: what to run — [`TargetUrl`], [`Schedule`], [`Options`], [`LoadPlan`].
+//! - `worker`: the one worker loop, driven by the schedule against a `Target`; workers
+//!   run on single-threaded event loops, one per OS thread, like wrk's threads.
+//! - `http`, `tcp`, `nfs`: the three `Target` implementations. [`tcp::serve`] is the
+//!   server side of `tcp://` (`servelab tcp-server`).
+//! - [`sample`]: one operation's raw instants and outcome; the per-worker collector that
+//!   derives durations and records them into `latency` histograms.
+//! - [`report`]: [`Report`] — ab-compatible summary, percentile table, JSON (checked-in
+//!   `schema.json`), exact merging across workers, runs and machines.
+//! - `progress`: the stderr progress bar.
+//!
+//! The public surface is small on purpose: build a [`LoadPlan`], call [`run`], read the
+//! [`Report`].
+
+pub mod plan;
+pub mod report;
+pub mod sample;
+pub mod tcp;
+
+mod http;
+mod nfs;
+mod progress;
+mod worker;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+pub use plan::{LoadPlan, NfsWorkload, Options, Schedule, TargetUrl, parse_duration, parse_size};
+pub use report::{Report, merge_files};
+pub use sample::ErrorKind;
+
+/// Errors that stop a run before or instead of measuring (failures *during* a run are
+/// counted in the [`Report`], not returned).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("invalid URL {url:?}: {reason}")]
+    Url { url: String, reason: String },
+    #[error("cannot resolve host {0:?}")]
+    Resolve(String),
+    #[error("invalid plan: {0}")]
+    Plan(String),
+    #[error("cannot start the worker threads: {0}")]
+    Runtime(std::io::Error),
+    #[error("worker failed: {0}")]
+    Worker(String),
+    #[error("NFS: {0}")]
+    Nfs(String),
+    #[error("invalid report JSON: {0}")]
+    Json(String),
+    #[error("{path}: {source}")]
+    File {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Runs `plan` to completion and returns what was measured. Blocking: it starts its own
+/// worker threads (call it from `spawn_blocking` inside an async context). A run always
+/// ends by itself: by count, by duration, and every operation is bounded by
+/// `options.timeout`.
+pub fn run(plan: LoadPlan) -> Result<Report, Error> {
+    plan.validate()?;
+    let threads = match plan.options.threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    };
+    let mut report = Report {
+        target: String::new(),
+        kind: plan.target.kind().to_string(),
+        server_software: None,
+        host: String::new(),
+        port: 0,
+        path: String::new(),
+        document_length: None,
+        concurrency: plan.concurrency as u64,
+        schedule: describe(&plan.schedule),
+        rate_per_second: match plan.schedule {
+            Schedule::Rate { per_second, .. } => Some(per_second),
+            _ => None,
+        },
+        keepalive: false,
+        duration: Default::default(),
+        requests: 0,
+        failures: Default::default(),
+        non_2xx: 0,
+        keepalive_requests: 0,
+        body_bytes: 0,
+        wire_bytes: 0,
+        latency: Default::default(),
+        server_timing: Default::default(),
+        first_error: None,
+        merged_runs: 1,
+        checksum_crc32: None,
+    };
+    let (collector, elapsed) = match &plan.target {
+        TargetUrl::Http { host, port, path } => {
+            let addr = plan::resolve(host, *port)?;
+            let target = Arc::new(http::HttpTarget::new(
+                addr,
+                host,
+                *port,
+                path,
+                &plan.options,
+            ));
+            report.host.clone_from(host);
+            report.port = *port;
+            report.path.clone_from(path);
+            report.keepalive = plan.options.keepalive;
+            report.target = format!(
+                "http://{}:{port}{path}",
+                if host.contains(':') {
+                    format!("[{host}]")
+                } else {
+                    host.clone()
+                }
+            );
+            let out = drive(Arc::new(target.clone()), &plan, threads)?;
+            if !plan.options.variable_length {
+                report.document_length = target.document_length();
+            }
+            out
+        }
+        TargetUrl::Tcp { host, port } => {
+            let addr = plan::resolve(host, *port)?;
+            report.host.clone_from(host);
+            report.port = *port;
+            report.target = format!("tcp://{addr}");
+            let target = Arc::new(tcp::TcpTarget {
+                addr,
+                block: plan.options.block_size,
+                reverse: plan.options.reverse,
+            });
+            drive(Arc::new(target), &plan, threads)?
+        }
+        TargetUrl::Nfs { url } => {
+            report.target.clone_from(url);
+            let target = nfs::NfsTarget::new(url, &plan)?;
+            report.host = target.host();
+            report.port = target.port();
+            report.path = target.path();
+            let target = Arc::new(target);
+            let out = drive(Arc::new(target.clone()), &plan, threads)?;
+            report.checksum_crc32 = target.checksum();
+            out
+        }
+    };
+    report.duration = elapsed;
+    report.requests = collector.completed;
+    report.failures = collector.failures.clone();
+    report.non_2xx = collector.non_2xx;
+    report.keepalive_requests = if report.keepalive {
+        collector.keepalive_reused
+    } else {
+        0
+    };
+    report.body_bytes = collector.body_bytes;
+    report.wire_bytes = collector.wire_bytes;
+    report.server_software = collector.server_software.clone();
+    report.first_error = collector.first_error.clone();
+    report.latency = collector.latency_snapshot();
+    report.server_timing = collector.server_timing_snapshot();
+    Ok(report)
+}
+
+/// Starts the workers for one target and waits for them, showing progress if asked.
+fn drive<T: worker::Target>(
+    target: Arc<T>,
+    plan: &LoadPlan,
+    threads: usize,
+) -> Result<(sample::Collector, std::time::Duration), Error> {
+    let t0 = Instant::now();
+    let dispenser = Arc::new(worker::Dispenser::new(plan.schedule, t0));
+    let bar = plan
+        .options
+        .progress
+        .then(|| progress::Progress::start(dispenser.clone(), plan.schedule));
+    let result = worker::run_workers(
+        target,
+        plan.concurrency,
+        threads,
+        dispenser,
+        plan.options.timeout,
+    );
+    let elapsed = t0.elapsed();
+    if let Some(bar) = bar {
+        bar.finish();
+    }
+    Ok((result?, elapsed))
+}
+
+fn describe(s: &Schedule) -> String {
+    match *s {
+        Schedule::Count(n) => format!("count {n}"),
+        Schedule::Duration(d) => format!("duration {:?}", d),
+        Schedule::Rate {
+            per_second,
+            count,
+            duration,
+        } => {
+            let mut out = format!("rate {per_second}/s");
+            if let Some(n) = count {
+                out.push_str(&format!(" count {n}"));
+            }
+            if let Some(d) = duration {
+                out.push_str(&format!(" for {d:?}"));
+            }
+            out
+        }
+    }
+}

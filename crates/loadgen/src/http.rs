@@ -1,0 +1,547 @@
+//! The HTTP/1.1 target: a minimal client over tokio's TcpStream (keep-alive or ab's
+//! connection-per-request HTTP/1.0), Content-Length and chunked bodies, length checks
+//! against the first response, `Server-Timing` collection.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::sample::{ErrorKind, Instants, OpError, OpOk};
+use crate::worker::{Target, Worker};
+
+/// Largest response head accepted before the response counts as malformed.
+const MAX_HEAD: usize = 64 * 1024;
+/// Read buffer per connection: large enough that a 10 MiB body takes few reads.
+const READ_BUF: usize = 256 * 1024;
+const OP: &str = "GET";
+
+/// Settings shared by every HTTP worker.
+#[derive(Debug)]
+pub(crate) struct HttpTarget {
+    addr: SocketAddr,
+    request: Vec<u8>,
+    keepalive: bool,
+    variable_length: bool,
+    /// The first response's body length (ab's "Document Length"); `u64::MAX` until set.
+    pub doc_len: AtomicU64,
+}
+
+impl HttpTarget {
+    pub fn new(
+        addr: SocketAddr,
+        host: &str,
+        port: u16,
+        path: &str,
+        options: &crate::plan::Options,
+    ) -> Self {
+        let host_header = match (host.contains(':'), port) {
+            (true, 80) => format!("[{host}]"),
+            (true, p) => format!("[{host}]:{p}"),
+            (false, 80) => host.to_string(),
+            (false, p) => format!("{host}:{p}"),
+        };
+        let version = if options.keepalive { "1.1" } else { "1.0" };
+        let mut request = format!(
+            "GET {path} HTTP/{version}\r\nHost: {host_header}\r\nUser-Agent: servelab-load/{}\r\nAccept: */*\r\n",
+            env!("CARGO_PKG_VERSION")
+        );
+        for h in &options.headers {
+            let (name, value) = h.split_once(':').expect("validated in LoadPlan");
+            request.push_str(&format!("{}: {}\r\n", name.trim(), value.trim()));
+        }
+        request.push_str("\r\n");
+        HttpTarget {
+            addr,
+            request: request.into_bytes(),
+            keepalive: options.keepalive,
+            variable_length: options.variable_length,
+            doc_len: AtomicU64::new(u64::MAX),
+        }
+    }
+
+    /// The document length seen first, if any response completed.
+    pub fn document_length(&self) -> Option<u64> {
+        Some(self.doc_len.load(Ordering::Relaxed)).filter(|&n| n != u64::MAX)
+    }
+}
+
+pub(crate) struct HttpWorker {
+    target: Arc<HttpTarget>,
+    conn: Option<TcpStream>,
+    buf: Vec<u8>,
+    /// Only the first response's `Server:` header is kept (no allocation per request).
+    want_server: bool,
+}
+
+impl Target for Arc<HttpTarget> {
+    type Worker = HttpWorker;
+
+    fn default_op(&self) -> &'static str {
+        OP
+    }
+
+    async fn worker(&self, _id: usize, _inst: &mut Instants) -> Result<HttpWorker, OpError> {
+        Ok(HttpWorker {
+            target: self.clone(),
+            conn: None,
+            buf: vec![0; READ_BUF],
+            want_server: true,
+        })
+    }
+}
+
+impl Worker for HttpWorker {
+    async fn op(&mut self, inst: &mut Instants) -> Result<OpOk, OpError> {
+        // Taken out for the duration of the exchange: if this future is cancelled, the
+        // half-used connection is dropped rather than reused.
+        let mut conn = self.conn.take();
+        let mut reused = conn.is_some();
+        loop {
+            let mut stream = match conn.take() {
+                Some(s) => s,
+                None => {
+                    let s = TcpStream::connect(self.target.addr).await.map_err(|e| {
+                        OpError::new(OP, ErrorKind::Connect, format!("{}: {e}", self.target.addr))
+                    })?;
+                    let _ = s.set_nodelay(true);
+                    inst.connected = Some(Instant::now());
+                    s
+                }
+            };
+            if let Err(e) = stream.write_all(&self.target.request).await {
+                if reused {
+                    // The server closed an idle keep-alive connection: not a failure.
+                    reused = false;
+                    continue;
+                }
+                return Err(OpError::new(
+                    OP,
+                    ErrorKind::from_io(&e, false),
+                    e.to_string(),
+                ));
+            }
+            inst.written = Some(Instant::now());
+            match self.read_response(&mut stream, inst).await {
+                Ok((mut ok, reusable)) => {
+                    if reusable && self.target.keepalive {
+                        self.conn = Some(stream);
+                    }
+                    let len = ok.body_bytes;
+                    let first = self.target.doc_len.compare_exchange(
+                        u64::MAX,
+                        len,
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                    );
+                    if first.is_err_and(|first| first != len) && !self.target.variable_length {
+                        ok.failure = Some(ErrorKind::Length);
+                    }
+                    return Ok(ok);
+                }
+                Err(ReadError::ClosedBeforeResponse) if reused => {
+                    reused = false;
+                    inst.first_byte = None;
+                    continue;
+                }
+                Err(ReadError::ClosedBeforeResponse) => {
+                    return Err(OpError::new(
+                        OP,
+                        ErrorKind::Reset,
+                        "connection closed before any response byte",
+                    ));
+                }
+                Err(ReadError::Op(e)) => return Err(e),
+            }
+        }
+    }
+}
+
+enum ReadError {
+    /// EOF before the first byte: on a reused connection the server merely timed it out.
+    ClosedBeforeResponse,
+    Op(OpError),
+}
+
+fn fail(kind: ErrorKind, msg: impl Into<String>, wire: u64) -> ReadError {
+    let mut e = OpError::new(OP, kind, msg);
+    e.wire_bytes = wire;
+    ReadError::Op(e)
+}
+
+/// How the body's end is found.
+enum Framing {
+    None,
+    Length(u64),
+    Chunked(Chunked),
+    UntilClose,
+}
+
+impl HttpWorker {
+    /// Reads one response; returns it and whether the connection may be reused.
+    async fn read_response(
+        &mut self,
+        stream: &mut TcpStream,
+        inst: &mut Instants,
+    ) -> Result<(OpOk, bool), ReadError> {
+        let buf = &mut self.buf;
+        let mut filled = 0usize;
+        let mut wire = 0u64;
+        let (head_len, status, framing, reusable, server, server_timing) = loop {
+            if filled == buf.len() || filled >= MAX_HEAD {
+                return Err(fail(
+                    ErrorKind::Malformed,
+                    "response head larger than 64 KiB",
+                    wire,
+                ));
+            }
+            let n = match stream.read(&mut buf[filled..]).await {
+                Ok(0) if filled == 0 => return Err(ReadError::ClosedBeforeResponse),
+                Ok(0) => {
+                    return Err(fail(
+                        ErrorKind::Reset,
+                        "connection closed inside the response head",
+                        wire,
+                    ));
+                }
+                Ok(n) => n,
+                Err(e) if filled == 0 && e.kind() == std::io::ErrorKind::ConnectionReset => {
+                    if inst.connected.is_none() {
+                        return Err(ReadError::ClosedBeforeResponse);
+                    }
+                    return Err(fail(ErrorKind::Reset, e.to_string(), wire));
+                }
+                Err(e) => return Err(fail(ErrorKind::from_io(&e, false), e.to_string(), wire)),
+            };
+            if filled == 0 {
+                inst.first_byte = Some(Instant::now());
+            }
+            filled += n;
+            wire += n as u64;
+            let mut headers = [httparse::EMPTY_HEADER; 64];
+            let mut resp = httparse::Response::new(&mut headers);
+            match resp.parse(&buf[..filled]) {
+                Ok(httparse::Status::Partial) => continue,
+                Err(e) => {
+                    return Err(fail(
+                        ErrorKind::Malformed,
+                        format!("bad response head: {e}"),
+                        wire,
+                    ));
+                }
+                Ok(httparse::Status::Complete(head_len)) => {
+                    let code = resp.code.unwrap_or(0);
+                    if (100..200).contains(&code) && code != 101 {
+                        // An interim response (100 Continue): drop it and read on.
+                        buf.copy_within(head_len..filled, 0);
+                        filled -= head_len;
+                        continue;
+                    }
+                    let http11 = resp.version == Some(1);
+                    let mut length = None;
+                    let mut chunked = false;
+                    let mut close = !http11;
+                    let mut server = None;
+                    let mut server_timing: Option<String> = None;
+                    for h in resp.headers.iter() {
+                        let name = h.name;
+                        if name.eq_ignore_ascii_case("content-length") {
+                            let v = std::str::from_utf8(h.value)
+                                .ok()
+                                .and_then(|v| v.trim().parse::<u64>().ok());
+                            match (v, length) {
+                                (Some(v), None) => length = Some(v),
+                                (Some(v), Some(l)) if v == l => {}
+                                _ => {
+                                    return Err(fail(
+                                        ErrorKind::Malformed,
+                                        "invalid Content-Length",
+                                        wire,
+                                    ));
+                                }
+                            }
+                        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+                            chunked = h.value.rsplit(|&b| b == b',').next().is_some_and(|last| {
+                                last.trim_ascii().eq_ignore_ascii_case(b"chunked")
+                            });
+                            if !chunked {
+                                return Err(fail(
+                                    ErrorKind::Malformed,
+                                    "unsupported Transfer-Encoding",
+                                    wire,
+                                ));
+                            }
+                        } else if name.eq_ignore_ascii_case("connection") {
+                            for token in h.value.split(|&b| b == b',') {
+                                let t = token.trim_ascii();
+                                if t.eq_ignore_ascii_case(b"close") {
+                                    close = true;
+                                } else if t.eq_ignore_ascii_case(b"keep-alive") {
+                                    close = false;
+                                }
+                            }
+                        } else if name.eq_ignore_ascii_case("server") && self.want_server {
+                            server = Some(String::from_utf8_lossy(h.value).into_owned());
+                        } else if name.eq_ignore_ascii_case("server-timing") {
+                            let v = String::from_utf8_lossy(h.value);
+                            server_timing = Some(match server_timing {
+                                Some(prev) => format!("{prev}, {v}"),
+                                None => v.into_owned(),
+                            });
+                        }
+                    }
+                    let framing = if code == 204 || code == 304 {
+                        Framing::None
+                    } else if chunked {
+                        Framing::Chunked(Chunked::default())
+                    } else if let Some(l) = length {
+                        Framing::Length(l)
+                    } else {
+                        close = true;
+                        Framing::UntilClose
+                    };
+                    break (head_len, code, framing, !close, server, server_timing);
+                }
+            }
+        };
+        if server.is_some() {
+            self.want_server = false;
+        }
+        let mut body = 0u64;
+        let mut reusable = reusable;
+        let leftover = head_len..filled;
+        match framing {
+            Framing::None => {
+                if !leftover.is_empty() {
+                    reusable = false;
+                }
+            }
+            Framing::Length(total) => {
+                let have = (leftover.len() as u64).min(total);
+                if leftover.len() as u64 > total {
+                    reusable = false;
+                }
+                body = have;
+                while body < total {
+                    let want = ((total - body) as usize).min(buf.len());
+                    let n = match stream.read(&mut buf[..want]).await {
+                        Ok(0) => {
+                            return Err(fail(
+                                ErrorKind::Reset,
+                                format!("connection closed after {body} of {total} body bytes"),
+                                wire,
+                            ));
+                        }
+                        Ok(n) => n,
+                        Err(e) => {
+                            return Err(fail(ErrorKind::from_io(&e, false), e.to_string(), wire));
+                        }
+                    };
+                    body += n as u64;
+                    wire += n as u64;
+                }
+            }
+            Framing::Chunked(mut dec) => {
+                let mut start = head_len;
+                let mut end = filled;
+                loop {
+                    let (got, consumed) = dec
+                        .feed(&buf[start..end])
+                        .map_err(|m| fail(ErrorKind::Malformed, m, wire))?;
+                    body += got;
+                    if dec.done() {
+                        if start + consumed < end {
+                            reusable = false;
+                        }
+                        break;
+                    }
+                    let n = match stream.read(&mut buf[..]).await {
+                        Ok(0) => {
+                            return Err(fail(
+                                ErrorKind::Reset,
+                                "connection closed inside a chunked body",
+                                wire,
+                            ));
+                        }
+                        Ok(n) => n,
+                        Err(e) => {
+                            return Err(fail(ErrorKind::from_io(&e, false), e.to_string(), wire));
+                        }
+                    };
+                    wire += n as u64;
+                    start = 0;
+                    end = n;
+                }
+            }
+            Framing::UntilClose => {
+                body = leftover.len() as u64;
+                loop {
+                    match stream.read(&mut buf[..]).await {
+                        Ok(0) => break,
+                        Ok(n) => {
+                            body += n as u64;
+                            wire += n as u64;
+                        }
+                        Err(e) => {
+                            return Err(fail(ErrorKind::from_io(&e, false), e.to_string(), wire));
+                        }
+                    }
+                }
+            }
+        }
+        Ok((
+            OpOk {
+                op: OP,
+                status: Some(status),
+                body_bytes: body,
+                wire_bytes: wire,
+                server_timing,
+                failure: None,
+                server_software: server,
+            },
+            reusable,
+        ))
+    }
+}
+
+/// An incremental decoder of `Transfer-Encoding: chunked` that counts data bytes.
+#[derive(Debug, Default)]
+struct Chunked {
+    state: ChunkState,
+    size: u64,
+    digits: usize,
+}
+
+#[derive(Debug, Default, PartialEq, Eq, Clone, Copy)]
+enum ChunkState {
+    #[default]
+    Size,
+    Extension,
+    SizeLf,
+    Data,
+    DataCr,
+    DataLf,
+    TrailerStart,
+    TrailerLine,
+    EndLf,
+    Done,
+}
+
+impl Chunked {
+    fn done(&self) -> bool {
+        self.state == ChunkState::Done
+    }
+
+    /// Consumes `data`; returns (body bytes in it, bytes consumed). Stops at the end.
+    fn feed(&mut self, data: &[u8]) -> Result<(u64, usize), &'static str> {
+        use ChunkState::*;
+        let mut i = 0;
+        let mut body = 0u64;
+        while i < data.len() && self.state != Done {
+            let b = data[i];
+            match self.state {
+                Size => match b {
+                    b'0'..=b'9' | b'a'..=b'f' | b'A'..=b'F' => {
+                        let v = (b as char).to_digit(16).unwrap_or(0) as u64;
+                        self.digits += 1;
+                        if self.digits > 15 {
+                            return Err("chunk size too large");
+                        }
+                        self.size = self.size * 16 + v;
+                    }
+                    b';' | b' ' | b'\t' if self.digits > 0 => self.state = Extension,
+                    b'\r' if self.digits > 0 => self.state = SizeLf,
+                    _ => return Err("bad chunk size line"),
+                },
+                Extension => match b {
+                    b'\r' => self.state = SizeLf,
+                    b'\n' => return Err("bare LF in chunk size line"),
+                    _ => {}
+                },
+                SizeLf => {
+                    if b != b'\n' {
+                        return Err("chunk size line not ended by CRLF");
+                    }
+                    self.digits = 0;
+                    self.state = if self.size == 0 { TrailerStart } else { Data };
+                }
+                Data => {
+                    let take = ((data.len() - i) as u64).min(self.size);
+                    body += take;
+                    self.size -= take;
+                    i += take as usize;
+                    if self.size == 0 {
+                        self.state = DataCr;
+                    }
+                    continue;
+                }
+                DataCr => {
+                    if b != b'\r' {
+                        return Err("chunk data longer than its size");
+                    }
+                    self.state = DataLf;
+                }
+                DataLf => {
+                    if b != b'\n' {
+                        return Err("chunk data not ended by CRLF");
+                    }
+                    self.state = Size;
+                }
+                TrailerStart => match b {
+                    b'\r' => self.state = EndLf,
+                    _ => self.state = TrailerLine,
+                },
+                TrailerLine => {
+                    if b == b'\n' {
+                        self.state = TrailerStart;
+                    }
+                }
+                EndLf => {
+                    if b != b'\n' {
+                        return Err("chunked body not ended by CRLF");
+                    }
+                    self.state = Done;
+                }
+                Done => unreachable!("loop stops at Done"),
+            }
+            i += 1;
+        }
+        Ok((body, i))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_chunked_bodies_in_any_split() {
+        let body =
+            b"4\r\nWiki\r\n5;ext=1\r\npedia\r\nE\r\n in\r\n\r\nchunks.\r\n0\r\nX-T: 1\r\n\r\nNEXT";
+        for split in 1..body.len() {
+            let mut d = Chunked::default();
+            let end = body.len() - 4;
+            let (a, ca) = d.feed(&body[..split]).unwrap();
+            assert_eq!(ca, split.min(end));
+            let (b, cb) = d.feed(&body[ca..]).unwrap();
+            assert!(d.done(), "split {split}");
+            assert_eq!(a + b, 23);
+            assert_eq!(ca + cb, end, "stops before NEXT");
+        }
+    }
+
+    #[test]
+    fn rejects_malformed_chunking() {
+        for bad in [
+            &b"x\r\n"[..],
+            b"4\r\nWikiXX",
+            b"4\nWiki",
+            b"ffffffffffffffffff\r\n",
+        ] {
+            assert!(Chunked::default().feed(bad).is_err(), "{bad:?}");
+        }
+    }
+}

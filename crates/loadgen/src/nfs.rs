@@ -1,0 +1,318 @@
+//! The NFSv3 target: every worker mounts with its own `nfsclient::Client` (one
+//! connection), then reads a file sequentially, writes a file of its own, or runs a
+//! bonnie++ -n style metadata mix; each NFS procedure is recorded under its own name.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use nfsclient::nfs3_types::nfs3::stable_how;
+use nfsclient::{Client, ClientConfig, FileHandle, FileKind, NfsUrl};
+use parking_lot::Mutex;
+
+use crate::plan::{LoadPlan, NfsWorkload};
+use crate::sample::{ErrorKind, Instants, OpError, OpOk};
+use crate::worker::{Target, Worker};
+
+/// A write workload's file wraps back to offset 0 at this size, so a long run does not
+/// fill the server's disk.
+const WRITE_WRAP: u64 = 256 << 20;
+
+pub(crate) struct NfsTarget {
+    url: NfsUrl,
+    workload: NfsWorkload,
+    block: u32,
+    verify: Option<u32>,
+    files: u64,
+    timeout: Duration,
+    /// The CRC-32 of the first complete pass over the file (read workload).
+    first_crc: Mutex<Option<u32>>,
+}
+
+impl NfsTarget {
+    pub fn new(url: &str, plan: &LoadPlan) -> Result<Self, crate::Error> {
+        let url = NfsUrl::parse(url).map_err(|e| crate::Error::Url {
+            url: url.to_string(),
+            reason: e.to_string(),
+        })?;
+        let block = u32::try_from(plan.options.block_size)
+            .ok()
+            .filter(|&b| b <= 1 << 20)
+            .ok_or_else(|| crate::Error::Plan("--nfs-block must be at most 1 MiB".into()))?;
+        Ok(NfsTarget {
+            url,
+            workload: plan.options.nfs_workload,
+            block,
+            verify: plan.options.verify_crc32,
+            files: plan.options.nfs_files.max(1),
+            timeout: plan.options.timeout,
+            first_crc: Mutex::new(None),
+        })
+    }
+
+    pub fn host(&self) -> String {
+        self.url.host.to_string()
+    }
+
+    pub fn port(&self) -> u16 {
+        self.url.nfs_port
+    }
+
+    pub fn path(&self) -> String {
+        self.url.full_path()
+    }
+
+    pub fn checksum(&self) -> Option<u32> {
+        *self.first_crc.lock()
+    }
+}
+
+fn op_error(op: &'static str, e: &nfsclient::Error) -> OpError {
+    use nfsclient::Error as E;
+    let kind = match e {
+        E::Unreachable { .. } => ErrorKind::Connect,
+        E::Timeout { .. } => ErrorKind::Timeout,
+        E::ConnectionLost { .. } => ErrorKind::Reset,
+        E::Status { .. } | E::MountDenied { .. } | E::BadPath { .. } | E::BadUrl { .. } => {
+            ErrorKind::Server
+        }
+        E::Rpc { .. } | E::Protocol { .. } => ErrorKind::Malformed,
+    };
+    OpError::new(op, kind, e.to_string())
+}
+
+/// What each workload keeps between operations.
+enum State {
+    Read {
+        fh: FileHandle,
+        offset: u64,
+        crc: crc32fast::Hasher,
+    },
+    Write {
+        dir: FileHandle,
+        name: String,
+        fh: FileHandle,
+        offset: u64,
+        data: Vec<u8>,
+    },
+    Metadata {
+        dir: FileHandle,
+        step: u64,
+        handles: Vec<Option<FileHandle>>,
+    },
+}
+
+pub(crate) struct NfsWorker {
+    target: Arc<NfsTarget>,
+    client: Client,
+    id: usize,
+    state: State,
+}
+
+impl Target for Arc<NfsTarget> {
+    type Worker = NfsWorker;
+
+    fn default_op(&self) -> &'static str {
+        match self.workload {
+            NfsWorkload::Read => "READ",
+            NfsWorkload::Write => "WRITE",
+            NfsWorkload::Metadata => "CREATE",
+        }
+    }
+
+    async fn worker(&self, id: usize, inst: &mut Instants) -> Result<NfsWorker, OpError> {
+        let cfg = ClientConfig {
+            connections: 1,
+            call_timeout: self.timeout,
+            connect_timeout: self.timeout.min(Duration::from_secs(5)),
+        };
+        let client = Client::connect(&self.url, cfg)
+            .await
+            .map_err(|e| op_error("MOUNT", &e))?;
+        inst.connected = Some(Instant::now());
+        let path = client.path().to_string();
+        let (fh, attr) = client
+            .lookup_path(&path)
+            .await
+            .map_err(|e| op_error("LOOKUP", &e))?;
+        let state = match self.workload {
+            NfsWorkload::Read => {
+                if attr.kind != FileKind::File {
+                    return Err(OpError::new(
+                        "LOOKUP",
+                        ErrorKind::Server,
+                        format!("{path:?} is not a regular file (the read workload reads one)"),
+                    ));
+                }
+                State::Read {
+                    fh,
+                    offset: 0,
+                    crc: crc32fast::Hasher::new(),
+                }
+            }
+            NfsWorkload::Write | NfsWorkload::Metadata => {
+                if attr.kind != FileKind::Dir {
+                    return Err(OpError::new(
+                        "LOOKUP",
+                        ErrorKind::Server,
+                        format!("{path:?} is not a directory (write/metadata create files in one)"),
+                    ));
+                }
+                if self.workload == NfsWorkload::Write {
+                    let name = format!("servelab-load-{}-w{id}.bin", std::process::id());
+                    let (file, _) = client
+                        .create(&fh, &name, 0o644)
+                        .await
+                        .map_err(|e| op_error("CREATE", &e))?;
+                    let data = (0..self.block as usize)
+                        .map(|i| (i * 31 % 251) as u8)
+                        .collect();
+                    State::Write {
+                        dir: fh,
+                        name,
+                        fh: file,
+                        offset: 0,
+                        data,
+                    }
+                } else {
+                    State::Metadata {
+                        dir: fh,
+                        step: 0,
+                        handles: vec![None; self.files as usize],
+                    }
+                }
+            }
+        };
+        Ok(NfsWorker {
+            target: self.clone(),
+            client,
+            id,
+            state,
+        })
+    }
+}
+
+impl NfsWorker {
+    fn meta_name(&self, i: u64) -> String {
+        format!("servelab-meta-{}-{}-{i}", std::process::id(), self.id)
+    }
+}
+
+impl Worker for NfsWorker {
+    async fn op(&mut self, inst: &mut Instants) -> Result<OpOk, OpError> {
+        let block = self.target.block;
+        let files = self.target.files;
+        match &mut self.state {
+            State::Read { fh, offset, crc } => {
+                let reply = self
+                    .client
+                    .read(fh, *offset, block)
+                    .await
+                    .map_err(|e| op_error("READ", &e))?;
+                inst.first_byte = Some(Instant::now());
+                let n = reply.data.len() as u64;
+                crc.update(&reply.data);
+                *offset += n;
+                let mut failure = None;
+                if reply.eof || n == 0 {
+                    let sum = std::mem::replace(crc, crc32fast::Hasher::new()).finalize();
+                    *offset = 0;
+                    self.target.first_crc.lock().get_or_insert(sum);
+                    if self.target.verify.is_some_and(|want| want != sum) {
+                        failure = Some(ErrorKind::Checksum);
+                    }
+                }
+                Ok(OpOk {
+                    op: "READ",
+                    body_bytes: n,
+                    wire_bytes: n,
+                    failure,
+                    ..OpOk::default()
+                })
+            }
+            State::Write {
+                fh, offset, data, ..
+            } => {
+                let n = self
+                    .client
+                    .write(fh, *offset, data, stable_how::UNSTABLE)
+                    .await
+                    .map_err(|e| op_error("WRITE", &e))?;
+                inst.first_byte = Some(Instant::now());
+                *offset += u64::from(n);
+                if *offset >= WRITE_WRAP {
+                    *offset = 0;
+                }
+                Ok(OpOk {
+                    op: "WRITE",
+                    body_bytes: u64::from(n),
+                    wire_bytes: u64::from(n),
+                    failure: (n as usize != data.len()).then_some(ErrorKind::Length),
+                    ..OpOk::default()
+                })
+            }
+            State::Metadata { step, .. } => {
+                // Create every file, stat every file, remove every file, again.
+                let s = *step;
+                *step += 1;
+                let file = s % files;
+                let name = self.meta_name(file);
+                let State::Metadata { dir, handles, .. } = &mut self.state else {
+                    unreachable!("matched above");
+                };
+                let op = match (s / files) % 3 {
+                    0 => {
+                        let (fh, _) = self
+                            .client
+                            .create(dir, &name, 0o644)
+                            .await
+                            .map_err(|e| op_error("CREATE", &e))?;
+                        handles[file as usize] = Some(fh);
+                        "CREATE"
+                    }
+                    1 => {
+                        let fh = handles[file as usize].clone().ok_or_else(|| {
+                            OpError::new("GETATTR", ErrorKind::Server, "file was not created")
+                        })?;
+                        self.client
+                            .getattr(&fh)
+                            .await
+                            .map_err(|e| op_error("GETATTR", &e))?;
+                        "GETATTR"
+                    }
+                    _ => {
+                        handles[file as usize] = None;
+                        self.client
+                            .remove(dir, &name)
+                            .await
+                            .map_err(|e| op_error("REMOVE", &e))?;
+                        "REMOVE"
+                    }
+                };
+                inst.first_byte = Some(Instant::now());
+                Ok(OpOk {
+                    op,
+                    ..OpOk::default()
+                })
+            }
+        }
+    }
+
+    async fn finish(&mut self) -> Option<Result<OpOk, OpError>> {
+        // Leave the export as it was: remove what this worker created.
+        match &self.state {
+            State::Read { .. } => None,
+            State::Write { dir, name, .. } => {
+                let _ = self.client.remove(dir, name).await;
+                None
+            }
+            State::Metadata { dir, handles, .. } => {
+                for (i, h) in handles.iter().enumerate() {
+                    if h.is_some() {
+                        let _ = self.client.remove(dir, &self.meta_name(i as u64)).await;
+                    }
+                }
+                None
+            }
+        }
+    }
+}

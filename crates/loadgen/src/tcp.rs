@@ -1,0 +1,237 @@
+//! Raw TCP throughput (like iperf3): the `tcp://` target and the `tcp-server` it talks to.
+//!
+//! Protocol, one stream per connection: the client sends a 16-byte hello (`SLTCP1\0` +
+//! mode byte + 8 reserved bytes). Mode 0 ("send"): the client writes blocks until its
+//! schedule ends, then shuts its write side; the server discards everything and answers
+//! the byte count it received as a big-endian u64, which the client checks. Mode 1
+//! ("reverse"): the server writes blocks until the client closes the connection.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::sample::{ErrorKind, Instants, OpError, OpOk};
+use crate::worker::{Target, Worker};
+
+const MAGIC: &[u8; 7] = b"SLTCP1\0";
+const HELLO_LEN: usize = 16;
+/// Socket buffers large enough that one write of the biggest block never waits twice.
+const SOCKET_BUFFER: u32 = 4 << 20;
+
+pub(crate) struct TcpTarget {
+    pub addr: SocketAddr,
+    pub block: usize,
+    pub reverse: bool,
+}
+
+pub(crate) struct TcpWorker {
+    stream: Option<TcpStream>,
+    buf: Vec<u8>,
+    reverse: bool,
+    sent: u64,
+}
+
+fn op_name(reverse: bool) -> &'static str {
+    if reverse { "tcp_read" } else { "tcp_write" }
+}
+
+fn io_err(reverse: bool, e: &std::io::Error) -> OpError {
+    OpError::new(
+        op_name(reverse),
+        ErrorKind::from_io(e, false),
+        e.to_string(),
+    )
+}
+
+impl Target for Arc<TcpTarget> {
+    type Worker = TcpWorker;
+
+    fn default_op(&self) -> &'static str {
+        op_name(self.reverse)
+    }
+
+    async fn worker(&self, _id: usize, inst: &mut Instants) -> Result<TcpWorker, OpError> {
+        let socket = if self.addr.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()
+        } else {
+            tokio::net::TcpSocket::new_v6()
+        }
+        .map_err(|e| io_err(self.reverse, &e))?;
+        let _ = socket.set_send_buffer_size(SOCKET_BUFFER);
+        let _ = socket.set_recv_buffer_size(SOCKET_BUFFER);
+        let mut stream = socket.connect(self.addr).await.map_err(|e| {
+            OpError::new(
+                op_name(self.reverse),
+                ErrorKind::Connect,
+                format!("{}: {e}", self.addr),
+            )
+        })?;
+        inst.connected = Some(Instant::now());
+        let mut hello = [0u8; HELLO_LEN];
+        hello[..7].copy_from_slice(MAGIC);
+        hello[7] = u8::from(self.reverse);
+        stream
+            .write_all(&hello)
+            .await
+            .map_err(|e| io_err(self.reverse, &e))?;
+        // Not all-zero, so a compressing path could not flatter the figure.
+        let buf = (0..self.block).map(|i| (i * 31 % 251) as u8).collect();
+        Ok(TcpWorker {
+            stream: Some(stream),
+            buf,
+            reverse: self.reverse,
+            sent: 0,
+        })
+    }
+}
+
+impl Worker for TcpWorker {
+    async fn op(&mut self, inst: &mut Instants) -> Result<OpOk, OpError> {
+        let op = op_name(self.reverse);
+        let stream = self
+            .stream
+            .as_mut()
+            .ok_or_else(|| OpError::new(op, ErrorKind::Io, "stream already finished"))?;
+        let n = if self.reverse {
+            match stream.read(&mut self.buf).await {
+                Ok(0) => {
+                    self.stream = None;
+                    return Err(OpError::new(
+                        op,
+                        ErrorKind::Reset,
+                        "server closed the stream",
+                    ));
+                }
+                Ok(n) => n,
+                Err(e) => {
+                    self.stream = None;
+                    return Err(io_err(true, &e));
+                }
+            }
+        } else {
+            if let Err(e) = stream.write_all(&self.buf).await {
+                self.stream = None;
+                return Err(io_err(false, &e));
+            }
+            self.sent += self.buf.len() as u64;
+            self.buf.len()
+        };
+        inst.first_byte = Some(Instant::now());
+        Ok(OpOk {
+            op,
+            body_bytes: n as u64,
+            wire_bytes: n as u64,
+            ..OpOk::default()
+        })
+    }
+
+    async fn finish(&mut self) -> Option<Result<OpOk, OpError>> {
+        let mut stream = self.stream.take()?;
+        if self.reverse {
+            return None;
+        }
+        let result = async {
+            stream.shutdown().await?;
+            let mut count = [0u8; 8];
+            stream.read_exact(&mut count).await?;
+            Ok::<u64, std::io::Error>(u64::from_be_bytes(count))
+        }
+        .await;
+        Some(match result {
+            Ok(n) if n == self.sent => Ok(OpOk {
+                op: "tcp_ack",
+                ..OpOk::default()
+            }),
+            Ok(n) => Err(OpError::new(
+                "tcp_ack",
+                ErrorKind::Checksum,
+                format!("server received {n} bytes, client sent {}", self.sent),
+            )),
+            Err(e) => Err(OpError::new(
+                "tcp_ack",
+                ErrorKind::from_io(&e, false),
+                e.to_string(),
+            )),
+        })
+    }
+}
+
+/// Serves the throughput protocol on `listener` until `shutdown` resolves; one task per
+/// stream, errors on one stream never stop the accept loop. `block` is the server's write
+/// size in reverse mode.
+pub async fn serve(
+    listener: TcpListener,
+    block: usize,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    let block = block.max(1);
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, _peer) = tokio::select! {
+            _ = &mut shutdown => return Ok(()),
+            r = listener.accept() => match r {
+                Ok(s) => s,
+                // Out of descriptors and the like: back off instead of spinning.
+                Err(_) => {
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        tokio::spawn(async move {
+            let _ = serve_stream(stream, block).await;
+        });
+    }
+}
+
+async fn serve_stream(mut stream: TcpStream, block: usize) -> std::io::Result<()> {
+    let _ = stream.set_nodelay(true);
+    let mut hello = [0u8; HELLO_LEN];
+    tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        stream.read_exact(&mut hello),
+    )
+    .await
+    .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "no hello"))??;
+    if &hello[..7] != MAGIC {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "not a servelab tcp client",
+        ));
+    }
+    if hello[7] == 1 {
+        let buf: Vec<u8> = (0..block).map(|i| (i * 31 % 251) as u8).collect();
+        loop {
+            stream.write_all(&buf).await?;
+        }
+    }
+    let mut buf = vec![0u8; 1 << 20];
+    let mut total = 0u64;
+    loop {
+        match stream.read(&mut buf).await? {
+            0 => break,
+            n => total += n as u64,
+        }
+    }
+    stream.write_all(&total.to_be_bytes()).await?;
+    stream.shutdown().await
+}
+
+/// Binds `addr` with large socket buffers (inherited by accepted streams), for
+/// `servelab tcp-server`. Must be called inside a tokio runtime.
+pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()
+    } else {
+        tokio::net::TcpSocket::new_v6()
+    }?;
+    socket.set_reuseaddr(true)?;
+    let _ = socket.set_recv_buffer_size(SOCKET_BUFFER);
+    let _ = socket.set_send_buffer_size(SOCKET_BUFFER);
+    socket.bind(addr)?;
+    socket.listen(1024)
+}
