@@ -16,8 +16,10 @@
 //!   timeout.
 //! - `timing`: phases (`meta`, `read`, `send`, `total`) into `latency`, access log lines.
 //! - `listing`, `mime`: directory listing HTML, Content-Type by extension.
+//! - [`cli`]: the command line, shared by the `httpd` binary and `servelab httpd`.
 
 mod body;
+pub mod cli;
 pub mod config;
 mod conn_io;
 mod listing;

@@ -1,0 +1,117 @@
+//! httpd's command line as a library, so the `httpd` binary and `servelab httpd` (the
+//! multi-call form used by `servelab compare` and the container images) share it.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+
+use crate::{Config, Error};
+
+/// A static file server for a local directory or an NFSv3 export, timing every request.
+#[derive(Parser, Debug)]
+#[command(name = "httpd", version)]
+pub struct Args {
+    /// Address to listen on, e.g. 127.0.0.1:8080 or [::]:80.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Serve this local directory.
+    #[arg(long, conflicts_with = "nfs", required_unless_present = "nfs")]
+    pub root: Option<PathBuf>,
+    /// Serve this NFSv3 export: nfs://HOST[:PORT]/EXPORT[//PATH][?nfsport=N&mountport=N].
+    #[arg(long)]
+    pub nfs: Option<String>,
+    /// Serve Prometheus /metrics and /metrics.json on this address.
+    #[arg(long)]
+    pub metrics: Option<SocketAddr>,
+    /// Write one JSON line per request with phase times to FILE, or `-` for stdout.
+    #[arg(long, value_name = "FILE|-")]
+    pub access_log: Option<String>,
+    /// Tokio worker threads (default: one per CPU).
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// List directories that have no index.html (otherwise 403).
+    #[arg(long)]
+    pub list: bool,
+    /// Follow symlinks that point outside the root (local backend).
+    #[arg(long)]
+    pub follow_symlinks: bool,
+    /// Most simultaneous connections.
+    #[arg(long, default_value_t = 10_000)]
+    pub max_connections: usize,
+    /// Seconds a client has to send its request headers (also the keep-alive idle limit).
+    #[arg(long, default_value_t = 30)]
+    pub header_timeout: u64,
+    /// Seconds a connection may move no byte before it is closed.
+    #[arg(long, default_value_t = 60)]
+    pub idle_timeout: u64,
+    /// Send local files with read + write instead of sendfile (for comparison).
+    #[arg(long)]
+    pub no_sendfile: bool,
+    /// NFS: connections in the client pool.
+    #[arg(long, default_value_t = 8)]
+    pub nfs_connections: usize,
+    /// NFS: milliseconds looked-up handles and attributes are reused (0 = never).
+    #[arg(long, default_value_t = 1000)]
+    pub nfs_attr_ttl_ms: u64,
+    /// NFS: seconds before an unanswered NFS call fails the request with 504.
+    #[arg(long, default_value_t = 5)]
+    pub nfs_timeout: u64,
+}
+
+impl Args {
+    /// Validates the flags into a server [`Config`].
+    pub fn to_config(&self) -> Result<Config, Error> {
+        let args = self;
+        let mut cfg = match (&args.root, &args.nfs) {
+            (Some(root), None) => {
+                if !root.is_dir() {
+                    return Err(Error::Config(format!(
+                        "--root {}: not a directory",
+                        root.display()
+                    )));
+                }
+                Config::local(root)
+            }
+            (None, Some(url)) => {
+                nfsclient::NfsUrl::parse(url)?;
+                Config::nfs(url)
+            }
+            _ => {
+                return Err(Error::Config(
+                    "give exactly one of --root DIR or --nfs nfs://...".into(),
+                ));
+            }
+        };
+        cfg.list_dirs = args.list;
+        cfg.follow_symlinks = args.follow_symlinks;
+        cfg.max_connections = args.max_connections;
+        cfg.header_timeout = Duration::from_secs(args.header_timeout);
+        cfg.idle_timeout = Duration::from_secs(args.idle_timeout);
+        cfg.sendfile = !args.no_sendfile;
+        cfg.nfs_connections = args.nfs_connections;
+        cfg.nfs_attr_ttl = Duration::from_millis(args.nfs_attr_ttl_ms);
+        cfg.nfs_timeout = Duration::from_secs(args.nfs_timeout);
+        cfg.access_log = args.access_log.as_deref().map(|p| match p {
+            "-" => crate::AccessLog::Stdout,
+            p => crate::AccessLog::File(p.into()),
+        });
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Builds the runtime (`--workers`) and serves until SIGINT/SIGTERM.
+    pub fn run(self) -> Result<(), Error> {
+        let cfg = self.to_config()?;
+        let mut rt = tokio::runtime::Builder::new_multi_thread();
+        if let Some(n) = self.workers {
+            if n == 0 {
+                return Err(Error::Config("--workers must be at least 1".into()));
+            }
+            rt.worker_threads(n);
+        }
+        let rt = rt.enable_all().build()?;
+        rt.block_on(crate::run(cfg, self.listen, self.metrics))
+    }
+}
