@@ -3,11 +3,9 @@
 # (scenario A), so it needs no kernel NFS mount and no privileges either way.
 #
 #   docker run -d -p 8080:8080 -v ~/www:/www:ro httpd --root /www
-#   docker run -d -p 8080:8080 httpd --nfs nfs://nfs-server/nfs-share
+#   docker run -d -p 8080:8080 httpd --nfs nfs://172.17.0.2/nfs-share   # rustnfs's address
 FROM scratch
 COPY httpd /httpd
-ENV HTTPD_LISTEN=0.0.0.0:8080 \
-    HTTPD_METRICS=0.0.0.0:9101
 EXPOSE 8080/tcp
 # Prometheus text at /metrics, JSON at /metrics.json.
 EXPOSE 9101/tcp
@@ -16,4 +14,6 @@ USER 65534:65534
 # program inside the image. It needs a probe mode in the binary (`httpd --healthcheck`
 # connecting to its own port); until then use the orchestrator's TCP/HTTP probes
 # (docker/k8s/*.yaml) or `servelab load` from outside.
-ENTRYPOINT ["/httpd"]
+# httpd's flags have no environment variables: the listen and metrics addresses are part
+# of the entrypoint, and `docker run ... httpd --root DIR` (or `--nfs URL`) appends the rest.
+ENTRYPOINT ["/httpd", "--listen", "0.0.0.0:8080", "--metrics", "0.0.0.0:9101"]

@@ -5,6 +5,7 @@
 //! message elsewhere).
 
 mod common;
+mod deploy;
 mod httpd;
 mod loadgen;
 mod rustnfs;
