@@ -10,8 +10,8 @@ use crate::snapshot::Snapshot;
 
 /// Bucket upper bounds in seconds: 1-2.5-5 steps from 1 µs to 10 s.
 pub const BUCKETS_SECONDS: [f64; 22] = [
-    1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2,
-    2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+    1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2,
+    5e-2, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
 /// The content type to serve the exposition with.
@@ -22,7 +22,10 @@ pub fn render(snapshot: &Snapshot) -> String {
     let name = format!("{}_duration_seconds", sanitize(&snapshot.prefix));
     let bytes_name = format!("{}_bytes_total", sanitize(&snapshot.prefix));
     let mut out = String::new();
-    let _ = writeln!(out, "# HELP {name} Time taken, by operation, phase and outcome.");
+    let _ = writeln!(
+        out,
+        "# HELP {name} Time taken, by operation, phase and outcome."
+    );
     let _ = writeln!(out, "# TYPE {name} histogram");
     for (key, series) in &snapshot.series {
         let labels = format!(
@@ -42,10 +45,17 @@ pub fn render(snapshot: &Snapshot) -> String {
             let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{le}\"}} {cumulative}");
         }
         let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {}", h.len());
-        let _ = writeln!(out, "{name}_sum{{{labels}}} {}", series.sum_nanos as f64 / 1e9);
+        let _ = writeln!(
+            out,
+            "{name}_sum{{{labels}}} {}",
+            series.sum_nanos as f64 / 1e9
+        );
         let _ = writeln!(out, "{name}_count{{{labels}}} {}", h.len());
     }
-    let _ = writeln!(out, "# HELP {bytes_name} Payload bytes moved, by operation.");
+    let _ = writeln!(
+        out,
+        "# HELP {bytes_name} Payload bytes moved, by operation."
+    );
     let _ = writeln!(out, "# TYPE {bytes_name} counter");
     for (key, series) in &snapshot.series {
         if key.phase == "total" {

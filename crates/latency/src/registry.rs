@@ -132,7 +132,10 @@ mod tests {
         let reg = Registry::new("test");
         reg.record_op("GET", "total", "200", Duration::from_micros(5), 1);
         let first = reg.drain();
-        assert_eq!(first.get(&Key::new("GET", "total", "200")).unwrap().count(), 1);
+        assert_eq!(
+            first.get(&Key::new("GET", "total", "200")).unwrap().count(),
+            1
+        );
         assert!(reg.drain().series.is_empty());
         // A handle taken before the drain still records into the registry.
         let handle = reg.handle(&Key::new("GET", "total", "200"));

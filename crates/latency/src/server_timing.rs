@@ -58,6 +58,9 @@ mod tests {
     #[test]
     fn skips_malformed_entries() {
         let parsed = parse("cache;desc=hit, db;dur=abc, ;dur=1, app;dur=\"2.5\", x;dur=-1");
-        assert_eq!(parsed, vec![("app".to_string(), Duration::from_micros(2500))]);
+        assert_eq!(
+            parsed,
+            vec![("app".to_string(), Duration::from_micros(2500))]
+        );
     }
 }

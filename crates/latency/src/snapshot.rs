@@ -228,8 +228,17 @@ mod tests {
         reg.record_op("GET", "total", "200", Duration::from_micros(900), 1);
         reg.record_op("HEAD", "total", "200", Duration::from_micros(9), 0);
         let delta = reg.snapshot().since(&before).unwrap();
-        assert_eq!(delta.get(&Key::new("GET", "total", "200")).unwrap().count(), 1);
-        assert_eq!(delta.get(&Key::new("HEAD", "total", "200")).unwrap().count(), 1);
+        assert_eq!(
+            delta.get(&Key::new("GET", "total", "200")).unwrap().count(),
+            1
+        );
+        assert_eq!(
+            delta
+                .get(&Key::new("HEAD", "total", "200"))
+                .unwrap()
+                .count(),
+            1
+        );
         let unchanged = reg.snapshot().since(&reg.snapshot()).unwrap();
         assert!(unchanged.series.is_empty());
     }
