@@ -17,4 +17,13 @@ pub enum Command {
     Load(crate::load::LoadArgs),
     /// Serve the tcp:// throughput protocol for `servelab load tcp://…` (like iperf3 -s).
     TcpServer(crate::tcp_server::TcpServerArgs),
+    /// Scenario A (HTTP from NFS) against scenario B (HTTP from local disk), with
+    /// baselines, on loopback; writes results/<date>-<host>/.
+    Compare(crate::compare_cmd::CompareArgs),
+    /// Re-render a saved comparison, or merge `servelab load --json` files (--merge).
+    Report(crate::report_cmd::ReportArgs),
+    /// Run the httpd static server (the same options as the `httpd` binary).
+    Httpd(httpd::cli::Args),
+    /// Run the rustnfs NFSv3 server (the same options as the `rustnfs` binary).
+    Rustnfs(rustnfs::cli::Args),
 }

@@ -1,15 +1,30 @@
 //! `servelab`: parse the command line and hand each subcommand to its module.
 
 mod cli;
+mod compare;
+mod compare_cmd;
 mod load;
+mod report_cmd;
+mod servers;
 mod tcp_server;
 
 use clap::Parser as _;
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
     let cli = cli::Cli::parse();
-    match cli.command {
+    let result = match cli.command {
         cli::Command::Load(args) => load::run(args),
         cli::Command::TcpServer(args) => tcp_server::run(args),
+        cli::Command::Compare(args) => compare_cmd::run(args),
+        cli::Command::Report(args) => report_cmd::run(args),
+        cli::Command::Httpd(args) => servers::run_httpd(args),
+        cli::Command::Rustnfs(args) => servers::run_rustnfs(args),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("servelab: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
     }
 }

@@ -1,0 +1,391 @@
+//! Third-party peers started next to our servers when the machine has them: nginx and
+//! Apache serving the dataset over HTTP, NFS-Ganesha exporting it over NFSv3.
+//!
+//! Each is started in the foreground from a configuration written into a private
+//! directory, on free loopback ports, and killed when its [`ExternalServer`] is dropped.
+//! The configurations are the ones in `shared/notes/baselines.md`, tried on a 2-core
+//! Debian 12 machine.
+
+use std::fmt;
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+/// The peers `compare` knows how to start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Baseline {
+    Nginx,
+    Apache,
+    Ganesha,
+    KernelNfs,
+}
+
+impl Baseline {
+    pub const ALL: [Baseline; 4] = [
+        Baseline::Nginx,
+        Baseline::Apache,
+        Baseline::Ganesha,
+        Baseline::KernelNfs,
+    ];
+
+    pub fn parse(name: &str) -> Option<Baseline> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "nginx" => Some(Baseline::Nginx),
+            "apache" | "apache2" | "httpd-apache" => Some(Baseline::Apache),
+            "ganesha" | "nfs-ganesha" => Some(Baseline::Ganesha),
+            "kernel-nfs" | "knfs" | "kernel" => Some(Baseline::KernelNfs),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Baseline::Nginx => "nginx",
+            Baseline::Apache => "apache",
+            Baseline::Ganesha => "ganesha",
+            Baseline::KernelNfs => "kernel-nfs",
+        }
+    }
+
+    /// Where the program is, or why this baseline cannot run here.
+    pub fn detect(self) -> Result<PathBuf, String> {
+        match self {
+            Baseline::Nginx => find_program("nginx")
+                .ok_or_else(|| "nginx is not installed (apt-get install nginx)".into()),
+            Baseline::Apache => find_program("apache2")
+                .ok_or_else(|| "apache2 is not installed (apt-get install apache2)".into()),
+            Baseline::Ganesha => {
+                let ganesha = find_program("ganesha.nfsd").ok_or_else(|| {
+                    "NFS-Ganesha is not installed (apt-get install nfs-ganesha nfs-ganesha-vfs)"
+                        .to_string()
+                })?;
+                find_program("rpcbind").ok_or_else(|| {
+                    "rpcbind is not installed; Ganesha 4 aborts without it (apt-get install rpcbind)"
+                        .to_string()
+                })?;
+                if !Path::new("/usr/lib/x86_64-linux-gnu/ganesha/libfsalvfs.so").exists()
+                    && !Path::new("/usr/lib/ganesha/libfsalvfs.so").exists()
+                {
+                    return Err(
+                        "Ganesha's VFS backend is missing (apt-get install nfs-ganesha-vfs)".into(),
+                    );
+                }
+                Ok(ganesha)
+            }
+            Baseline::KernelNfs => {
+                let helper = find_program("mount.nfs").ok_or_else(|| {
+                    "no kernel NFS client on this machine (mount.nfs not found; apt-get install nfs-common where the kernel has NFS)"
+                        .to_string()
+                })?;
+                let has_fs = std::fs::read_to_string("/proc/filesystems")
+                    .is_ok_and(|t| t.lines().any(|l| l.trim_end().ends_with("\tnfs")));
+                if !has_fs {
+                    return Err(
+                        "the kernel has no NFS client (no `nfs` in /proc/filesystems)".into(),
+                    );
+                }
+                if !is_root() {
+                    return Err("mounting NFS needs root".into());
+                }
+                Ok(helper)
+            }
+        }
+    }
+}
+
+impl fmt::Display for Baseline {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A running third-party server; killed (and waited for) on drop.
+pub struct ExternalServer {
+    pub addr: SocketAddr,
+    /// The second port of servers that have one (Ganesha's MOUNT port).
+    pub extra_port: Option<u16>,
+    child: Child,
+    _workdir: tempfile::TempDir,
+}
+
+impl ExternalServer {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for ExternalServer {
+    fn drop(&mut self) {
+        super::process::unregister_child(self.child.id());
+        // SIGTERM first so nginx/Apache/Ganesha stop their workers; then make sure.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts nginx serving `root` on a free loopback port (sendfile on, 2 workers).
+pub fn start_nginx(root: &Path) -> Result<ExternalServer, String> {
+    let program = Baseline::Nginx.detect()?;
+    let dir = workdir("nginx")?;
+    let port = free_port()?;
+    let d = dir.path().display();
+    let conf = format!(
+        "worker_processes 2;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\ndaemon off;\n\
+         events {{ worker_connections 4096; }}\n\
+         http {{\n  access_log off;\n  sendfile on; tcp_nopush on;\n  keepalive_requests 1000000;\n\
+         \x20 client_body_temp_path {d}/body; proxy_temp_path {d}/proxy; fastcgi_temp_path {d}/fcgi;\n\
+         \x20 uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;\n\
+         \x20 types {{ text/html html; application/octet-stream bin; }}\n\
+         \x20 server {{ listen 127.0.0.1:{port}; root {}; }}\n}}\n",
+        root.display()
+    );
+    let conf_path = dir.path().join("nginx.conf");
+    std::fs::write(&conf_path, conf).map_err(|e| format!("cannot write nginx config: {e}"))?;
+    let child = spawn_dying_with_parent(
+        Command::new(program)
+            .arg("-c")
+            .arg(&conf_path)
+            .arg("-e")
+            .arg(dir.path().join("error.log"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    )
+    .map_err(|e| format!("cannot start nginx: {e}"))?;
+    finish_start("nginx", child, dir, port, None, "error.log")
+}
+
+/// Starts Apache 2.4 (event MPM, sendfile on) serving `root` on a free loopback port.
+pub fn start_apache(root: &Path) -> Result<ExternalServer, String> {
+    let program = Baseline::Apache.detect()?;
+    let dir = workdir("apache")?;
+    let port = free_port()?;
+    let d = dir.path().display();
+    let r = root.display();
+    let user = if is_root() {
+        "User www-data\nGroup www-data\n"
+    } else {
+        ""
+    };
+    let conf = format!(
+        "ServerRoot \"/etc/apache2\"\nPidFile {d}/apache.pid\nDefaultRuntimeDir {d}\n\
+         Mutex file:{d} default\nListen 127.0.0.1:{port}\n\
+         LoadModule mpm_event_module /usr/lib/apache2/modules/mod_mpm_event.so\n\
+         LoadModule authz_core_module /usr/lib/apache2/modules/mod_authz_core.so\n\
+         LoadModule mime_module /usr/lib/apache2/modules/mod_mime.so\n\
+         LoadModule dir_module /usr/lib/apache2/modules/mod_dir.so\n\
+         ServerName localhost\n{user}ErrorLog {d}/error.log\nDocumentRoot \"{r}\"\n\
+         <Directory \"{r}\">\n  Require all granted\n</Directory>\n\
+         TypesConfig /etc/mime.types\nEnableSendfile On\nMaxKeepAliveRequests 0\n"
+    );
+    let conf_path = dir.path().join("apache.conf");
+    std::fs::write(&conf_path, conf).map_err(|e| format!("cannot write Apache config: {e}"))?;
+    // Apache's children run as www-data: they must be able to enter the work directory.
+    make_traversable(dir.path());
+    let child = spawn_dying_with_parent(
+        Command::new(program)
+            .arg("-f")
+            .arg(&conf_path)
+            .arg("-DFOREGROUND")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    )
+    .map_err(|e| format!("cannot start apache2: {e}"))?;
+    finish_start("apache", child, dir, port, None, "error.log")
+}
+
+/// Starts NFS-Ganesha (VFS backend, NFSv3 over TCP) exporting `root`; starts `rpcbind`
+/// first when none runs, since Ganesha 4 aborts if it cannot register.
+/// `addr` is the NFS port, `extra_port` the MOUNT port.
+pub fn start_ganesha(root: &Path) -> Result<ExternalServer, String> {
+    let program = Baseline::Ganesha.detect()?;
+    ensure_rpcbind()?;
+    let dir = workdir("ganesha")?;
+    let nfs_port = free_port()?;
+    let mnt_port = free_port()?;
+    let nlm_port = free_port()?;
+    let rq_port = free_port()?;
+    let conf = format!(
+        "NFS_CORE_PARAM {{\n Protocols = 3;\n NFS_Port = {nfs_port};\n MNT_Port = {mnt_port};\n\
+         NLM_Port = {nlm_port};\n Rquota_Port = {rq_port};\n Bind_addr = 127.0.0.1;\n\
+         Enable_NLM = false;\n Enable_RQUOTA = false;\n}}\nNFSV4 {{ Graceless = true; }}\n\
+         NFS_KRB5 {{ Active_krb5 = false; }}\n\
+         EXPORT {{\n Export_Id = 1;\n Path = {};\n Pseudo = /servelab;\n Access_Type = RW;\n\
+         Squash = No_Root_Squash;\n Protocols = 3;\n Transports = TCP;\n SecType = sys;\n\
+         FSAL {{ Name = VFS; }}\n}}\nLOG {{ Default_Log_Level = WARN; }}\n",
+        root.display()
+    );
+    let conf_path = dir.path().join("ganesha.conf");
+    std::fs::write(&conf_path, conf).map_err(|e| format!("cannot write Ganesha config: {e}"))?;
+    let child = spawn_dying_with_parent(
+        Command::new(program)
+            .arg("-F")
+            .arg("-f")
+            .arg(&conf_path)
+            .arg("-L")
+            .arg(dir.path().join("ganesha.log"))
+            .arg("-p")
+            .arg(dir.path().join("ganesha.pid"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    )
+    .map_err(|e| format!("cannot start ganesha.nfsd: {e}"))?;
+    finish_start(
+        "ganesha",
+        child,
+        dir,
+        nfs_port,
+        Some(mnt_port),
+        "ganesha.log",
+    )
+}
+
+/// Waits until the server accepts on `port` (or exits, or 15 s pass).
+fn finish_start(
+    name: &'static str,
+    mut child: Child,
+    dir: tempfile::TempDir,
+    port: u16,
+    extra_port: Option<u16>,
+    log: &str,
+) -> Result<ExternalServer, String> {
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let ports_up = TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
+            && extra_port.is_none_or(|p| {
+                TcpStream::connect_timeout(
+                    &SocketAddr::from(([127, 0, 0, 1], p)),
+                    Duration::from_millis(200),
+                )
+                .is_ok()
+            });
+        if ports_up {
+            super::process::register_child(child.id());
+            return Ok(ExternalServer {
+                addr,
+                extra_port,
+                child,
+                _workdir: dir,
+            });
+        }
+        let exited = child.try_wait().ok().flatten();
+        if exited.is_some() || Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            let log_tail = std::fs::read_to_string(dir.path().join(log))
+                .map(|t| tail(&t, 5))
+                .unwrap_or_default();
+            let why = match exited {
+                Some(status) => format!("exited with {status}"),
+                None => format!("did not accept on port {port} within 15 s"),
+            };
+            return Err(format!("{name} {why}; its log ends:\n{log_tail}"));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn spawn_dying_with_parent(cmd: &mut Command) -> std::io::Result<Child> {
+    super::process::die_with_parent(cmd);
+    cmd.spawn()
+}
+
+fn ensure_rpcbind() -> Result<(), String> {
+    if TcpStream::connect_timeout(
+        &SocketAddr::from(([127, 0, 0, 1], 111)),
+        Duration::from_millis(300),
+    )
+    .is_ok()
+    {
+        return Ok(());
+    }
+    let program = find_program("rpcbind").ok_or("rpcbind is not installed")?;
+    // `rpcbind -w` daemonizes and stays up after we exit: other runs reuse it.
+    let status = Command::new(program)
+        .arg("-w")
+        .status()
+        .map_err(|e| format!("cannot start rpcbind: {e}"))?;
+    if !status.success() {
+        return Err(format!("rpcbind -w failed: {status}"));
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if TcpStream::connect_timeout(
+            &SocketAddr::from(([127, 0, 0, 1], 111)),
+            Duration::from_millis(200),
+        )
+        .is_ok()
+        {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Err("rpcbind started but does not answer on port 111".into())
+}
+
+fn workdir(name: &str) -> Result<tempfile::TempDir, String> {
+    tempfile::Builder::new()
+        .prefix(&format!("servelab-{name}-"))
+        .tempdir()
+        .map_err(|e| format!("cannot create a work directory for {name}: {e}"))
+}
+
+fn make_traversable(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777));
+}
+
+pub fn free_port() -> Result<u16, String> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| format!("no free port: {e}"))
+}
+
+pub fn find_program(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin".into(), "/sbin".into(), "/usr/bin".into()])
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+fn is_root() -> bool {
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_parse_back() {
+        for b in Baseline::ALL {
+            assert_eq!(Baseline::parse(b.name()), Some(b));
+        }
+        assert_eq!(Baseline::parse("Apache2"), Some(Baseline::Apache));
+        assert_eq!(Baseline::parse("iis"), None);
+    }
+}

@@ -1,0 +1,145 @@
+//! `servelab compare`: options → validated [`CompareOptions`] → run → print the report.
+
+use std::path::PathBuf;
+
+use anyhow::{Context as _, bail};
+use clap::Args;
+
+use crate::compare::dataset::DatasetSpec;
+use crate::compare::link::LinkSpec;
+use crate::compare::run::{BaselineChoice, CompareOptions};
+
+/// Scenario A (httpd reading through NFS from rustnfs) against scenario B (httpd reading
+/// local disk), plus nginx, Apache and NFS-Ganesha when installed, on loopback.
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// Serve this directory instead of the generated dataset (its largest top-level file
+    /// is the large file, its smallest the small one).
+    #[arg(long, value_name = "DIR")]
+    pub dataset: Option<PathBuf>,
+    /// Baselines: `auto` (all that are installed), `none`, or a list such as
+    /// `nginx,apache,ganesha,kernel-nfs`.
+    #[arg(long, default_value = "auto")]
+    pub baselines: String,
+    /// Runs of every workload per scenario; the report shows the median and the spread.
+    #[arg(long, default_value_t = 3)]
+    pub repeat: usize,
+    /// Requests of the large-file workload (the original `ab -n`).
+    #[arg(long, default_value_t = 100)]
+    pub requests: u64,
+    /// Concurrency of the large-file workload (the original `ab -c`).
+    #[arg(long, default_value_t = 10)]
+    pub concurrency: usize,
+    /// Seconds of the small-file workload (keep-alive).
+    #[arg(long, default_value_t = 3.0)]
+    pub small_seconds: f64,
+    /// Connections of the small-file workload.
+    #[arg(long, default_value_t = 10)]
+    pub small_concurrency: usize,
+    /// Concurrent NFS clients of the NFS-level runs.
+    #[arg(long, default_value_t = 4)]
+    pub nfs_clients: usize,
+    /// Seconds of each NFS-level run.
+    #[arg(long, default_value_t = 2.0)]
+    pub nfs_seconds: f64,
+    /// Seconds of each raw TCP run.
+    #[arg(long, default_value_t = 2.0)]
+    pub tcp_seconds: f64,
+    /// Size of the generated large file, e.g. 10MiB (the original experiment's).
+    #[arg(long, default_value = "10MiB")]
+    pub large_size: String,
+    /// Seed of the generated dataset.
+    #[arg(long, default_value_t = DatasetSpec::default().seed)]
+    pub seed: u64,
+    /// Drop the page cache before every run (needs root); said plainly when impossible.
+    #[arg(long)]
+    pub cold: bool,
+    /// Skip the warm-up requests.
+    #[arg(long)]
+    pub no_warmup: bool,
+    /// Put scenario A's NFS traffic across an emulated link, e.g. `rate=1gbit,delay=500us`
+    /// (a userspace relay; an unshaped relay runs too as the control).
+    #[arg(long, value_name = "SPEC")]
+    pub link: Option<String>,
+    /// Where runs are written: `<DIR>/<date>-<host>/`.
+    #[arg(long, default_value = "results", value_name = "DIR")]
+    pub results: PathBuf,
+}
+
+impl CompareArgs {
+    /// Checks every option once and builds the run's configuration.
+    pub fn into_options(self) -> anyhow::Result<CompareOptions> {
+        if self.repeat == 0 || self.repeat > 100 {
+            bail!("--repeat must be between 1 and 100");
+        }
+        if self.requests == 0
+            || self.concurrency == 0
+            || self.small_concurrency == 0
+            || self.nfs_clients == 0
+        {
+            bail!(
+                "--requests, --concurrency, --small-concurrency and --nfs-clients must be at least 1"
+            );
+        }
+        for (name, v) in [
+            ("--small-seconds", self.small_seconds),
+            ("--nfs-seconds", self.nfs_seconds),
+            ("--tcp-seconds", self.tcp_seconds),
+        ] {
+            if !(v.is_finite() && v > 0.0 && v <= 3600.0) {
+                bail!("{name} must be between 0 and 3600");
+            }
+        }
+        let large_bytes = loadgen::parse_size(&self.large_size)
+            .map_err(|e| anyhow::anyhow!("--large-size: {e}"))? as u64;
+        if large_bytes == 0 {
+            bail!("--large-size must be at least one byte");
+        }
+        if let Some(dir) = &self.dataset
+            && !dir.is_dir()
+        {
+            bail!("--dataset {}: not a directory", dir.display());
+        }
+        let link = self
+            .link
+            .as_deref()
+            .map(str::parse::<LinkSpec>)
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("--link: {e}"))?;
+        Ok(CompareOptions {
+            dataset: self.dataset,
+            dataset_spec: DatasetSpec {
+                large_bytes,
+                seed: self.seed,
+                ..DatasetSpec::default()
+            },
+            baselines: BaselineChoice::parse(&self.baselines)
+                .map_err(|e| anyhow::anyhow!("--baselines: {e}"))?,
+            repeat: self.repeat,
+            large_requests: self.requests,
+            large_concurrency: self.concurrency,
+            small_seconds: self.small_seconds,
+            small_concurrency: self.small_concurrency,
+            nfs_clients: self.nfs_clients,
+            nfs_seconds: self.nfs_seconds,
+            tcp_seconds: self.tcp_seconds,
+            warmup: !self.no_warmup,
+            cold: self.cold,
+            link,
+            results: self.results,
+        })
+    }
+}
+
+pub fn run(args: CompareArgs) -> anyhow::Result<()> {
+    let options = args.into_options()?;
+    let (report, dir) = crate::compare::run::run(&options)
+        .map_err(anyhow::Error::msg)
+        .context("servelab compare failed")?;
+    print!("{}", crate::compare::markdown::render(&report));
+    println!(
+        "\nWritten: {}/report.md, report.json and the SVG plots.",
+        dir.display()
+    );
+    Ok(())
+}

@@ -1,0 +1,218 @@
+//! `servelab compare` end to end, as a user runs it: the real binary, a small generated
+//! dataset, every baseline installed on the machine; the JSON report is checked against
+//! its schema and for sane figures.
+
+use std::path::Path;
+use std::process::Command;
+
+fn servelab() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_servelab"))
+}
+
+fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false")
+}
+
+fn validate_against_schema(report: &serde_json::Value) {
+    let schema_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("report-schema.json");
+    let schema: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(schema_path).unwrap()).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("the schema itself is valid");
+    let errors: Vec<String> = validator
+        .iter_errors(report)
+        .map(|e| format!("{} at {}", e, e.instance_path))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "report.json breaks its schema:\n{}",
+        errors.join("\n")
+    );
+}
+
+#[test]
+fn short_compare_reports_every_scenario() {
+    let results = tempfile::tempdir().unwrap();
+    let out = servelab()
+        .args([
+            "compare",
+            "--large-size",
+            "1MiB",
+            "--requests",
+            "20",
+            "--concurrency",
+            "4",
+            "--small-seconds",
+            "0.5",
+            "--nfs-seconds",
+            "0.5",
+            "--tcp-seconds",
+            "0.5",
+            "--repeat",
+            "2",
+            "--link",
+            "rate=1gbit,delay=200us",
+            "--results",
+        ])
+        .arg(results.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "compare failed:\n{stdout}\n{stderr}");
+
+    let run_dir = std::fs::read_dir(results.path())
+        .unwrap()
+        .next()
+        .expect("a run directory")
+        .unwrap()
+        .path();
+    for file in [
+        "report.md",
+        "report.json",
+        "throughput.svg",
+        "latency-large.svg",
+        "latency-small.svg",
+    ] {
+        assert!(
+            run_dir.join(file).is_file(),
+            "{file} missing in {}",
+            run_dir.display()
+        );
+    }
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("report.json")).unwrap())
+            .unwrap();
+    validate_against_schema(&report);
+
+    let failures = report["failures"].as_array().unwrap();
+    assert!(failures.is_empty(), "scenarios failed: {failures:#?}");
+
+    // Every scenario row for both workloads, with sane figures.
+    let rows = report["http"].as_array().unwrap();
+    let mut expected = vec![
+        "B (local)",
+        "A (NFS: rustnfs)",
+        "A (NFS: rustnfs, relay, unshaped control)",
+        "A (NFS: rustnfs, rate=1gbit,delay=200us)",
+    ];
+    let has = |tool: &str| {
+        std::env::var_os("PATH").is_some_and(|p| {
+            std::env::split_paths(&p)
+                .chain(["/usr/sbin".into()])
+                .any(|d| d.join(tool).is_file())
+        })
+    };
+    for (tool, scenario) in [
+        ("nginx", "nginx"),
+        ("apache2", "apache"),
+        ("ganesha.nfsd", "A (NFS: ganesha)"),
+    ] {
+        if has(tool) {
+            expected.push(scenario);
+        } else {
+            assert!(!in_ci(), "{tool} must be installed in CI");
+        }
+    }
+    for workload in ["large", "small"] {
+        for scenario in &expected {
+            let row = rows
+                .iter()
+                .find(|r| r["workload"] == workload && r["scenario"] == *scenario)
+                .unwrap_or_else(|| panic!("no {workload} row for {scenario}"));
+            let m = &row["median"];
+            assert!(
+                m["requests_per_sec"].as_f64().unwrap() > 0.0,
+                "{scenario} {workload}: {m}"
+            );
+            assert!(m["transfer_bytes_per_sec"].as_f64().unwrap() > 0.0);
+            assert_eq!(m["failed"], 0, "{scenario} {workload} had failures");
+            assert_eq!(m["non_2xx"], 0, "{scenario} {workload} had non-2xx answers");
+            assert_eq!(row["runs"].as_array().unwrap().len(), 2);
+        }
+    }
+    // The large workload moved exactly requests × file size.
+    let b_large = rows
+        .iter()
+        .find(|r| r["workload"] == "large" && r["scenario"] == "B (local)")
+        .unwrap();
+    assert_eq!(b_large["runs"][0]["bytes"], 20 * 1024 * 1024);
+
+    // A and B (and every other scenario) served identical bytes.
+    let checks = report["byte_checks"].as_array().unwrap();
+    assert_eq!(checks.len(), expected.len() * 2);
+    for c in checks {
+        assert_eq!(c["identical_to_b"], true, "{c}");
+    }
+
+    // Server-side phases explain A vs B; NFS procedures show up for A.
+    let phases = report["server_phases"].as_array().unwrap();
+    for phase in ["meta", "read", "send"] {
+        assert!(
+            phases
+                .iter()
+                .any(|p| p["scenario"] == "A (NFS: rustnfs)" && p["phase"] == phase),
+            "no {phase} phase for A"
+        );
+    }
+    let procs = report["nfs_procedures"].as_array().unwrap();
+    assert!(
+        procs
+            .iter()
+            .any(|p| p["procedure"] == "READ" && p["count"].as_u64().unwrap() > 0)
+    );
+
+    // NFS level and TCP ceiling.
+    let nfs = report["nfs"].as_array().unwrap();
+    for workload in ["read", "metadata"] {
+        let row = nfs
+            .iter()
+            .find(|r| r["workload"] == workload && r["server"] == "rustnfs")
+            .unwrap_or_else(|| panic!("no NFS {workload} row"));
+        assert!(row["ops_per_sec"].as_f64().unwrap() > 0.0);
+        assert_eq!(row["failed"], 0);
+    }
+    let tcp = report["tcp"].as_array().unwrap();
+    assert!(
+        tcp.iter()
+            .any(|t| t["path"] == "loopback" && t["bits_per_sec"].as_f64().unwrap() > 1e8)
+    );
+    assert_eq!(tcp.len(), 3, "loopback, relay control and shaped link");
+
+    // The Markdown table a student pastes: Δ% against B on every other row.
+    assert!(stdout.contains("| B (local) |"), "{stdout}");
+    assert!(stdout.contains("Δ% req/s vs B"));
+    assert!(stdout.contains("## Where the time goes"));
+
+    // And `servelab report DIR` re-renders the same Markdown from the JSON.
+    let md_before = std::fs::read_to_string(run_dir.join("report.md")).unwrap();
+    std::fs::remove_file(run_dir.join("report.md")).unwrap();
+    let again = servelab().arg("report").arg(&run_dir).output().unwrap();
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(run_dir.join("report.md")).unwrap(),
+        md_before
+    );
+}
+
+#[test]
+fn bad_options_are_refused_clearly() {
+    for (args, needle) in [
+        (vec!["compare", "--repeat", "0"], "--repeat"),
+        (vec!["compare", "--link", "rate=fast"], "--link"),
+        (vec!["compare", "--baselines", "iis"], "unknown baseline"),
+        (
+            vec!["compare", "--dataset", "/nonexistent/dir"],
+            "not a directory",
+        ),
+        (vec!["report", "/nonexistent/run"], "cannot read"),
+    ] {
+        let out = servelab().args(&args).output().unwrap();
+        assert!(!out.status.success(), "{args:?} should fail");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+    }
+}
