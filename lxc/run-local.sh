@@ -82,7 +82,7 @@ cleanup() {
   fi
   for rule in "${fw_rules[@]:-}"; do
     # shellcheck disable=SC2086
-    [ -n "$rule" ] && iptables -D DOCKER-USER $rule 2>/dev/null
+    [ -n "$rule" ] && iptables -D $rule 2>/dev/null
   done
   ip netns del "sl-httpd-$id" 2>/dev/null
   ip netns del "sl-nfs-$id" 2>/dev/null
@@ -107,11 +107,21 @@ if [ -z "${FORCE_NO_DOCKER:-}" ] && docker info >/dev/null 2>&1 &&
 fi
 echo "path=httpd:$httpd_path,rustnfs:$nfs_path"
 
+allow_forward() { # "CHAIN RULE...": insert now, delete at teardown
+  # shellcheck disable=SC2086
+  iptables -I $1 && fw_rules+=("$1")
+}
+
 # ---- the LXC side: a bridge the host routes -------------------------------------------
 ip link show "$br" >/dev/null 2>&1 && die "bridge $br exists already (another run? set NET_ID)"
 ip link add "$br" type bridge
 ip addr add "$lxc_net.1/24" dev "$br"
 ip link set "$br" up
+# With Docker's br_netfilter loaded, even frames between two ports of this bridge pass the
+# FORWARD chain, whose policy Docker sets to DROP.
+if command -v iptables >/dev/null && iptables -S FORWARD >/dev/null 2>&1; then
+  allow_forward "FORWARD -i $br -o $br -j ACCEPT"
+fi
 
 # ---- rustnfs --------------------------------------------------------------------------
 if [ "$nfs_path" = docker ]; then
@@ -123,11 +133,8 @@ if [ "$nfs_path" = docker ]; then
     -e PERMITTED="$lxc_net.0/24" "${RUSTNFS_IMAGE:-rustnfs}" >/dev/null
   # Docker's FORWARD policy is DROP: without these, the LXC bridge cannot reach the
   # Docker network (the "LXD lost its network after installing Docker" problem).
-  fw_rules=("-s $lxc_net.0/24 -d $dk_net.0/24 -j ACCEPT" "-s $dk_net.0/24 -d $lxc_net.0/24 -j ACCEPT")
-  for rule in "${fw_rules[@]}"; do
-    # shellcheck disable=SC2086
-    iptables -I DOCKER-USER $rule
-  done
+  allow_forward "DOCKER-USER -s $lxc_net.0/24 -d $dk_net.0/24 -j ACCEPT"
+  allow_forward "DOCKER-USER -s $dk_net.0/24 -d $lxc_net.0/24 -j ACCEPT"
 else
   rustnfs_bin=$(find_bin rustnfs)
   [ -n "$rustnfs_bin" ] || die "no Docker and no rustnfs binary (set RUSTNFS_BIN)"
