@@ -2,10 +2,8 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-use parking_lot::Mutex;
 
 /// Where the files come from.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -25,14 +25,14 @@ use crate::storage::{LocalStorage, NfsStorage, Storage};
 use crate::timing::{Recorder, spawn_log_writer};
 
 /// A writer shared with the caller (tests capture the access log this way).
-struct SharedWriter(Arc<parking_lot::Mutex<Box<dyn std::io::Write + Send>>>);
+struct SharedWriter(Arc<std::sync::Mutex<Box<dyn std::io::Write + Send>>>);
 
 impl std::io::Write for SharedWriter {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().write(buf)
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).write(buf)
     }
     fn flush(&mut self) -> std::io::Result<()> {
-        self.0.lock().flush()
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).flush()
     }
 }
 
