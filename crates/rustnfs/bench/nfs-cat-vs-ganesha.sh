@@ -24,6 +24,7 @@ wait_port() { for _ in $(seq 100); do (echo >/dev/tcp/127.0.0.1/"$1") 2>/dev/nul
 
 mkdir -p "$work/www"
 head -c 10485760 /dev/urandom > "$work/www/testfile.bin"
+head -c 4096 /dev/urandom > "$work/www/small.bin"
 want=$(md5sum < "$work/www/testfile.bin")
 
 # rustnfs
@@ -58,15 +59,18 @@ for s in rustnfs engine ganesha; do
   got=$(nfs-cat "${url[$s]}" | md5sum)
   [ "$got" = "$want" ] || { echo "$s: checksum mismatch" >&2; exit 1; }
 done
-echo "| round | server | ${N} × nfs-cat 10 MiB (s) | GB/s |"
-echo "| --- | --- | --- | --- |"
+echo "| round | server | ${N} × nfs-cat 10 MiB (s) | GB/s | ${N} × nfs-cat 4 KiB (s) |"
+echo "| --- | --- | --- | --- | --- |"
 for r in $(seq "$ROUNDS"); do
   for s in rustnfs engine ganesha; do
     t0=$(date +%s.%N)
     for _ in $(seq "$N"); do nfs-cat "${url[$s]}" > /dev/null; done
     t1=$(date +%s.%N)
-    awk -v r="$r" -v s="$s" -v a="$t0" -v b="$t1" -v n="$N" \
-      'BEGIN { d=b-a; printf "| %d | %s | %.3f | %.2f |\n", r, s, d, n*10485760/d/1e9 }'
+    small=${url[$s]/testfile.bin/small.bin}
+    for _ in $(seq "$N"); do nfs-cat "$small" > /dev/null; done
+    t2=$(date +%s.%N)
+    awk -v r="$r" -v s="$s" -v a="$t0" -v b="$t1" -v c="$t2" -v n="$N" \
+      'BEGIN { d=b-a; printf "| %d | %s | %.3f | %.2f | %.3f |\n", r, s, d, n*10485760/d/1e9, c-b }'
   done
 done
 kill -INT "$rpid"; wait "$rpid" || true

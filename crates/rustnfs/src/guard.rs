@@ -106,7 +106,10 @@ pub(crate) async fn accept_loop(
 
 /// Reads one whole record (all fragments), growing the buffer only as bytes arrive.
 /// `Ok(None)` is a clean end of stream between records.
-async fn read_record(rd: &mut OwnedReadHalf, cfg: &Config) -> Result<Option<Vec<u8>>, Close> {
+async fn read_record(
+    rd: &mut (impl tokio::io::AsyncRead + Unpin),
+    cfg: &Config,
+) -> Result<Option<Vec<u8>>, Close> {
     let mut record = Vec::new();
     let mut first = true;
     loop {
@@ -169,7 +172,15 @@ async fn connection(
 ) {
     debug!(%peer, "connection accepted");
     let _ = sock.set_nodelay(true);
-    let (mut rd, mut wr) = sock.into_split();
+    {
+        use std::os::fd::AsFd;
+        if let Err(e) = crate::sys::set_send_buffer(sock.as_fd(), 4 << 20) {
+            debug!(%peer, "cannot enlarge the send buffer: {e}");
+        }
+    }
+    let (rd, mut wr) = sock.into_split();
+    // Buffered: a call's header, credential and arguments arrive in one read, not five.
+    let mut rd = tokio::io::BufReader::with_capacity(64 * 1024, rd);
     let (tx, mut rx) = mpsc::channel::<Vec<u8>>(16);
     let writer = tokio::spawn(async move {
         while let Some(buf) = rx.recv().await {

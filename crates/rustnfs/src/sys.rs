@@ -416,3 +416,21 @@ pub fn raise_nofile_limit() -> io::Result<u64> {
         Ok(rl.rlim_cur)
     }
 }
+
+/// Asks for a send buffer of `bytes` on a socket (the kernel caps it at `wmem_max`).
+/// A 1 MiB READ reply then leaves in one write instead of waiting for TCP autotuning to
+/// grow a fresh connection's buffer from 16 KiB.
+pub fn set_send_buffer(fd: BorrowedFd<'_>, bytes: usize) -> io::Result<()> {
+    let v = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    // SAFETY: valid fd; the option value is a c_int of the given size.
+    cvt(unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUF,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    })
+    .map(drop)
+}
