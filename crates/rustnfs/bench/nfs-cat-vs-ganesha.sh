@@ -34,7 +34,7 @@ rpid=$!; pids+=("$rpid")
 wait_port "$rport"
 # The engine behind the guard listens on another loopback port of the same process.
 # Only for this measurement: clients are never meant to reach it.
-eport=$(ss -ltnpH | awk -v pid="pid=$rpid," -v rp=":$rport" '$0 ~ pid && $4 !~ rp"$" {split($4,a,":"); print a[length(a)]; exit}')
+eport=$(ss -ltnpH | awk -v pid="pid=$rpid," -v rp=":$rport" '$0 ~ pid && $4 !~ rp"$" && !p {split($4,a,":"); p=a[length(a)]} END {print p}')
 
 # NFS-Ganesha (VFS), configuration from shared/notes/baselines.md with free ports.
 gport=$(free_port); mport=$(free_port)
