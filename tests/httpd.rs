@@ -944,6 +944,29 @@ fn nfs_backend_against_rustnfs_matches_local() {
 }
 
 #[test]
+fn nfs_caches_expire_after_their_ttl() {
+    let (_dir, www) = dataset();
+    let server = Rustnfs::start(&www);
+    let mut cfg = httpd::Config::nfs(server.url());
+    cfg.nfs_attr_ttl = Duration::from_millis(300);
+    let h = Httpd::start(cfg);
+    let (_, _, first) = raw_get(h.addr, "/sub/note.txt");
+    assert_eq!(first, b"a note\n");
+    std::fs::write(www.join("sub/note.txt"), "a longer, changed note\n").unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let (status, _, body) = raw_get(h.addr, "/sub/note.txt");
+    assert_eq!(
+        (status, body.as_slice()),
+        (200, &b"a longer, changed note\n"[..])
+    );
+    std::fs::remove_file(www.join("sub/note.txt")).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let (status, _, _) = raw_get(h.addr, "/sub/note.txt");
+    assert_eq!(status, 404);
+    h.stop().unwrap();
+}
+
+#[test]
 fn nfs_unreachable_at_start_is_a_clear_error() {
     let port = common::free_port();
     let rt = tokio::runtime::Builder::new_current_thread()

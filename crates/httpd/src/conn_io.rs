@@ -26,6 +26,9 @@ pub(crate) struct ConnIo {
     last_progress: Instant,
     /// Allocated on the first pending I/O, then only reset.
     sleep: Option<Pin<Box<Sleep>>>,
+    /// TCP_CORK is set while a sendfile body is going out, so the headers and the file
+    /// leave in full-sized segments (nginx's `tcp_nopush`); cleared when the queue drains.
+    corked: bool,
 }
 
 impl ConnIo {
@@ -36,7 +39,23 @@ impl ConnIo {
             idle,
             last_progress: Instant::now(),
             sleep: None,
+            corked: false,
         }
+    }
+
+    fn set_cork(&mut self, on: bool) {
+        let v: libc::c_int = on.into();
+        // SAFETY: setsockopt(2) on our socket with a c_int option value.
+        unsafe {
+            libc::setsockopt(
+                self.stream.as_raw_fd(),
+                libc::IPPROTO_TCP,
+                libc::TCP_CORK,
+                (&v as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            );
+        }
+        self.corked = on;
     }
 
     fn progress(&mut self) {
@@ -102,6 +121,11 @@ impl ConnIo {
                     job.remaining -= n as u64;
                     if job.remaining == 0 {
                         q.pop_front();
+                        if q.is_empty() {
+                            drop(q);
+                            // Uncorking pushes out the last partial segment now.
+                            self.set_cork(false);
+                        }
                     }
                     return Poll::Ready(Ok(n));
                 }
@@ -116,6 +140,9 @@ impl ConnIo {
         cx: &mut Context<'_>,
         bufs: &[IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
+        if !self.corked && bufs.iter().any(|b| is_marker(b)) {
+            self.set_cork(true);
+        }
         let mut total = 0usize;
         let mut i = 0;
         while i < bufs.len() {

@@ -6,6 +6,12 @@
 //! server's `rtmax`. A stale handle (file replaced, server restarted with new handles)
 //! drops the cache entry and resolves the path again once. NFS has no symlink following
 //! on the server, so a symlink is refused (403) rather than resolved.
+//!
+//! Small whole files (≤ 64 KiB, the inline limit) read with a READ that reached EOF are
+//! kept for the same `attr_ttl`, in at most `DATA_CACHE_MAX` bytes: within the TTL a
+//! small file is served without any RPC, as the kernel client serves from its page cache
+//! while its attribute cache is fresh. Large files are always read over NFS. A TTL of 0
+//! turns both caches off (every request does LOOKUPs and READs).
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -19,6 +25,19 @@ use super::{Entry, Handle, Kind, ListEntry, Meta, Storage, StorageError};
 /// Entries beyond this make the cache start over (a crude but bounded policy).
 const CACHE_MAX: usize = 100_000;
 
+/// Largest file kept in the data cache.
+const DATA_FILE_MAX: usize = 64 * 1024;
+
+/// Bytes of file data the data cache may hold.
+const DATA_CACHE_MAX: usize = 64 << 20;
+
+/// Small files by handle: data, when read, bytes held in total.
+#[derive(Debug, Default)]
+struct DataCache {
+    files: HashMap<Vec<u8>, (Bytes, Instant)>,
+    bytes: usize,
+}
+
 /// Serves files of an NFS export.
 #[derive(Debug)]
 pub struct NfsStorage {
@@ -27,6 +46,7 @@ pub struct NfsStorage {
     base: Vec<String>,
     /// Path (joined components, relative to the export) → handle, attributes, time.
     cache: Mutex<HashMap<String, (FileHandle, Attr, Instant)>>,
+    data: Mutex<DataCache>,
     ttl: Duration,
     chunk: usize,
     read_ahead: usize,
@@ -70,6 +90,7 @@ impl NfsStorage {
             client,
             base,
             cache: Mutex::new(HashMap::new()),
+            data: Mutex::new(DataCache::default()),
             ttl,
             read_ahead,
         })
@@ -150,6 +171,34 @@ impl NfsStorage {
 
     fn forget_all(&self) {
         self.cache.lock().clear();
+        *self.data.lock() = DataCache::default();
+    }
+
+    fn cached_data(&self, fh: &FileHandle, offset: u64, len: usize) -> Option<Bytes> {
+        if self.ttl.is_zero() {
+            return None;
+        }
+        let data = self.data.lock();
+        let (bytes, at) = data.files.get(fh.data.as_ref())?;
+        let end = (offset as usize).checked_add(len)?;
+        (at.elapsed() < self.ttl && end <= bytes.len()).then(|| bytes.slice(offset as usize..end))
+    }
+
+    fn remember_data(&self, fh: &FileHandle, bytes: &Bytes) {
+        if self.ttl.is_zero() || bytes.len() > DATA_FILE_MAX {
+            return;
+        }
+        let mut data = self.data.lock();
+        if data.bytes + bytes.len() > DATA_CACHE_MAX {
+            *data = DataCache::default();
+        }
+        data.bytes += bytes.len();
+        if let Some((old, _)) = data
+            .files
+            .insert(fh.data.to_vec(), (bytes.clone(), Instant::now()))
+        {
+            data.bytes -= old.len();
+        }
     }
 }
 
@@ -207,6 +256,9 @@ impl Storage for NfsStorage {
         let Handle::Nfs(fh) = handle else {
             return Err(StorageError::Forbidden("foreign handle"));
         };
+        if let Some(hit) = self.cached_data(fh, offset, len) {
+            return Ok(hit);
+        }
         let max = self.client.rtmax() as usize;
         let mut out: Option<Vec<u8>> = None;
         let mut done = 0usize;
@@ -235,7 +287,12 @@ impl Storage for NfsStorage {
                 None if done >= len => {
                     let mut data = r.data;
                     data.truncate(len);
-                    return Ok(Bytes::from(data));
+                    let data = Bytes::from(data);
+                    if offset == 0 && r.eof && got == len {
+                        // The whole file in one READ: keep it while attributes are fresh.
+                        self.remember_data(fh, &data);
+                    }
+                    return Ok(data);
                 }
                 None => {
                     let mut v = Vec::with_capacity(len);
