@@ -25,7 +25,7 @@ use parking_lot::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 use tracing::{debug, info, warn};
 
 use crate::config::Config;
@@ -178,18 +178,12 @@ async fn connection(
             debug!(%peer, "cannot enlarge the send buffer: {e}");
         }
     }
-    let (rd, mut wr) = sock.into_split();
+    let (rd, wr) = sock.into_split();
     // Buffered: a call's header, credential and arguments arrive in one read, not five.
     let mut rd = tokio::io::BufReader::with_capacity(64 * 1024, rd);
-    let (tx, mut rx) = mpsc::channel::<Vec<u8>>(16);
-    let writer = tokio::spawn(async move {
-        while let Some(buf) = rx.recv().await {
-            if wr.write_all(&buf).await.is_err() {
-                break;
-            }
-        }
-        let _ = wr.shutdown().await;
-    });
+    // Replies are written by whoever has them (this task for the guard's own answers,
+    // the pump for the engine's), one whole record under the lock: no task hop on READ.
+    let out: ClientWriter = Arc::new(tokio::sync::Mutex::new(wr));
     let inflight = Arc::new(InFlight::default());
     let mut backend: Option<Backend> = None;
     let mut stopping = guard.stopping.clone();
@@ -203,9 +197,7 @@ async fn connection(
             let Some(record) = record else { return Ok(()) };
             let call = rpc::parse_call(&record).ok_or(Close::Garbage)?;
             if let Some(reply) = answer_locally(&guard, &call, &record) {
-                if tx.send(reply).await.is_err() {
-                    return Ok(());
-                }
+                send(&out, &reply, cfg.request_timeout).await?;
                 continue;
             }
             let record = rewrite_mount_path(&call, record);
@@ -222,7 +214,7 @@ async fn connection(
                 notified.await;
             }
             if backend.is_none() {
-                backend = Some(connect_backend(&guard, tx.clone(), inflight.clone()).await?);
+                backend = Some(connect_backend(&guard, out.clone(), inflight.clone()).await?);
             }
             let Some(b) = backend.as_mut() else {
                 unreachable!()
@@ -254,13 +246,25 @@ async fn connection(
         b.pump.abort();
         drop(b.wr);
     }
-    drop(tx);
-    let _ = writer.await;
+    let _ = out.lock().await.shutdown().await;
+}
+
+/// The client's write half, shared by the connection task and the engine-reply pump.
+type ClientWriter = Arc<tokio::sync::Mutex<OwnedWriteHalf>>;
+
+/// Writes one whole record to the client; a client that does not read it within
+/// `limit` is closed (it would otherwise hold its task and replies forever).
+async fn send(out: &ClientWriter, record: &[u8], limit: Duration) -> Result<(), Close> {
+    let mut w = out.lock().await;
+    match tokio::time::timeout(limit, w.write_all(record)).await {
+        Err(_) => Err(Close::Slow(limit)),
+        Ok(r) => Ok(r?),
+    }
 }
 
 async fn connect_backend(
     guard: &Guard,
-    tx: mpsc::Sender<Vec<u8>>,
+    out: ClientWriter,
     inflight: Arc<InFlight>,
 ) -> Result<Backend, Close> {
     let sock = TcpStream::connect(guard.backend)
@@ -269,16 +273,18 @@ async fn connect_backend(
     let _ = sock.set_nodelay(true);
     let (brd, wr) = sock.into_split();
     let registry = guard.registry.clone();
-    let pump = tokio::spawn(pump_replies(brd, tx, inflight, registry));
+    let limit = guard.config.request_timeout;
+    let pump = tokio::spawn(pump_replies(brd, out, inflight, registry, limit));
     Ok(Backend { wr, pump })
 }
 
 /// Moves the engine's replies to the client, whole records at a time, timing each call.
 async fn pump_replies(
     mut brd: OwnedReadHalf,
-    tx: mpsc::Sender<Vec<u8>>,
+    out: ClientWriter,
     inflight: Arc<InFlight>,
     registry: Arc<Registry>,
+    limit: Duration,
 ) {
     loop {
         let mut hdr = [0u8; 4];
@@ -312,7 +318,7 @@ async fn pump_replies(
                 );
             }
         }
-        if tx.send(buf).await.is_err() {
+        if send(&out, &buf, limit).await.is_err() {
             break;
         }
     }
