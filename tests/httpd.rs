@@ -797,8 +797,11 @@ impl Drop for Ganesha {
     }
 }
 
-/// Full responses (status, selected headers, body) for a set of requests.
-fn responses(h: &Httpd) -> Vec<(u16, Vec<(String, String)>, Vec<u8>)> {
+/// One response: status, selected headers, body.
+type Resp = (u16, Vec<(String, String)>, Vec<u8>);
+
+/// Full responses for a set of requests.
+fn responses(h: &Httpd) -> Vec<Resp> {
     let keep = [
         "content-length",
         "content-type",
