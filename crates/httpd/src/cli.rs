@@ -104,6 +104,7 @@ impl Args {
     /// Builds the runtime (`--workers`) and serves until SIGINT/SIGTERM.
     pub fn run(self) -> Result<(), Error> {
         let cfg = self.to_config()?;
+        tune_malloc();
         let mut rt = tokio::runtime::Builder::new_multi_thread();
         if let Some(n) = self.workers {
             if n == 0 {
@@ -113,5 +114,18 @@ impl Args {
         }
         let rt = rt.enable_all().build()?;
         rt.block_on(crate::run(cfg, self.listen, self.metrics))
+    }
+}
+
+/// Keeps glibc from `mmap`ing and unmapping every 1 MiB NFS READ buffer (and trimming the
+/// heap after each): with the defaults, page faults and zeroing of fresh pages took a
+/// quarter of the CPU of a large NFS-backed download (perf), and the fix gave +40 % req/s
+/// on a 10 MiB file for ~25 MB more resident memory.
+fn tune_malloc() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only adjusts allocator thresholds; called before any other thread.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 8 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 128 << 20);
     }
 }
