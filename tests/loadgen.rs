@@ -1,1 +1,740 @@
-//! End-to-end tests of loadgen (being written).
+//! End-to-end tests of loadgen: against nginx started here, tiny misbehaving servers,
+//! a stalling server under a fixed-rate schedule, our tcp-server, and rustnfs/NFS-Ganesha.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use loadgen::{ErrorKind, LoadPlan, NfsWorkload, Report, Schedule};
+
+use crate::common;
+
+// ---- servers under test -------------------------------------------------------------------
+
+/// nginx on 127.0.0.1:<free port> serving the common dataset; killed on drop.
+struct Nginx {
+    child: Child,
+    port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl Nginx {
+    fn start() -> Option<Nginx> {
+        let nginx = common::require_tool("nginx")?;
+        let dir = tempfile::tempdir().unwrap();
+        common::write_dataset(&dir.path().join("www"));
+        let port = common::free_port();
+        let d = dir.path().display();
+        let conf = format!(
+            "daemon off;\nmaster_process on;\nuser root;\nworker_processes 2;\npid {d}/nginx.pid;\n\
+             error_log {d}/error.log;\nevents {{ worker_connections 1024; }}\n\
+             http {{\n  access_log off;\n  sendfile on; tcp_nopush on;\n\
+               client_body_temp_path {d}/body; proxy_temp_path {d}/proxy;\n\
+               fastcgi_temp_path {d}/fcgi; uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;\n\
+               server {{ listen 127.0.0.1:{port}; root {d}/www; }}\n}}\n"
+        );
+        std::fs::write(dir.path().join("nginx.conf"), conf).unwrap();
+        let child = Command::new(nginx)
+            .arg("-c")
+            .arg(dir.path().join("nginx.conf"))
+            .arg("-p")
+            .arg(dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let n = Nginx { child, port, dir };
+        wait_for_port(port);
+        Some(n)
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        // The master was killed hard: stop its workers by the pid file's process group.
+        if let Ok(pid) = std::fs::read_to_string(self.dir.path().join("nginx.pid")) {
+            let _ = Command::new("pkill").args(["-P", pid.trim()]).status();
+        }
+    }
+}
+
+fn wait_for_port(port: u16) {
+    let t0 = Instant::now();
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "port {port} never opened"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A tiny HTTP/1.1 server on its own threads: `respond(stream, request_index)` writes the
+/// answer to each request (or misbehaves) and returns false to close the connection.
+struct TinyServer {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+    requests: Arc<AtomicU64>,
+}
+
+impl TinyServer {
+    fn start<F>(respond: F) -> TinyServer
+    where
+        F: Fn(&mut TcpStream, u64) -> bool + Send + Sync + 'static,
+    {
+        TinyServer::start_raw(move |mut stream, counter: Arc<AtomicU64>| {
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 4096];
+            loop {
+                // Read one request head.
+                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut chunk) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                let end = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+                buf.drain(..end);
+                let i = counter.fetch_add(1, Ordering::SeqCst);
+                if !respond(&mut stream, i) {
+                    return;
+                }
+            }
+        })
+    }
+
+    /// `conn(stream, counter)` handles each accepted connection on its own thread.
+    fn start_raw<F>(conn: F) -> TinyServer
+    where
+        F: Fn(TcpStream, Arc<AtomicU64>) + Send + Sync + 'static,
+    {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let requests = Arc::new(AtomicU64::new(0));
+        let conn = Arc::new(conn);
+        let (s, r) = (stop.clone(), requests.clone());
+        let thread = std::thread::spawn(move || {
+            while !s.load(Ordering::SeqCst) {
+                match listener.accept() {
+                    Ok((stream, _)) => {
+                        stream.set_nonblocking(false).unwrap();
+                        let _ = stream.set_nodelay(true);
+                        let (conn, r) = (conn.clone(), r.clone());
+                        std::thread::spawn(move || conn(stream, r));
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(2)),
+                }
+            }
+        });
+        TinyServer {
+            addr,
+            stop,
+            thread: Some(thread),
+            requests,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}/x", self.addr)
+    }
+}
+
+impl Drop for TinyServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn ok_response(stream: &mut TcpStream, body: &[u8]) -> bool {
+    // One write: a head and a body in two small writes meet Nagle and delayed ACKs.
+    let mut answer = format!(
+        "HTTP/1.1 200 OK\r\nServer: tiny\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    answer.extend_from_slice(body);
+    stream.write_all(&answer).is_ok()
+}
+
+fn plan(url: &str, schedule: Schedule, concurrency: usize) -> LoadPlan {
+    let mut p = LoadPlan::new(url, schedule, concurrency).unwrap();
+    p.options.timeout = Duration::from_secs(10);
+    p
+}
+
+/// Runs a plan on a thread and fails the test if it does not end in `limit`.
+fn run_bounded(plan: LoadPlan, limit: Duration) -> Report {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(loadgen::run(plan));
+    });
+    rx.recv_timeout(limit)
+        .expect("the run did not end by itself")
+        .expect("the run failed to start")
+}
+
+fn failures(r: &Report, kind: ErrorKind) -> u64 {
+    r.failures.get(&kind).copied().unwrap_or(0)
+}
+
+// ---- nginx ----------------------------------------------------------------------------
+
+#[test]
+fn nginx_counts_and_bytes_are_exact() {
+    let Some(nginx) = Nginx::start() else { return };
+    // Keep-alive, the 4 KiB file.
+    let r = run_bounded(
+        plan(&nginx.url("/small.bin"), Schedule::Count(500), 10),
+        Duration::from_secs(60),
+    );
+    assert_eq!(r.requests, 500);
+    assert_eq!(r.failed(), 0, "{:?} {:?}", r.failures, r.first_error);
+    assert_eq!(r.non_2xx, 0);
+    assert_eq!(r.document_length, Some(4096));
+    assert_eq!(r.body_bytes, 500 * 4096);
+    assert!(r.wire_bytes > r.body_bytes);
+    assert!(r.keepalive_requests >= 490, "{}", r.keepalive_requests);
+    assert_eq!(r.total().unwrap().count(), 500);
+    assert!(r.server_software.as_deref().unwrap().starts_with("nginx"));
+    let text = r.ab_summary();
+    for field in [
+        "Server Software:        nginx",
+        "Document Path:          /small.bin",
+        "Document Length:        4096 bytes",
+        "Concurrency Level:      10",
+        "Complete requests:      500",
+        "Failed requests:        0",
+        "HTML transferred:       2048000 bytes",
+        "Requests per second:",
+        "(mean, across all concurrent requests)",
+        "Connection Times (ms)",
+        " 100%",
+    ] {
+        assert!(text.contains(field), "missing {field:?} in\n{text}");
+    }
+
+    // ab's default: a new HTTP/1.0 connection per request; the 10 MiB file.
+    let mut p = plan(&nginx.url("/testfile.bin"), Schedule::Count(20), 4);
+    p.options.keepalive = false;
+    let r = run_bounded(p, Duration::from_secs(60));
+    assert_eq!((r.requests, r.failed()), (20, 0), "{:?}", r.first_error);
+    assert_eq!(r.body_bytes, 20 * (10 << 20));
+    assert_eq!(r.keepalive_requests, 0);
+    assert_eq!(r.phase("connect").unwrap().count(), 20);
+
+    // Missing file: Non-2xx, not failed.
+    let r = run_bounded(
+        plan(&nginx.url("/missing"), Schedule::Count(30), 3),
+        Duration::from_secs(60),
+    );
+    assert_eq!((r.requests, r.failed(), r.non_2xx), (30, 0, 30));
+    assert!(r.ab_summary().contains("Non-2xx responses:      30"));
+}
+
+#[test]
+fn json_report_matches_the_schema_and_merges_exactly() {
+    let Some(nginx) = Nginx::start() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let a = run_bounded(
+        plan(&nginx.url("/small.bin"), Schedule::Count(300), 3),
+        Duration::from_secs(60),
+    );
+    let b = run_bounded(
+        plan(&nginx.url("/index.html"), Schedule::Count(200), 2),
+        Duration::from_secs(60),
+    );
+    let (pa, pb) = (tmp.path().join("a.json"), tmp.path().join("b.json"));
+    a.write_json(&pa).unwrap();
+    b.write_json(&pb).unwrap();
+
+    let schema_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/loadgen/schema.json");
+    let schema: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(schema_path).unwrap()).unwrap();
+    let validator = jsonschema::draft202012::new(&schema).expect("schema is valid");
+    for p in [&pa, &pb] {
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+        let errors: Vec<String> = validator.iter_errors(&v).map(|e| e.to_string()).collect();
+        assert!(errors.is_empty(), "{}: {errors:?}", p.display());
+    }
+    // The schema rejects what it should.
+    let mut broken: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&pa).unwrap()).unwrap();
+    broken["failures"]["bogus"] = 1.into();
+    assert!(!validator.is_valid(&broken));
+
+    let merged = loadgen::merge_files(&[&pa, &pb]).unwrap();
+    assert_eq!(merged.requests, 500);
+    assert_eq!(merged.concurrency, 5);
+    assert_eq!(merged.body_bytes, a.body_bytes + b.body_bytes);
+    assert_eq!(merged.merged_runs, 2);
+    assert_eq!(merged.total().unwrap().count(), 500);
+    let mut direct = a.clone();
+    direct.merge(&b).unwrap();
+    assert_eq!(direct.latency.to_json(), merged.latency.to_json());
+    assert_eq!(
+        direct.total().unwrap().histogram,
+        merged.total().unwrap().histogram,
+        "histograms survive JSON exactly"
+    );
+    assert!(validator.is_valid(&merged.to_json()));
+}
+
+// ---- misbehaving servers ------------------------------------------------------------------
+
+#[test]
+fn reset_connections_are_counted_not_hung() {
+    // Accept, leave the request unread, close: the kernel answers with RST.
+    let server = TinyServer::start_raw(|stream, counter| {
+        counter.fetch_add(1, Ordering::SeqCst);
+        std::thread::sleep(Duration::from_millis(20));
+        drop(stream);
+    });
+    let r = run_bounded(
+        plan(&server.url(), Schedule::Count(20), 2),
+        Duration::from_secs(30),
+    );
+    assert_eq!(r.requests, 20);
+    assert_eq!(r.failed(), 20);
+    assert_eq!(failures(&r, ErrorKind::Reset), 20, "{:?}", r.failures);
+    assert!(
+        r.ab_summary()
+            .contains("(Connect: 0, Receive: 20, Length: 0, Exceptions: 0)")
+    );
+
+    // Nothing listening at all.
+    let port = common::free_port();
+    let r = run_bounded(
+        plan(&format!("http://127.0.0.1:{port}/"), Schedule::Count(5), 1),
+        Duration::from_secs(30),
+    );
+    assert_eq!(failures(&r, ErrorKind::Connect), 5);
+    assert!(r.first_error.unwrap().contains("refused"));
+}
+
+#[test]
+fn slow_answers_are_timed_and_timeouts_counted() {
+    let server = TinyServer::start(|s, _| {
+        std::thread::sleep(Duration::from_millis(300));
+        ok_response(s, b"hello")
+    });
+    let r = run_bounded(
+        plan(&server.url(), Schedule::Count(4), 2),
+        Duration::from_secs(30),
+    );
+    assert_eq!((r.requests, r.failed()), (4, 0));
+    let p50 = r.total().unwrap().quantile_seconds(0.5);
+    assert!((0.29..0.6).contains(&p50), "p50 {p50}");
+    assert_eq!(r.server_software.as_deref(), Some("tiny"));
+
+    let mut p = plan(&server.url(), Schedule::Count(3), 1);
+    p.options.timeout = Duration::from_millis(100);
+    let t0 = Instant::now();
+    let r = run_bounded(p, Duration::from_secs(30));
+    assert!(t0.elapsed() < Duration::from_secs(2));
+    assert_eq!(failures(&r, ErrorKind::Timeout), 3, "{:?}", r.failures);
+
+    // A timed run ends on time even when every answer is slower than the run.
+    let t0 = Instant::now();
+    let r = run_bounded(
+        plan(
+            &server.url(),
+            Schedule::Duration(Duration::from_millis(100)),
+            2,
+        ),
+        Duration::from_secs(30),
+    );
+    assert!(t0.elapsed() < Duration::from_secs(2));
+    assert_eq!(r.requests, 0);
+}
+
+#[test]
+fn varying_lengths_and_chunked_bodies() {
+    // Alternating lengths: every 20-byte answer differs from the first (10 bytes).
+    let server = TinyServer::start(|s, i| {
+        let body = if i % 2 == 0 {
+            vec![b'a'; 10]
+        } else {
+            vec![b'b'; 20]
+        };
+        ok_response(s, &body)
+    });
+    let r = run_bounded(
+        plan(&server.url(), Schedule::Count(10), 1),
+        Duration::from_secs(30),
+    );
+    assert_eq!(r.requests, 10);
+    assert_eq!(r.document_length, Some(10));
+    assert_eq!(failures(&r, ErrorKind::Length), 5);
+    assert_eq!(r.body_bytes, 5 * 10 + 5 * 20);
+    let mut p = plan(&server.url(), Schedule::Count(10), 1);
+    p.options.variable_length = true;
+    let r = run_bounded(p, Duration::from_secs(30));
+    assert_eq!(r.failed(), 0);
+    assert!(r.ab_summary().contains("Document Length:        Variable"));
+
+    // Chunked bodies with extensions and trailers, split across writes; Server-Timing.
+    let server = TinyServer::start(|s, _| {
+        let parts: [&[u8]; 4] = [
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nServer-Timing: meta;dur=0.5, read;dur=2\r\n\r\n",
+            b"5;x=y\r\nhello\r\n1",
+            b"0\r\n0123456789abcdef\r\n",
+            b"0\r\nTrailer: 1\r\n\r\n",
+        ];
+        parts.iter().all(|p| {
+            let ok = s.write_all(p).is_ok();
+            std::thread::sleep(Duration::from_millis(1));
+            ok
+        })
+    });
+    let r = run_bounded(
+        plan(&server.url(), Schedule::Count(6), 2),
+        Duration::from_secs(30),
+    );
+    assert_eq!((r.requests, r.failed()), (6, 0), "{:?}", r.first_error);
+    assert_eq!(r.body_bytes, 6 * 21);
+    assert!(r.keepalive_requests >= 4);
+    let read = r
+        .server_timing
+        .get(&latency::Key::new("server", "read", "ok"))
+        .unwrap();
+    assert_eq!(read.count(), 6);
+    assert!((read.quantile_seconds(0.5) - 0.002).abs() < 1e-5);
+    assert!(r.render_text().contains("server read"));
+}
+
+#[test]
+fn malformed_responses_are_counted() {
+    let server = TinyServer::start(|s, i| {
+        let answer: &[u8] = match i % 3 {
+            0 => b"garbage\r\n\r\n",
+            1 => b"HTTP/1.1 200 OK\r\nContent-Length: nope\r\n\r\n",
+            _ => b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+        };
+        let _ = s.write_all(answer);
+        false
+    });
+    let r = run_bounded(
+        plan(&server.url(), Schedule::Count(9), 1),
+        Duration::from_secs(30),
+    );
+    assert_eq!(r.requests, 9);
+    assert_eq!(failures(&r, ErrorKind::Malformed), 9, "{:?}", r.failures);
+
+    // Closing in the middle of a body is a reset, not a short success.
+    let server = TinyServer::start(|s, _| {
+        let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly ten b");
+        false
+    });
+    let r = run_bounded(
+        plan(&server.url(), Schedule::Count(3), 1),
+        Duration::from_secs(30),
+    );
+    assert_eq!(failures(&r, ErrorKind::Reset), 3, "{:?}", r.failures);
+}
+
+// ---- coordinated omission -------------------------------------------------------------------
+
+#[test]
+fn a_stall_shows_in_open_loop_percentiles_only() {
+    // The 100th request stalls the (single-connection) server for 500 ms.
+    let stall = Duration::from_millis(500);
+    let server = TinyServer::start(move |s, i| {
+        if i == 100 {
+            std::thread::sleep(stall);
+        }
+        ok_response(s, b"ok")
+    });
+
+    // Closed loop: one slow sample among many fast ones; the percentiles hide the stall.
+    let r = run_bounded(
+        plan(&server.url(), Schedule::Count(2000), 1),
+        Duration::from_secs(60),
+    );
+    assert_eq!(r.failed(), 0);
+    let closed = r.total().unwrap();
+    assert!(
+        closed.quantile_seconds(0.99) < 0.05,
+        "closed p99 {}",
+        closed.quantile_seconds(0.99)
+    );
+    assert!(closed.quantile_seconds(1.0) >= 0.49);
+
+    // Open loop at 200/s for 2 s (400 requests): the ~100 requests meant to start during
+    // the stall wait for it, timed from their intended start, uniformly 0..500 ms. So
+    // p90 (40th slowest) ≈ 300 ms and p99 (4th slowest) ≈ 480 ms.
+    server.requests.store(0, Ordering::SeqCst);
+    let p = plan(
+        &server.url(),
+        Schedule::Rate {
+            per_second: 200.0,
+            count: Some(400),
+            duration: None,
+        },
+        1,
+    );
+    let r = run_bounded(p, Duration::from_secs(60));
+    assert_eq!((r.requests, r.failed()), (400, 0));
+    let open = r.total().unwrap();
+    let (p90, p99) = (open.quantile_seconds(0.90), open.quantile_seconds(0.99));
+    assert!((0.2..0.45).contains(&p90), "open-loop p90 {p90}");
+    assert!((0.4..0.6).contains(&p99), "open-loop p99 {p99}");
+    // The queueing delay is recorded as its own phase.
+    assert!(r.phase("queue").unwrap().quantile_seconds(0.99) > 0.3);
+}
+
+// ---- tcp:// ----------------------------------------------------------------------------------
+
+/// `loadgen::tcp::serve` on its own runtime; stopped on drop.
+struct TcpServer {
+    addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    rt: Option<tokio::runtime::Runtime>,
+}
+
+impl TcpServer {
+    fn start() -> TcpServer {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let listener = rt
+            .block_on(async { loadgen::tcp::bind("127.0.0.1:0".parse().unwrap()) })
+            .unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        rt.spawn(loadgen::tcp::serve(listener, 128 << 10, async {
+            let _ = stopped.await;
+        }));
+        TcpServer {
+            addr,
+            stop: Some(stop),
+            rt: Some(rt),
+        }
+    }
+}
+
+impl Drop for TcpServer {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_timeout(Duration::from_secs(2));
+        }
+    }
+}
+
+#[test]
+fn tcp_streams_measure_throughput_and_are_acknowledged() {
+    let server = TcpServer::start();
+    let url = format!("tcp://{}", server.addr);
+    let r = run_bounded(
+        plan(&url, Schedule::Duration(Duration::from_millis(500)), 2),
+        Duration::from_secs(30),
+    );
+    assert_eq!(r.failed(), 0, "{:?}", r.first_error);
+    assert!(r.body_bytes > 10 << 20, "{} bytes", r.body_bytes);
+    assert!(r.bytes_per_sec() > 1e7);
+    // One acknowledgement per stream: the server received exactly what was sent.
+    assert_eq!(
+        r.latency.combined("tcp_ack", "total").map(|s| s.count()),
+        Some(2)
+    );
+    assert!(r.render_text().contains("Throughput:"));
+
+    // A fixed count of 64 KiB writes: exact bytes.
+    let mut p = plan(&url, Schedule::Count(100), 1);
+    p.options.block_size = 64 << 10;
+    let r = run_bounded(p, Duration::from_secs(30));
+    assert_eq!((r.failed(), r.body_bytes), (0, 100 * (64 << 10)));
+
+    // Reverse: the server sends.
+    let mut p = plan(&url, Schedule::Duration(Duration::from_millis(300)), 1);
+    p.options.reverse = true;
+    let r = run_bounded(p, Duration::from_secs(30));
+    assert_eq!(r.failed(), 0, "{:?}", r.first_error);
+    assert!(r.body_bytes > 1 << 20);
+
+    // Not a tcp-server: the stream is cut, counted, the run still ends.
+    let http = TinyServer::start(|s, _| ok_response(s, b"no"));
+    let r = run_bounded(
+        plan(
+            &format!("tcp://{}", http.addr),
+            Schedule::Duration(Duration::from_millis(300)),
+            1,
+        ),
+        Duration::from_secs(30),
+    );
+    assert!(r.failed() > 0);
+}
+
+// ---- nfs:// ----------------------------------------------------------------------------------
+
+/// rustnfs serving `dir` in-process on 127.0.0.1:0; stopped on drop.
+struct Rustnfs {
+    port: u16,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    rt: Option<tokio::runtime::Runtime>,
+}
+
+impl Rustnfs {
+    fn start(dir: &Path) -> Rustnfs {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let listener = rt
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let config = rustnfs::Config::new(dir);
+        rt.spawn(async move {
+            let shutdown = async {
+                let _ = stopped.await;
+            };
+            let _ = rustnfs::serve(listener, config, latency::Registry::new("t"), shutdown).await;
+        });
+        Rustnfs {
+            port,
+            stop: Some(stop),
+            rt: Some(rt),
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!(
+            "nfs://127.0.0.1/{path}?version=3&nfsport={p}&mountport={p}",
+            p = self.port
+        )
+    }
+}
+
+impl Drop for Rustnfs {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_timeout(Duration::from_secs(5));
+        }
+    }
+}
+
+fn crc32(data: &[u8]) -> u32 {
+    // Bitwise CRC-32 (IEEE), independent of the implementation under test.
+    let mut crc = !0u32;
+    for &b in data {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+fn nfs_read_checks(url: &str, file: &Path) {
+    let expected = crc32(&std::fs::read(file).unwrap());
+    // 10 MiB in 1 MiB READs: 2 workers × 25 READs cover at least two full passes.
+    let mut p = plan(url, Schedule::Count(50), 2);
+    p.options.block_size = 1 << 20;
+    p.options.nfs_workload = NfsWorkload::Read;
+    p.options.verify_crc32 = Some(expected);
+    let r = run_bounded(p.clone(), Duration::from_secs(120));
+    assert_eq!((r.requests, r.failed()), (50, 0), "{:?}", r.first_error);
+    assert_eq!(r.checksum_crc32, Some(expected));
+    assert_eq!(r.body_bytes, 50 << 20);
+    assert_eq!(r.latency.combined("READ", "total").unwrap().count(), 50);
+
+    // A wrong expectation is caught on every complete pass.
+    p.options.verify_crc32 = Some(expected ^ 1);
+    let r = run_bounded(p, Duration::from_secs(120));
+    assert!(failures(&r, ErrorKind::Checksum) >= 2, "{:?}", r.failures);
+}
+
+#[test]
+fn nfs_reads_writes_and_metadata_against_rustnfs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let export = common::write_dataset(&tmp.path().join("export"));
+    let server = Rustnfs::start(&export);
+    nfs_read_checks(&server.url("/testfile.bin"), &export.join("testfile.bin"));
+
+    // Metadata mix: 2 clients × (create, getattr, remove) × 50 files.
+    let mut p = plan(&server.url("/"), Schedule::Count(300), 2);
+    p.options.nfs_workload = NfsWorkload::Metadata;
+    p.options.nfs_files = 50;
+    let r = run_bounded(p, Duration::from_secs(120));
+    assert_eq!((r.requests, r.failed()), (300, 0), "{:?}", r.first_error);
+    for op in ["CREATE", "GETATTR", "REMOVE"] {
+        assert!(
+            r.latency.combined(op, "total").unwrap().count() >= 50,
+            "{op}"
+        );
+    }
+
+    // Writes: 40 × 256 KiB, files removed afterwards.
+    let mut p = plan(&server.url("/"), Schedule::Count(40), 2);
+    p.options.nfs_workload = NfsWorkload::Write;
+    p.options.block_size = 256 << 10;
+    let r = run_bounded(p, Duration::from_secs(120));
+    assert_eq!((r.requests, r.failed()), (40, 0), "{:?}", r.first_error);
+    assert_eq!(r.body_bytes, 40 * (256 << 10));
+    let left: Vec<_> = std::fs::read_dir(&export)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("servelab-"))
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+
+    // A missing file is a clear, counted error; a bad URL a clear error up front.
+    let r = run_bounded(
+        plan(&server.url("/nope.bin"), Schedule::Count(2), 1),
+        Duration::from_secs(60),
+    );
+    assert_eq!(failures(&r, ErrorKind::Server), 2, "{:?}", r.failures);
+    let err = LoadPlan::new("nfs://not-an-ip/x", Schedule::Count(1), 1)
+        .and_then(loadgen::run)
+        .unwrap_err();
+    assert!(matches!(err, loadgen::Error::Url { .. }), "{err}");
+}
+
+/// NFS-Ganesha needs rpcbind and root; this runs when `SERVELAB_GANESHA_URL` names a
+/// running Ganesha export's 10 MiB `testfile.bin` (`nfs://127.0.0.1/tmp/lab/www//testfile.bin
+/// ?version=3&nfsport=12049&mountport=12050`) and `SERVELAB_GANESHA_FILE` the same file on
+/// the local disk, as in the baseline notes.
+#[test]
+fn nfs_reads_against_ganesha_when_configured() {
+    let (Ok(url), Ok(file)) = (
+        std::env::var("SERVELAB_GANESHA_URL"),
+        std::env::var("SERVELAB_GANESHA_FILE"),
+    ) else {
+        eprintln!("SKIP: SERVELAB_GANESHA_URL / SERVELAB_GANESHA_FILE not set");
+        return;
+    };
+    nfs_read_checks(&url, Path::new(&file));
+}
