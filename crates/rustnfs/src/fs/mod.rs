@@ -67,6 +67,10 @@ struct Inner {
     read_only: bool,
     squash: Option<(u32, u32)>,
     registry: Arc<Registry>,
+    /// Serialises export walks for unknown handles.
+    rescan_lock: parking_lot::Mutex<()>,
+    /// Handles a walk did not find, and when: not walked for again for a while.
+    misses: parking_lot::Mutex<std::collections::HashMap<(u64, u64), Instant>>,
 }
 
 /// Where a handle's object is: the root itself, or a name in a directory.
@@ -175,6 +179,8 @@ impl DirFs {
                 read_only: config.read_only,
                 squash: config.squash,
                 registry,
+                rescan_lock: parking_lot::Mutex::new(()),
+                misses: parking_lot::Mutex::new(std::collections::HashMap::new()),
             }),
         })
     }
@@ -270,7 +276,7 @@ impl DirFs {
                 continue;
             };
             match sys::statx(dir.as_fd(), &name) {
-                Ok(stat) if Self::matches(fh, &stat) => {
+                Ok(stat) if Self::matches(fh, &stat) && stat.dev == inner.root_dev => {
                     return Ok(Loc::Child { dir, name, stat });
                 }
                 _ => continue,
@@ -291,6 +297,32 @@ impl DirFs {
     /// Walks the whole export (without following symlinks) to find `target`, refreshing
     /// the inode map on the way. Only runs for handles the map does not know.
     fn rescan(&self, target: &Fh) -> bool {
+        // Unknown handles are rare (restarts, renames on the host) but a client can forge
+        // them: one walk at a time, and a miss is remembered for a while.
+        const FORGET_MISS: std::time::Duration = std::time::Duration::from_secs(30);
+        let inner = &self.inner;
+        let key = (target.ino(), target.btime());
+        if let Some(t) = inner.misses.lock().get(&key)
+            && t.elapsed() < FORGET_MISS
+        {
+            return false;
+        }
+        let _one_at_a_time = inner.rescan_lock.lock();
+        let found = blocking(|| self.walk(target));
+        if !found {
+            let mut misses = inner.misses.lock();
+            if misses.len() >= 4096 {
+                misses.retain(|_, t| t.elapsed() < FORGET_MISS);
+                if misses.len() >= 4096 {
+                    misses.clear();
+                }
+            }
+            misses.insert(key, Instant::now());
+        }
+        found
+    }
+
+    fn walk(&self, target: &Fh) -> bool {
         const LIMIT: usize = 10_000_000;
         let inner = &self.inner;
         let mut stack: Vec<(Vec<Box<[u8]>>, u64)> = vec![(Vec::new(), inner.root_ino)];
@@ -885,7 +917,9 @@ impl ReadDirPlusIterator<Fh> for DirIter {
                     name: filename3(Opaque::owned(e.name)),
                     cookie: e.off,
                     name_attributes: Some(self.fs.fattr(&st)),
-                    name_handle: Some(Fh::new(st.ino, st.btime)),
+                    // A mount point inside the export is not part of it (no crossmnt).
+                    name_handle: (st.dev == self.fs.inner.root_dev)
+                        .then(|| Fh::new(st.ino, st.btime)),
                 })
             }
             NextResult::Eof => NextResult::Eof,
