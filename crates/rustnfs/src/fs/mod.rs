@@ -1133,3 +1133,80 @@ impl NfsFileSystem for DirFs {
         r
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fs_in(dir: &Path) -> DirFs {
+        DirFs::open(&Config::new(dir), Registry::new("t")).unwrap()
+    }
+
+    #[test]
+    fn names_are_single_components() {
+        assert!(check_name(b"ok.txt").is_ok());
+        assert_eq!(check_name(b"").unwrap_err(), nfsstat3::NFS3ERR_NOENT);
+        assert_eq!(check_name(b".").unwrap_err(), nfsstat3::NFS3ERR_EXIST);
+        assert_eq!(check_name(b"..").unwrap_err(), nfsstat3::NFS3ERR_EXIST);
+        assert_eq!(check_name(b"a/b").unwrap_err(), nfsstat3::NFS3ERR_ACCES);
+        assert_eq!(check_name(b"a\0b").unwrap_err(), nfsstat3::NFS3ERR_ACCES);
+        assert_eq!(
+            check_name(&[b'x'; 256]).unwrap_err(),
+            nfsstat3::NFS3ERR_NAMETOOLONG
+        );
+    }
+
+    #[test]
+    fn the_jail_holds_at_the_vfs_level() {
+        let tmp = tempfile::tempdir().unwrap();
+        let export = tmp.path().join("export");
+        std::fs::create_dir_all(export.join("sub")).unwrap();
+        std::fs::write(tmp.path().join("secret"), b"s").unwrap();
+        std::os::unix::fs::symlink(tmp.path(), export.join("up")).unwrap();
+        let fs = fs_in(&export);
+        let root = fs.root_fh();
+        assert_eq!(fs.lookup_sync(&root, b"..").unwrap(), root);
+        let up = fs.lookup_sync(&root, b"up").unwrap();
+        assert_eq!(
+            fs.lookup_sync(&up, b"secret"),
+            Err(nfsstat3::NFS3ERR_NOTDIR)
+        );
+        assert!(fs.read_sync(&up, 0, 10).is_err());
+        assert!(fs.create_sync(&up, b"x", &sattr3::default()).is_err());
+        assert!(!tmp.path().join("x").exists());
+        let sub = fs.lookup_sync(&root, b"sub").unwrap();
+        assert_eq!(fs.lookup_sync(&sub, b"..").unwrap(), root);
+        // A handle found again after the inode map is lost (a restart).
+        let (file, _) = fs.create_sync(&sub, b"f", &sattr3::default()).unwrap();
+        let fresh = fs_in(&export);
+        assert!(fresh.getattr_sync(&file).is_ok());
+        std::fs::remove_file(export.join("sub/f")).unwrap();
+        assert_eq!(
+            fresh.getattr_sync(&file).unwrap_err(),
+            nfsstat3::NFS3ERR_STALE
+        );
+    }
+
+    #[test]
+    fn mount_paths() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir(tmp.path().join("sub")).unwrap();
+        let fs = fs_in(tmp.path());
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let root = fs.root_fh();
+        let abs = fs.export().to_str().unwrap().to_string();
+        for p in ["", "/", abs.as_str(), &format!("{abs}/")] {
+            assert_eq!(rt.block_on(fs.lookup_by_path(p)).unwrap(), root, "{p:?}");
+        }
+        let sub = rt.block_on(fs.lookup_by_path("/sub")).unwrap();
+        assert_eq!(
+            rt.block_on(fs.lookup_by_path(&format!("{abs}/sub")))
+                .unwrap(),
+            sub
+        );
+        assert!(rt.block_on(fs.lookup_by_path("/../etc")).is_err());
+        assert!(rt.block_on(fs.lookup_by_path("/nope")).is_err());
+    }
+}
