@@ -626,6 +626,29 @@ fn graceful_shutdown_finishes_in_flight_download() {
 }
 
 #[test]
+fn stalled_reader_is_cut_off_by_the_idle_timeout() {
+    let (_dir, www) = dataset();
+    let mut cfg = httpd::Config::local(&www);
+    cfg.idle_timeout = Duration::from_secs(1);
+    let h = Httpd::start(cfg);
+    let mut s = TcpStream::connect(h.addr).unwrap();
+    s.write_all(b"GET /testfile.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    // Read nothing: the socket buffers fill and the server's writes stall.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while h.count("GET file", "total", "499") == 0 {
+        assert!(Instant::now() < deadline, "stalled connection never closed");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // What the client can still read is less than the whole body, then the end.
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut got = Vec::new();
+    let _ = s.read_to_end(&mut got);
+    assert!(got.len() < 10 << 20, "{} bytes", got.len());
+    h.stop().unwrap();
+}
+
+#[test]
 fn oversized_request_head_is_refused() {
     let (_dir, www) = dataset();
     let h = Httpd::start(httpd::Config::local(&www));
