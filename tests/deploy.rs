@@ -10,8 +10,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{OnceLock, RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant};
 
 use serde_yaml::Value;
@@ -376,6 +376,8 @@ fn rustnfs_image_is_small_and_serves_nfs_cat_and_nfs_cp_from_the_host() {
 struct Compose {
     project: String,
     env: Vec<(String, String)>,
+    /// Keeps `swarm init`/`leave` of a parallel test out of this project's lifetime.
+    _no_swarm_toggle: RwLockReadGuard<'static, ()>,
 }
 
 impl Compose {
@@ -403,6 +405,27 @@ impl Compose {
         .next()
         .unwrap_or_else(|| panic!("no running container for {service}"))
         .to_string()
+    }
+}
+
+/// Held (read) by compose projects while they run and (write) by `swarm init` / `leave`:
+/// while the engine switches swarm mode, its embedded DNS failed a compose container's
+/// lookup ("cannot resolve host httpd-a") in parallel runs.
+static SWARM_TOGGLE: RwLock<()> = RwLock::new(());
+
+/// Leaves the swarm this test created, and removes the docker_gwbridge network that
+/// `swarm init` created and `swarm leave` keeps.
+struct LeaveSwarm {
+    had_gwbridge: bool,
+}
+
+impl Drop for LeaveSwarm {
+    fn drop(&mut self) {
+        let _toggle = SWARM_TOGGLE.write().unwrap_or_else(|e| e.into_inner());
+        let _ = run(&mut docker(&["swarm", "leave", "--force"]));
+        if !self.had_gwbridge {
+            let _ = run(&mut docker(&["network", "rm", "docker_gwbridge"]));
+        }
     }
 }
 
@@ -434,6 +457,7 @@ fn compose_project(data: &Path, results: &Path, extra: &[(&str, String)]) -> Com
     Compose {
         project: unique("servelabe2e"),
         env,
+        _no_swarm_toggle: SWARM_TOGGLE.read().unwrap_or_else(|e| e.into_inner()),
     }
 }
 
@@ -559,6 +583,8 @@ fn swarm_stack_scales_to_three_replicas_and_its_merged_report_counts_every_reque
         return;
     }
     let built = built();
+    // Declared before `cleanup`, so the stack is removed before the swarm is left.
+    let mut _swarm: Option<LeaveSwarm> = None;
     let mut cleanup = Cleanup::default();
     let state = run_text(&mut docker(&[
         "info",
@@ -571,16 +597,14 @@ fn swarm_stack_scales_to_three_replicas_and_its_merged_report_counts_every_reque
         let had_gwbridge = run(&mut docker(&["network", "inspect", "docker_gwbridge"]))
             .status
             .success();
-        if !had_gwbridge {
-            cleanup.push(docker(&["network", "rm", "docker_gwbridge"]));
-        }
+        let _toggle = SWARM_TOGGLE.write().unwrap_or_else(|e| e.into_inner());
         common::run_ok(&mut docker(&[
             "swarm",
             "init",
             "--advertise-addr",
             "127.0.0.1",
         ]));
-        cleanup.push(docker(&["swarm", "leave", "--force"]));
+        _swarm = Some(LeaveSwarm { had_gwbridge });
     } else if state != "active" {
         eprintln!("SKIP swarm stack: this node's swarm state is {state}");
         return;
