@@ -1040,6 +1040,62 @@ fn nfs_caches_expire_after_their_ttl() {
 }
 
 #[test]
+fn nfs_symlinks_follow_local_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = dir.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    let secret = "TOP-SECRET-OUTSIDE-THE-ROOT";
+    std::fs::write(outside.join("secret.txt"), secret).unwrap();
+    // The export is `dir`, the served root its `www` subdirectory, so `../outside` exists
+    // on the server but lies outside what httpd serves.
+    let www = dir.path().join("www");
+    std::fs::create_dir_all(www.join("sub")).unwrap();
+    std::fs::write(www.join("sub/inside.txt"), "inside").unwrap();
+    let link =
+        |target: &str, name: &str| std::os::unix::fs::symlink(target, www.join(name)).unwrap();
+    link("sub/inside.txt", "good-link");
+    link("sub", "dir-good");
+    link("../outside/secret.txt", "rel-link");
+    link("sub/../../outside/secret.txt", "sneaky-link");
+    link(outside.join("secret.txt").to_str().unwrap(), "abs-link");
+    link("loop-b", "loop-a");
+    link("loop-a", "loop-b");
+    let server = Rustnfs::start(dir.path());
+    let nfs = Httpd::start(httpd::Config::nfs(format!(
+        "{}/www",
+        server.url().trim_end_matches('/')
+    )));
+    let local = Httpd::start(httpd::Config::local(&www));
+    for (path, want) in [
+        ("/good-link", 200),
+        ("/dir-good/inside.txt", 200),
+        ("/rel-link", 403),
+        ("/sneaky-link", 403),
+        ("/abs-link", 403),
+        ("/loop-a", 403),
+    ] {
+        for h in [&nfs, &local] {
+            let (status, _, body) = raw_get(h.addr, path);
+            assert!(
+                !String::from_utf8_lossy(&body).contains(secret),
+                "{path} leaked"
+            );
+            let backend = if std::ptr::eq(h, &nfs) {
+                "nfs"
+            } else {
+                "local"
+            };
+            assert_eq!(status, want, "{backend} {path}");
+            if want == 200 {
+                assert_eq!(body, b"inside", "{backend} {path}");
+            }
+        }
+    }
+    nfs.stop().unwrap();
+    local.stop().unwrap();
+}
+
+#[test]
 fn nfs_unreachable_at_start_is_a_clear_error() {
     let port = common::free_port();
     let rt = tokio::runtime::Builder::new_current_thread()

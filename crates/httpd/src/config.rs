@@ -41,7 +41,7 @@ pub struct Config {
     /// Answer a directory without `index.html` with an HTML listing (else 403).
     pub list_dirs: bool,
     /// Follow symlinks that leave the root (local backend). Symlinks that stay inside the
-    /// root are always followed; NFS symlinks are always refused (403).
+    /// root are always followed, on both backends; over NFS, leaving is always refused.
     pub follow_symlinks: bool,
     /// Most connections open at once; further clients wait in the listen backlog.
     pub max_connections: usize,

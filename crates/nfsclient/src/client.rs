@@ -17,8 +17,8 @@ use std::time::Duration;
 use nfs3_client::nfs3_types::mount::dirpath;
 use nfs3_client::nfs3_types::nfs3::{
     self, CREATE3args, FSINFO3args, GETATTR3args, LOOKUP3args, MKDIR3args, Nfs3Option, Nfs3Result,
-    READ3args, READDIR3args, READDIRPLUS3args, REMOVE3args, RMDIR3args, WRITE3args, cookieverf3,
-    createhow3, diropargs3, filename3, nfs_fh3, nfsstat3, sattr3, stable_how,
+    READ3args, READDIR3args, READDIRPLUS3args, READLINK3args, REMOVE3args, RMDIR3args, WRITE3args,
+    cookieverf3, createhow3, diropargs3, filename3, nfs_fh3, nfsstat3, sattr3, stable_how,
 };
 use nfs3_client::nfs3_types::rpc::{auth_unix, opaque_auth};
 use nfs3_client::nfs3_types::xdr_codec::Opaque;
@@ -294,6 +294,17 @@ impl Client {
             attr = Some(a);
         }
         Ok((fh, attr.expect("at least one component")))
+    }
+
+    /// READLINK: the target of a symlink, as stored (not resolved).
+    pub async fn readlink(&self, fh: &nfs_fh3) -> Result<String, Error> {
+        let args = READLINK3args {
+            symlink: fh.clone(),
+        };
+        match nfs_call!(self, "READLINK", true, |c| c.readlink(&args))? {
+            Nfs3Result::Ok(ok) => Ok(String::from_utf8_lossy(ok.data.as_ref()).into_owned()),
+            Nfs3Result::Err((s, _)) => status_err("READLINK", s),
+        }
     }
 
     /// READ of up to `count` bytes at `offset`; the reply may be shorter (check `eof`).

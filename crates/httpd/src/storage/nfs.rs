@@ -4,8 +4,10 @@
 //! default, like the kernel client's `acregmin`-style attribute cache), so on a warm
 //! cache a request costs no metadata RPC at all; `read` is READ calls of at most the
 //! server's `rtmax`. A stale handle (file replaced, server restarted with new handles)
-//! drops the cache entry and resolves the path again once. NFS has no symlink following
-//! on the server, so a symlink is refused (403) rather than resolved.
+//! drops the cache entry and resolves the path again once. NFS servers do not follow
+//! symlinks, so the walk does: READLINK, then the target's components (relative targets
+//! only; `..` may not climb above the served root, 40 hops at most) — the same answers as
+//! the local backend's `RESOLVE_BENEATH` (outside → 403).
 //!
 //! Small whole files (≤ 64 KiB, the inline limit) read with a READ that reached EOF are
 //! kept for the same `attr_ttl`, in at most `DATA_CACHE_MAX` bytes: within the TTL a
@@ -121,51 +123,82 @@ impl NfsStorage {
         cache.insert(key, (fh.clone(), attr.clone(), Instant::now()));
     }
 
-    /// Walks the components from the export root, reusing fresh cache entries.
-    async fn resolve(&self, path: &[String]) -> Result<(FileHandle, Attr), nfsclient::Error> {
-        let full: Vec<&str> = self
-            .base
-            .iter()
-            .chain(path.iter())
-            .map(String::as_str)
-            .collect();
-        let full_key = full.join("/");
+    /// Walks the components from the served root, reusing fresh cache entries and
+    /// following symlinks whose targets stay inside the served root.
+    async fn resolve(&self, path: &[String]) -> Result<(FileHandle, Attr), Walk> {
+        let base = self.base.len();
+        let mut cur: Vec<String> = self.base.clone();
+        cur.extend(path.iter().cloned());
+        let full_key = cur.join("/");
         if let Some(hit) = self.cached(&full_key) {
             return Ok(hit);
         }
-        // Find the longest cached prefix, then LOOKUP the rest.
-        let mut start = 0;
-        let mut cur = None;
-        for n in (1..full.len()).rev() {
-            if let Some(hit) = self.cached(&full[..n].join("/")) {
-                start = n;
-                cur = Some(hit);
-                break;
-            }
-        }
-        let (mut fh, mut attr) = match cur {
+        // The served root's handle: cached, or LOOKUPs from the export root.
+        cur.truncate(base);
+        let root_key = cur.join("/");
+        let (mut fh, mut attr) = match self.cached(&root_key) {
             Some(hit) => hit,
             None => {
-                let root = self.client.root();
-                match self.cached("") {
-                    Some(hit) => hit,
-                    None => {
-                        let attr = self.client.getattr(&root).await?;
-                        self.remember(String::new(), &root, &attr);
-                        (root, attr)
-                    }
-                }
+                let hit = self.client.lookup_path(&root_key).await?;
+                self.remember(root_key, &hit.0, &hit.1);
+                hit
             }
         };
-        for i in start..full.len() {
-            if attr.kind == FileKind::Symlink {
-                break;
+        // `stack[i]` is the object named by `cur[..base + i]`, so `..` can step back.
+        let mut stack = vec![(fh.clone(), attr.clone())];
+        let mut todo: std::collections::VecDeque<String> = path.iter().cloned().collect();
+        let mut hops = 0;
+        while let Some(comp) = todo.pop_front() {
+            if comp == ".." {
+                if cur.len() <= base {
+                    return Err(Walk::Escape);
+                }
+                cur.pop();
+                stack.pop();
+                (fh, attr) = stack.last().cloned().expect("the root stays on the stack");
+                continue;
             }
-            let (next, a) = self.client.lookup(&fh, full[i]).await?;
-            fh = next;
-            attr = a;
-            self.remember(full[..=i].join("/"), &fh, &attr);
+            if attr.kind != FileKind::Dir {
+                return Err(Walk::Nfs(nfsclient::Error::Status {
+                    op: "LOOKUP",
+                    status: nfsstat3::NFS3ERR_NOTDIR,
+                }));
+            }
+            cur.push(comp);
+            let key = cur.join("/");
+            let (nfh, nattr) = match self.cached(&key) {
+                Some(hit) => hit,
+                None => {
+                    self.client
+                        .lookup(&fh, cur.last().expect("just pushed"))
+                        .await?
+                }
+            };
+            if nattr.kind == FileKind::Symlink {
+                cur.pop();
+                hops += 1;
+                if hops > 40 {
+                    return Err(Walk::Escape);
+                }
+                let target = self.client.readlink(&nfh).await?;
+                if target.starts_with('/') {
+                    // Absolute targets name the client's file system, not the export.
+                    return Err(Walk::Escape);
+                }
+                for c in target
+                    .split('/')
+                    .rev()
+                    .filter(|c| !c.is_empty() && *c != ".")
+                {
+                    todo.push_front(c.to_string());
+                }
+                continue;
+            }
+            self.remember(key, &nfh, &nattr);
+            (fh, attr) = (nfh, nattr);
+            stack.push((fh.clone(), attr.clone()));
         }
+        self.remember(full_key, &fh, &attr);
         Ok((fh, attr))
     }
 
@@ -199,6 +232,19 @@ impl NfsStorage {
         {
             data.bytes -= old.len();
         }
+    }
+}
+
+/// Why a path walk stopped.
+enum Walk {
+    Nfs(nfsclient::Error),
+    /// A symlink pointed outside the served root (or looped).
+    Escape,
+}
+
+impl From<nfsclient::Error> for Walk {
+    fn from(e: nfsclient::Error) -> Self {
+        Walk::Nfs(e)
     }
 }
 
@@ -236,7 +282,7 @@ fn meta_of(attr: &Attr) -> Result<Meta, StorageError> {
 impl Storage for NfsStorage {
     async fn open(&self, path: &[String]) -> Result<Entry, StorageError> {
         let res = match self.resolve(path).await {
-            Err(e) if e.is_stale() => {
+            Err(Walk::Nfs(e)) if e.is_stale() => {
                 self.forget_all();
                 if let Err(e) = self.client.remount().await {
                     return Err(map_err(e));
@@ -245,7 +291,10 @@ impl Storage for NfsStorage {
             }
             other => other,
         };
-        let (fh, attr) = res.map_err(map_err)?;
+        let (fh, attr) = res.map_err(|w| match w {
+            Walk::Nfs(e) => map_err(e),
+            Walk::Escape => StorageError::Forbidden("symlink leaves the root"),
+        })?;
         Ok(Entry {
             meta: meta_of(&attr)?,
             handle: Handle::Nfs(fh),
