@@ -204,6 +204,11 @@ async fn read_write_lookup_readdir_against_ganesha() {
     }
     assert_eq!(got, data);
 
+    std::os::unix::fs::symlink("big.bin", g.export.join("sub/link")).unwrap();
+    let (lfh, lattr) = client.lookup_path("sub/link").await.unwrap();
+    assert_eq!(lattr.kind, FileKind::Symlink);
+    assert_eq!(client.readlink(&lfh).await.unwrap(), "big.bin");
+
     let err = client.lookup_path("sub/missing").await.unwrap_err();
     assert!(err.is_not_found(), "{err}");
     assert!(matches!(
