@@ -614,8 +614,8 @@ impl DirFs {
         let file = self.file(fh, true)?;
         blocking(|| {
             file.write_all_at(data, offset).map_err(io_err)?;
-            // Every WRITE is answered FILE_SYNC, so the data is on stable storage first.
-            file.sync_data().map_err(io_err)
+            // Every WRITE is answered FILE_SYNC: data and metadata on stable storage first.
+            file.sync_all().map_err(io_err)
         })?;
         let st = sys::fstat(file.as_fd()).map_err(io_err)?;
         Ok((self.fattr(&st), stable_how::FILE_SYNC))
@@ -1128,7 +1128,7 @@ impl NfsFileSystem for DirFs {
         let start = Instant::now();
         let r = self
             .file(id, false)
-            .and_then(|f| blocking(|| f.sync_data()).map_err(io_err));
+            .and_then(|f| blocking(|| f.sync_all()).map_err(io_err));
         self.record("COMMIT", start, &r, 0);
         r
     }
