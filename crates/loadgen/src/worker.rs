@@ -133,9 +133,13 @@ pub(crate) async fn worker_loop<T: Target>(
             tokio::time::sleep_until(at.into()).await;
         }
         let mut inst = Instants::new(ticket.intended, Instant::now());
-        op_timer
-            .as_mut()
-            .reset(tokio::time::Instant::from_std(inst.start) + timeout);
+        let op_deadline = tokio::time::Instant::from_std(inst.start) + timeout;
+        // Re-arming a timer takes the timer driver's lock, so it is done lazily: the
+        // armed deadline is never later than this operation's (every earlier operation
+        // started earlier), and when it fires early it is moved to the true deadline.
+        if op_timer.deadline() <= tokio::time::Instant::from_std(inst.start) {
+            op_timer.as_mut().reset(op_deadline);
+        }
         let outcome = async {
             let w = match &mut worker {
                 Some(w) => w,
@@ -146,23 +150,33 @@ pub(crate) async fn worker_loop<T: Target>(
             };
             w.op(&mut inst).await
         };
-        let run_end = async {
-            match &mut end_timer {
-                Some(t) => t.as_mut().await,
-                None => std::future::pending().await,
+        let result = {
+            let mut run_end = std::pin::pin!(async {
+                match &mut end_timer {
+                    Some(t) => t.as_mut().await,
+                    None => std::future::pending().await,
+                }
+            });
+            let mut outcome = std::pin::pin!(outcome);
+            // A timed run abandons what is in flight at its end (wrk does the same), so a
+            // stalled server can never stretch the run; otherwise `--timeout` bounds it.
+            loop {
+                tokio::select! {
+                    biased;
+                    r = &mut outcome => break Some(r),
+                    _ = &mut op_timer => {
+                        if tokio::time::Instant::now() >= op_deadline {
+                            break Some(Err(OpError::new(
+                                target.default_op(),
+                                ErrorKind::Timeout,
+                                format!("no complete answer within {timeout:?}"),
+                            )));
+                        }
+                        op_timer.as_mut().reset(op_deadline);
+                    }
+                    _ = &mut run_end => break None,
+                }
             }
-        };
-        // A timed run abandons what is in flight at its end (wrk does the same), so a
-        // stalled server can never stretch the run; otherwise `--timeout` bounds it.
-        let result = tokio::select! {
-            biased;
-            r = outcome => Some(r),
-            _ = &mut op_timer => Some(Err(OpError::new(
-                target.default_op(),
-                ErrorKind::Timeout,
-                format!("no complete answer within {timeout:?}"),
-            ))),
-            _ = run_end => None,
         };
         let Some(result) = result else {
             dispenser.stopped.store(true, Ordering::Relaxed);
