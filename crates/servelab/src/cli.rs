@@ -26,4 +26,7 @@ pub enum Command {
     Httpd(httpd::cli::Args),
     /// Run the rustnfs NFSv3 server (the same options as the `rustnfs` binary).
     Rustnfs(rustnfs::cli::Args),
+    /// The side-by-side benchmark suite: httpd, nginx, Apache; rustnfs, Ganesha; servelab
+    /// load, wrk, ab, iperf3 — interleaved and repeated; writes results/<date>-<host>/.
+    Bench(crate::bench::BenchArgs),
 }

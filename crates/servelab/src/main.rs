@@ -1,5 +1,6 @@
 //! `servelab`: parse the command line and hand each subcommand to its module.
 
+mod bench;
 mod cli;
 mod compare;
 mod compare_cmd;
@@ -19,6 +20,7 @@ fn main() -> std::process::ExitCode {
         cli::Command::Report(args) => report_cmd::run(args),
         cli::Command::Httpd(args) => servers::run_httpd(args),
         cli::Command::Rustnfs(args) => servers::run_rustnfs(args),
+        cli::Command::Bench(args) => bench::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

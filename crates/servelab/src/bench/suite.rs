@@ -1,0 +1,865 @@
+//! The suite's orchestration: dataset → servers → warm-up and byte checks → for each
+//! repeat, every case with servers and tools in a rotating order → idle memory → files.
+//! A peer or tool that is missing is skipped and named in the summary; a measurement
+//! that fails is a CSV row with its error, and the run goes on.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use loadgen::{LoadPlan, NfsWorkload, Schedule};
+
+use super::BenchOptions;
+use super::summary::{self, Row};
+use super::tools::{self, ChildGuard, Measured};
+use crate::compare::baselines::{self, Baseline, ExternalServer, find_program};
+use crate::compare::dataset::{self, DatasetSpec};
+use crate::compare::environment::{self, Environment};
+use crate::compare::memory::{self, PeakSampler};
+use crate::compare::process::{self, ServerProcess};
+
+/// The parts of the suite `--groups` selects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Group {
+    Http,
+    Nfs,
+    Loadgen,
+    Memory,
+}
+
+impl Group {
+    pub fn parse(s: &str) -> Result<Group, String> {
+        match s.trim() {
+            "http" => Ok(Group::Http),
+            "nfs" => Ok(Group::Nfs),
+            "loadgen" | "tools" => Ok(Group::Loadgen),
+            "memory" => Ok(Group::Memory),
+            other => Err(format!(
+                "unknown group `{other}` (use http, nfs, loadgen, memory)"
+            )),
+        }
+    }
+}
+
+/// Tool names as they appear in the CSV.
+pub const LOAD: &str = "servelab-load";
+pub const WRK: &str = "wrk";
+pub const AB: &str = "ab";
+pub const IPERF3: &str = "iperf3";
+pub const NFS_CAT: &str = "nfs-cat";
+
+/// Server names as they appear in the CSV.
+pub const HTTPD_LOCAL: &str = "httpd-local";
+pub const HTTPD_NFS: &str = "httpd-nfs";
+pub const NGINX: &str = "nginx";
+pub const APACHE: &str = "apache";
+pub const RUSTNFS: &str = "rustnfs";
+pub const GANESHA: &str = "ganesha";
+
+/// Where the boot-like file set lives inside the export, and its shape.
+const BOOT_DIR: &str = "boot";
+const BOOT_SMALL: usize = 12;
+const BOOT_LARGE: usize = 4;
+
+/// One HTTP server under test.
+struct HttpServer {
+    name: &'static str,
+    addr: SocketAddr,
+    pid: u32,
+}
+
+/// One NFS server under test: how loadgen and nfs-cat reach its files.
+struct NfsServer {
+    name: &'static str,
+    pid: u32,
+    /// `nfs://host:port<export>//` — append a path inside the export.
+    url_prefix: String,
+    /// `?mountport=N` (Ganesha) or empty.
+    query: String,
+    /// nfs-cat's URL for a path inside the export.
+    libnfs_prefix: String,
+    libnfs_query: String,
+}
+
+impl NfsServer {
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}{}", self.url_prefix, self.query)
+    }
+    fn libnfs_url(&self, path: &str) -> String {
+        format!("{}{path}{}", self.libnfs_prefix, self.libnfs_query)
+    }
+}
+
+/// An HTTP case of the matrix.
+#[derive(Debug, Clone, Copy)]
+struct HttpCase {
+    large: bool,
+    keepalive: bool,
+    concurrency: usize,
+}
+
+impl HttpCase {
+    fn label(&self) -> String {
+        format!(
+            "{} {} c={}",
+            if self.large { "10MiB" } else { "4KiB" },
+            if self.keepalive {
+                "keep-alive"
+            } else {
+                "close"
+            },
+            self.concurrency
+        )
+    }
+}
+
+/// An NFS case of the matrix.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum NfsCase {
+    SeqRead(usize),
+    Metadata(usize),
+    BootSet,
+}
+
+impl NfsCase {
+    fn label(&self) -> String {
+        match self {
+            NfsCase::SeqRead(c) => format!("seq read 10MiB c={c}"),
+            NfsCase::Metadata(c) => format!("metadata c={c}"),
+            NfsCase::BootSet => format!("boot set c={}", BOOT_SMALL + BOOT_LARGE),
+        }
+    }
+    fn clients(&self) -> usize {
+        match self {
+            NfsCase::SeqRead(c) | NfsCase::Metadata(c) => *c,
+            NfsCase::BootSet => BOOT_SMALL + BOOT_LARGE,
+        }
+    }
+}
+
+/// Runs the suite and writes `results.csv`, `setup.md` and `summary.md`; returns the
+/// directory.
+pub fn run(opts: &BenchOptions) -> Result<PathBuf, String> {
+    let out = match &opts.out {
+        Some(d) => {
+            std::fs::create_dir_all(d)
+                .map_err(|e| format!("cannot create {}: {e}", d.display()))?;
+            if d.join("results.csv").exists() {
+                return Err(format!("{} already holds a run", d.display()));
+            }
+            d.clone()
+        }
+        None => unique_run_dir(&opts.results)?,
+    };
+    let log_dir = out.join("logs");
+    std::fs::create_dir_all(&log_dir)
+        .map_err(|e| format!("cannot create {}: {e}", log_dir.display()))?;
+    eprintln!("servelab bench: writing to {}", out.display());
+    let load_before = loadavg();
+    let started = Instant::now();
+
+    let tmp = tempfile::Builder::new()
+        .prefix("servelab-bench-")
+        .tempdir()
+        .map_err(|e| format!("cannot create a temporary directory: {e}"))?;
+    let root = tmp.path().join("www");
+    let info = dataset::generate(
+        &root,
+        DatasetSpec {
+            small_set_files: 16,
+            ..DatasetSpec::default()
+        },
+    )
+    .map_err(|e| format!("cannot generate the dataset: {e}"))?;
+    write_boot_set(&root).map_err(|e| format!("cannot write the boot file set: {e}"))?;
+    for s in [RUSTNFS, GANESHA] {
+        let d = root.join(format!("scratch-{s}"));
+        std::fs::create_dir_all(&d).map_err(|e| format!("cannot create {}: {e}", d.display()))?;
+        use std::os::unix::fs::PermissionsExt as _;
+        let _ = std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o777));
+    }
+    let root_s = root.display().to_string();
+
+    let mut rows: Vec<Row> = Vec::new();
+    let mut skipped: Vec<(String, String)> = Vec::new();
+    let mut notes: Vec<String> = Vec::new();
+    let wants = |g: Group| opts.groups.contains(&g);
+
+    // --- servers -----------------------------------------------------------------------
+    let rustnfs = ServerProcess::start(
+        RUSTNFS,
+        "rustnfs",
+        &["--export".into(), root_s.clone()],
+        &log_dir,
+    )?;
+    let idle_rustnfs = settle_rss(rustnfs.pid());
+    let httpd_local = ServerProcess::start(
+        HTTPD_LOCAL,
+        "httpd",
+        &["--root".into(), root_s.clone()],
+        &log_dir,
+    )?;
+    let httpd_nfs = ServerProcess::start(
+        HTTPD_NFS,
+        "httpd",
+        &["--nfs".into(), format!("nfs://{}/", rustnfs.addr)],
+        &log_dir,
+    )?;
+    let idle_httpd = settle_rss(httpd_local.pid());
+    let idle_httpd_nfs = settle_rss(httpd_nfs.pid());
+    let mut start_peer =
+        |b: Baseline, f: &dyn Fn() -> Result<ExternalServer, String>| -> Option<ExternalServer> {
+            if let Err(why) = b.detect() {
+                skipped.push((b.name().into(), why));
+                return None;
+            }
+            match f() {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    skipped.push((b.name().into(), format!("installed but did not start: {e}")));
+                    None
+                }
+            }
+        };
+    let nginx = start_peer(Baseline::Nginx, &|| baselines::start_nginx(&root));
+    let apache = if wants(Group::Http) {
+        start_peer(Baseline::Apache, &|| baselines::start_apache(&root))
+    } else {
+        None
+    };
+    let ganesha = if wants(Group::Nfs) {
+        start_peer(Baseline::Ganesha, &|| baselines::start_ganesha(&root))
+    } else {
+        None
+    };
+
+    let mut http_servers = vec![
+        HttpServer {
+            name: HTTPD_LOCAL,
+            addr: httpd_local.addr,
+            pid: httpd_local.pid(),
+        },
+        HttpServer {
+            name: HTTPD_NFS,
+            addr: httpd_nfs.addr,
+            pid: httpd_nfs.pid(),
+        },
+    ];
+    if let Some(n) = &nginx {
+        http_servers.push(HttpServer {
+            name: NGINX,
+            addr: n.addr,
+            pid: n.pid(),
+        });
+    }
+    if let Some(a) = &apache {
+        http_servers.push(HttpServer {
+            name: APACHE,
+            addr: a.addr,
+            pid: a.pid(),
+        });
+    }
+    let mut nfs_servers = vec![NfsServer {
+        name: RUSTNFS,
+        pid: rustnfs.pid(),
+        url_prefix: format!("nfs://{}//", rustnfs.addr),
+        query: String::new(),
+        libnfs_prefix: "nfs://127.0.0.1//".to_string(),
+        libnfs_query: format!(
+            "?version=3&nfsport={p}&mountport={p}",
+            p = rustnfs.addr.port()
+        ),
+    }];
+    if let Some(g) = &ganesha {
+        let mnt = g.extra_port.unwrap_or(0);
+        nfs_servers.push(NfsServer {
+            name: GANESHA,
+            pid: g.pid(),
+            url_prefix: format!("nfs://{}{root_s}//", g.addr),
+            query: format!("?mountport={mnt}"),
+            libnfs_prefix: format!("nfs://127.0.0.1{root_s}/"),
+            libnfs_query: format!("?version=3&nfsport={}&mountport={mnt}", g.addr.port()),
+        });
+    }
+
+    // --- tools -------------------------------------------------------------------------
+    let has = |t: &str| find_program(t).is_some();
+    let mut http_tools: Vec<&'static str> = vec![LOAD];
+    if has("wrk") {
+        http_tools.push(WRK);
+    } else {
+        skipped.push((
+            WRK.into(),
+            "wrk is not installed (apt-get install wrk)".into(),
+        ));
+    }
+    let has_ab = has("ab");
+    if !has_ab && wants(Group::Loadgen) {
+        skipped.push((
+            AB.into(),
+            "ab is not installed (apt-get install apache2-utils)".into(),
+        ));
+    }
+    let has_iperf3 = has("iperf3");
+    if !has_iperf3 && wants(Group::Loadgen) {
+        skipped.push((IPERF3.into(), "iperf3 is not installed".into()));
+    }
+    let has_nfs_cat = has("nfs-cat");
+    if !has_nfs_cat && wants(Group::Nfs) {
+        skipped.push((
+            NFS_CAT.into(),
+            "nfs-cat is not installed (libnfs-utils)".into(),
+        ));
+    }
+
+    // --- same bytes + warm-up ----------------------------------------------------------
+    for file in [&info.large_file, &info.small_file] {
+        let on_disk =
+            std::fs::read(root.join(file)).map_err(|e| format!("cannot read {file}: {e}"))?;
+        for s in &http_servers {
+            match crate::compare::httpget::get(s.addr, &format!("/{file}"), Duration::from_secs(30))
+            {
+                Ok((200, body)) if body == on_disk => {}
+                Ok((status, body)) => notes.push(format!(
+                    "{}: GET /{file} answered {status} with {} bytes that differ from the file",
+                    s.name,
+                    body.len()
+                )),
+                Err(e) => notes.push(format!("{}: GET /{file} failed: {e}", s.name)),
+            }
+        }
+    }
+    for s in &nfs_servers {
+        let mut warm = vec![dataset::LARGE_FILE.to_string()];
+        warm.extend((0..BOOT_LARGE).map(|i| format!("{BOOT_DIR}/l{i}.bin")));
+        for f in warm {
+            let _ = nfs_load(&s.url(&f), NfsWorkload::Read, 1, Schedule::Count(80));
+        }
+    }
+
+    // --- the matrix --------------------------------------------------------------------
+    let http_cases: Vec<HttpCase> = if opts.quick {
+        vec![
+            HttpCase {
+                large: false,
+                keepalive: true,
+                concurrency: 10,
+            },
+            HttpCase {
+                large: false,
+                keepalive: false,
+                concurrency: 10,
+            },
+            HttpCase {
+                large: true,
+                keepalive: true,
+                concurrency: 10,
+            },
+        ]
+    } else {
+        let mut v = Vec::new();
+        for large in [false, true] {
+            for keepalive in [true, false] {
+                for concurrency in [10, 100] {
+                    v.push(HttpCase {
+                        large,
+                        keepalive,
+                        concurrency,
+                    });
+                }
+            }
+        }
+        v
+    };
+    let nfs_cases: Vec<NfsCase> = if opts.quick {
+        vec![NfsCase::SeqRead(1), NfsCase::Metadata(1), NfsCase::BootSet]
+    } else {
+        vec![
+            NfsCase::SeqRead(1),
+            NfsCase::SeqRead(16),
+            NfsCase::Metadata(1),
+            NfsCase::Metadata(16),
+            NfsCase::BootSet,
+        ]
+    };
+    let lg_concurrency: Vec<usize> = if opts.quick { vec![10] } else { vec![10, 100] };
+    let secs = opts.seconds;
+    let small_path = format!("/{}", info.small_file);
+    let large_path = format!("/{}", info.large_file);
+
+    for rep in 0..opts.repeat {
+        let rep1 = rep + 1;
+        if wants(Group::Http) {
+            for case in &http_cases {
+                let label = case.label();
+                for k in 0..http_servers.len() {
+                    let s = &http_servers[(k + rep) % http_servers.len()];
+                    for t in 0..http_tools.len() {
+                        let tool = http_tools[(t + rep + k) % http_tools.len()];
+                        eprintln!(
+                            "servelab bench: {rep1}/{} http {label:<22} {:<12} {tool}",
+                            opts.repeat, s.name
+                        );
+                        let url = format!(
+                            "http://{}{}",
+                            s.addr,
+                            if case.large { &large_path } else { &small_path }
+                        );
+                        let sampler = PeakSampler::start(s.pid);
+                        let result = match tool {
+                            WRK => tools::wrk(&url, case.concurrency, secs, case.keepalive),
+                            _ => http_load(&url, case.concurrency, secs, case.keepalive),
+                        };
+                        let peak = sampler.finish();
+                        rows.push(Row::new(
+                            rep1,
+                            "http",
+                            &label,
+                            s.name,
+                            tool,
+                            case.concurrency,
+                            result,
+                            Some(peak),
+                        ));
+                    }
+                }
+            }
+        }
+        if wants(Group::Nfs) {
+            for case in &nfs_cases {
+                let label = case.label();
+                for k in 0..nfs_servers.len() {
+                    let s = &nfs_servers[(k + rep) % nfs_servers.len()];
+                    eprintln!(
+                        "servelab bench: {rep1}/{} nfs  {label:<22} {:<12} {LOAD}",
+                        opts.repeat, s.name
+                    );
+                    let sampler = PeakSampler::start(s.pid);
+                    let d = Schedule::Duration(Duration::from_secs_f64(secs));
+                    let result = match case {
+                        NfsCase::SeqRead(c) => {
+                            nfs_load(&s.url("testfile.bin"), NfsWorkload::Read, *c, d)
+                        }
+                        NfsCase::Metadata(c) => nfs_load(
+                            &s.url(&format!("scratch-{}", s.name)),
+                            NfsWorkload::Metadata,
+                            *c,
+                            d,
+                        ),
+                        NfsCase::BootSet => boot_set(s, secs),
+                    };
+                    let peak = sampler.finish();
+                    rows.push(Row::new(
+                        rep1,
+                        "nfs",
+                        &label,
+                        s.name,
+                        LOAD,
+                        case.clients(),
+                        result,
+                        Some(peak),
+                    ));
+                }
+            }
+            if has_nfs_cat {
+                for k in 0..nfs_servers.len() {
+                    let s = &nfs_servers[(k + rep) % nfs_servers.len()];
+                    eprintln!(
+                        "servelab bench: {rep1}/{} nfs  seq read 10MiB c=1       {:<12} {NFS_CAT}",
+                        opts.repeat, s.name
+                    );
+                    let sampler = PeakSampler::start(s.pid);
+                    let result = nfs_cat(&s.libnfs_url("testfile.bin"), info.large_bytes);
+                    let peak = sampler.finish();
+                    rows.push(Row::new(
+                        rep1,
+                        "nfs",
+                        &NfsCase::SeqRead(1).label(),
+                        s.name,
+                        NFS_CAT,
+                        1,
+                        result,
+                        Some(peak),
+                    ));
+                }
+            }
+        }
+        if wants(Group::Loadgen) {
+            match &nginx {
+                None => {}
+                Some(n) => {
+                    let url = format!("http://{}{small_path}", n.addr);
+                    let mut lg_tools = vec![LOAD];
+                    if http_tools.contains(&WRK) {
+                        lg_tools.push(WRK);
+                    }
+                    if has_ab {
+                        lg_tools.push(AB);
+                    }
+                    for &c in &lg_concurrency {
+                        let label = format!("nginx 4KiB keep-alive c={c}");
+                        for t in 0..lg_tools.len() {
+                            let tool = lg_tools[(t + rep) % lg_tools.len()];
+                            eprintln!(
+                                "servelab bench: {rep1}/{} load {label:<22} {tool}",
+                                opts.repeat
+                            );
+                            let result = match tool {
+                                WRK => tools::wrk(&url, c, secs, true),
+                                AB => tools::ab(&url, c, secs, true),
+                                _ => http_load(&url, c, secs, true),
+                            };
+                            rows.push(Row::new(
+                                rep1, "loadgen", &label, NGINX, tool, c, result, None,
+                            ));
+                        }
+                    }
+                }
+            }
+            let mut tcp_tools = vec![LOAD];
+            if has_iperf3 {
+                tcp_tools.push(IPERF3);
+            }
+            for t in 0..tcp_tools.len() {
+                let tool = tcp_tools[(t + rep) % tcp_tools.len()];
+                eprintln!(
+                    "servelab bench: {rep1}/{} tcp  1 stream               {tool}",
+                    opts.repeat
+                );
+                let result = match tool {
+                    IPERF3 => tools::iperf3(secs),
+                    _ => tcp_load(secs, &log_dir),
+                };
+                let server = if tool == IPERF3 {
+                    "iperf3 -s"
+                } else {
+                    "servelab tcp-server"
+                };
+                rows.push(Row::new(
+                    rep1,
+                    "tcp",
+                    "loopback 1 stream",
+                    server,
+                    tool,
+                    1,
+                    result,
+                    None,
+                ));
+            }
+        }
+    }
+    if wants(Group::Loadgen) && nginx.is_none() {
+        skipped.push((
+            "load generators on nginx".into(),
+            "nginx is not available".into(),
+        ));
+    }
+
+    // --- memory ------------------------------------------------------------------------
+    if wants(Group::Memory) {
+        for (name, pid, before) in [
+            (RUSTNFS, rustnfs.pid(), idle_rustnfs),
+            (HTTPD_LOCAL, httpd_local.pid(), idle_httpd),
+            (HTTPD_NFS, httpd_nfs.pid(), idle_httpd_nfs),
+        ] {
+            let after = settle_rss(pid);
+            for (case, v) in [("idle at start", before), ("idle after the run", after)] {
+                let mut row = Row::new(
+                    rep_none(),
+                    "memory",
+                    case,
+                    name,
+                    "VmRSS",
+                    0,
+                    Ok(Measured::default()),
+                    Some(v),
+                );
+                row.error = None;
+                rows.push(row);
+            }
+        }
+    }
+
+    let load_after = loadavg();
+    drop(nginx);
+    drop(apache);
+    drop(ganesha);
+    drop(httpd_nfs);
+    drop(httpd_local);
+    drop(rustnfs);
+
+    let env = Environment::capture("warm: every file is read once before measuring (the dataset lives in a fresh temporary directory, so it is in the page cache)".into());
+    let setup = summary::setup_note(
+        &env,
+        opts,
+        &info,
+        &load_before,
+        &load_after,
+        started.elapsed(),
+        &notes,
+    );
+    std::fs::write(out.join("setup.md"), setup)
+        .map_err(|e| format!("cannot write setup.md: {e}"))?;
+    std::fs::write(out.join("results.csv"), summary::csv(&rows))
+        .map_err(|e| format!("cannot write results.csv: {e}"))?;
+    std::fs::write(
+        out.join("summary.md"),
+        summary::render(&rows, &skipped, &env, opts, &load_before, &load_after),
+    )
+    .map_err(|e| format!("cannot write summary.md: {e}"))?;
+    Ok(out)
+}
+
+/// Memory rows are not part of a repeat.
+fn rep_none() -> usize {
+    0
+}
+
+/// One closed-loop HTTP run with the load generator (loadgen's defaults: one thread per
+/// core, like `wrk -t`), summarised like a tool's output.
+fn http_load(
+    url: &str,
+    concurrency: usize,
+    seconds: f64,
+    keepalive: bool,
+) -> Result<Measured, String> {
+    let mut plan = LoadPlan::new(
+        url,
+        Schedule::Duration(Duration::from_secs_f64(seconds)),
+        concurrency,
+    )
+    .map_err(|e| e.to_string())?;
+    plan.options.keepalive = keepalive;
+    plan.options.timeout = Duration::from_secs(10);
+    let r = loadgen::run(plan).map_err(|e| e.to_string())?;
+    to_measured(&r)
+}
+
+fn to_measured(r: &loadgen::Report) -> Result<Measured, String> {
+    if r.requests == 0 {
+        return Err(r
+            .first_error
+            .clone()
+            .unwrap_or_else(|| "no request completed".into()));
+    }
+    let total = r.total();
+    Ok(Measured {
+        seconds: r.duration.as_secs_f64(),
+        requests: r.requests,
+        errors: r.failed() + r.non_2xx,
+        per_sec: r.requests_per_sec(),
+        bytes_per_sec: r.bytes_per_sec(),
+        p50_ms: total.as_ref().map(|s| s.quantile_seconds(0.5) * 1e3),
+        p99_ms: total.as_ref().map(|s| s.quantile_seconds(0.99) * 1e3),
+    })
+}
+
+fn nfs_load(
+    url: &str,
+    workload: NfsWorkload,
+    clients: usize,
+    schedule: Schedule,
+) -> Result<Measured, String> {
+    let mut plan = LoadPlan::new(url, schedule, clients).map_err(|e| e.to_string())?;
+    plan.options.nfs_workload = workload;
+    plan.options.nfs_files = 200;
+    plan.options.timeout = Duration::from_secs(10);
+    let r = loadgen::run(plan).map_err(|e| e.to_string())?;
+    if r.failed() == r.requests {
+        return Err(r
+            .first_error
+            .clone()
+            .unwrap_or_else(|| "no operation completed".into()));
+    }
+    to_measured(&r)
+}
+
+/// 16 clients at once, each with its own connection and thread: 12 read one small file
+/// each (1–64 KiB, boot's many small files), 4 read one 10 MiB file each (the few large
+/// ones). Operations and bytes add up across clients.
+fn boot_set(s: &NfsServer, seconds: f64) -> Result<Measured, String> {
+    let mut files: Vec<String> = (0..BOOT_SMALL)
+        .map(|i| format!("{BOOT_DIR}/s{i:02}.bin"))
+        .collect();
+    files.extend((0..BOOT_LARGE).map(|i| format!("{BOOT_DIR}/l{i}.bin")));
+    let results: Vec<Result<loadgen::Report, String>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = files
+            .iter()
+            .map(|f| {
+                let url = s.url(f);
+                scope.spawn(move || {
+                    let mut plan = LoadPlan::new(
+                        &url,
+                        Schedule::Duration(Duration::from_secs_f64(seconds)),
+                        1,
+                    )
+                    .map_err(|e| e.to_string())?;
+                    plan.options.threads = 1;
+                    plan.options.timeout = Duration::from_secs(10);
+                    loadgen::run(plan).map_err(|e| e.to_string())
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("a client thread panicked".into()))
+            })
+            .collect()
+    });
+    let mut m = Measured::default();
+    let mut merged: Option<loadgen::Report> = None;
+    for r in results {
+        let r = r?;
+        if r.requests == 0 {
+            return Err(r
+                .first_error
+                .unwrap_or_else(|| "a client completed no read".into()));
+        }
+        m.seconds = m.seconds.max(r.duration.as_secs_f64());
+        m.requests += r.requests;
+        m.errors += r.failed();
+        m.per_sec += r.requests_per_sec();
+        m.bytes_per_sec += r.bytes_per_sec();
+        match &mut merged {
+            None => merged = Some(r),
+            Some(acc) => {
+                let _ = acc.merge(&r);
+            }
+        }
+    }
+    if let Some(total) = merged.as_ref().and_then(|r| r.total()) {
+        m.p50_ms = Some(total.quantile_seconds(0.5) * 1e3);
+        m.p99_ms = Some(total.quantile_seconds(0.99) * 1e3);
+    }
+    Ok(m)
+}
+
+/// `nfs-cat URL > /dev/null`, timed; checks the byte count.
+fn nfs_cat(url: &str, expect: u64) -> Result<Measured, String> {
+    let program = find_program("nfs-cat").ok_or("nfs-cat is not installed")?;
+    let t0 = Instant::now();
+    let out = Command::new(program)
+        .arg(url)
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .map_err(|e| format!("cannot run nfs-cat: {e}"))?;
+    let secs = t0.elapsed().as_secs_f64();
+    if !out.status.success() || out.stdout.len() as u64 != expect {
+        return Err(format!(
+            "nfs-cat {url}: {} ({} of {expect} bytes) {}",
+            out.status,
+            out.stdout.len(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(Measured {
+        seconds: secs,
+        requests: 1,
+        errors: 0,
+        per_sec: 1.0 / secs,
+        bytes_per_sec: expect as f64 / secs,
+        p50_ms: Some(secs * 1e3),
+        p99_ms: Some(secs * 1e3),
+    })
+}
+
+/// `servelab load tcp://` (one stream, 128 KiB writes) against a `servelab tcp-server`
+/// child process, like iperf3's client against `iperf3 -s`.
+fn tcp_load(seconds: f64, log_dir: &Path) -> Result<Measured, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find servelab itself: {e}"))?;
+    let port = baselines::free_port()?;
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let log = std::fs::File::create(log_dir.join("tcp-server.log")).map_err(|e| e.to_string())?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("tcp-server")
+        .arg("--listen")
+        .arg(addr.to_string())
+        .env("RUST_LOG", "warn")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(log);
+    process::die_with_parent(&mut cmd);
+    let _server = ChildGuard(
+        cmd.spawn()
+            .map_err(|e| format!("cannot start tcp-server: {e}"))?,
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_err() {
+        if Instant::now() > deadline {
+            return Err("servelab tcp-server did not listen within 10 s".into());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut plan = LoadPlan::new(
+        &format!("tcp://{addr}"),
+        Schedule::Duration(Duration::from_secs_f64(seconds)),
+        1,
+    )
+    .map_err(|e| e.to_string())?;
+    plan.options.block_size = 128 * 1024;
+    let r = loadgen::run(plan).map_err(|e| e.to_string())?;
+    to_measured(&r)
+}
+
+/// The boot-like set: 12 small files of 1–64 KiB and 4 large ones of 10 MiB.
+fn write_boot_set(root: &Path) -> std::io::Result<()> {
+    let dir = root.join(BOOT_DIR);
+    std::fs::create_dir_all(&dir)?;
+    let large = std::fs::read(root.join(dataset::LARGE_FILE))?;
+    for i in 0..BOOT_SMALL {
+        let len = 1024usize << (i % 7); // 1, 2, 4, … 64 KiB
+        let start = (i * 7919) % (large.len() - len);
+        std::fs::write(dir.join(format!("s{i:02}.bin")), &large[start..start + len])?;
+    }
+    for i in 0..BOOT_LARGE {
+        let mut data = large.clone();
+        data.rotate_left(i * 4096 + 1);
+        std::fs::write(dir.join(format!("l{i}.bin")), data)?;
+    }
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))?;
+    for e in std::fs::read_dir(&dir)? {
+        std::fs::set_permissions(e?.path(), std::fs::Permissions::from_mode(0o644))?;
+    }
+    Ok(())
+}
+
+/// Resident memory after a short quiet moment (so a burst just before does not count).
+fn settle_rss(pid: u32) -> u64 {
+    std::thread::sleep(Duration::from_millis(300));
+    memory::tree_rss_bytes(pid)
+}
+
+/// `/proc/loadavg`'s first three fields.
+pub fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// `results/<date>-<host>`, or `-2`, `-3`… when a run of the same day exists.
+fn unique_run_dir(results: &Path) -> Result<PathBuf, String> {
+    let date = &environment::now_rfc3339()[..10];
+    let base = format!("{date}-{}", environment::hostname());
+    for n in 1..1000 {
+        let name = if n == 1 {
+            base.clone()
+        } else {
+            format!("{base}-{n}")
+        };
+        let dir = results.join(name);
+        match std::fs::create_dir_all(results).and_then(|_| std::fs::create_dir(&dir)) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(format!("cannot create {}: {e}", dir.display())),
+        }
+    }
+    Err(format!(
+        "{} holds 999 runs of today already",
+        results.display()
+    ))
+}
