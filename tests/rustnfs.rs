@@ -1105,3 +1105,29 @@ fn shutdown_is_graceful_and_serve_returns() {
     assert!(table.contains("LOOKUP") && table.contains("MNT"), "{table}");
     assert!(!Path::new("/nonexistent").exists());
 }
+
+#[test]
+fn squash_gives_new_objects_the_squash_owner() {
+    use std::os::unix::fs::MetadataExt;
+    let tree = Tree::new();
+    if std::fs::metadata(tree.export().join("index.html"))
+        .unwrap()
+        .uid()
+        != 0
+    {
+        eprintln!("SKIP: squashing to another uid needs root");
+        return;
+    }
+    let mut config = tree.config();
+    config.squash = Some((65534, 65533));
+    let nfsd = Nfsd::start(config);
+    let mut rpc = nfsd.rpc();
+    let root = rpc.mount("/").unwrap();
+    rpc.create(&root, b"made.txt").unwrap();
+    assert_eq!(rpc.mkdir(&root, b"made-dir"), NFS3_OK);
+    assert_eq!(rpc.symlink(&root, b"made-link", b"made.txt"), NFS3_OK);
+    for name in ["made.txt", "made-dir", "made-link"] {
+        let m = std::fs::symlink_metadata(tree.export().join(name)).unwrap();
+        assert_eq!((m.uid(), m.gid()), (65534, 65533), "{name}");
+    }
+}
