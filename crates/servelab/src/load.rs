@@ -60,8 +60,7 @@ pub struct LoadArgs {
     #[arg(short = 's', long = "timeout", default_value = "30s", value_parser = parse_duration)]
     pub timeout: Duration,
 
-    /// TCP write/read size and NFS READ/WRITE size: 4096, 128k, 1M.
-    /// Default: 128k for tcp://, 1M for nfs://.
+    /// TCP write/read size and NFS READ/WRITE size: 4096, 128k, 1M (the default).
     #[arg(long = "block", alias = "nfs-block", value_parser = parse_size)]
     pub block: Option<usize>,
 
@@ -130,10 +129,7 @@ impl LoadArgs {
         o.keepalive = !self.no_keepalive;
         o.headers.clone_from(&self.headers);
         o.variable_length = self.variable_length;
-        o.block_size = self.block.unwrap_or(match target {
-            TargetUrl::Nfs { .. } => 1 << 20,
-            _ => 128 << 10,
-        });
+        o.block_size = self.block.unwrap_or(1 << 20);
         o.reverse = self.reverse;
         o.nfs_workload = match self.nfs_workload {
             Workload::Read => NfsWorkload::Read,
