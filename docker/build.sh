@@ -5,6 +5,8 @@
 #   docker/build.sh                 # all three images, tagged :latest
 #   docker/build.sh rustnfs httpd   # only these
 #   TAG=dev docker/build.sh         # tag :dev instead
+#   BINS_ONLY=1 docker/build.sh     # only the static binaries (no Docker needed), e.g.
+#                                   # for lxc/ and LXD: prints "bin NAME PATH" lines
 #
 # Environment: TAG (image tag, default latest), STATIC_TARGET_DIR (cargo target dir for the
 # static build, default "${CARGO_TARGET_DIR:-target}/static" — a separate directory, so
@@ -24,7 +26,10 @@ for name in "${images[@]}"; do
     *) echo "build.sh: unknown image '$name' (expected one of: ${all[*]})" >&2; exit 2 ;;
   esac
 done
-command -v docker >/dev/null || { echo "build.sh: docker is not installed" >&2; exit 1; }
+bins_only=${BINS_ONLY:-}
+if [ -z "$bins_only" ]; then
+  command -v docker >/dev/null || { echo "build.sh: docker is not installed (BINS_ONLY=1 builds only the binaries)" >&2; exit 1; }
+fi
 
 # An explicit --target keeps build scripts and proc-macros dynamic (they run on the host)
 # while the final binaries link glibc statically. glibc 2.34+ has its `files` and `dns`
@@ -49,6 +54,10 @@ for name in "${images[@]}"; do
   if readelf -l "$bin" 2>/dev/null | grep -q 'Requesting program interpreter'; then
     echo "build.sh: $bin is dynamically linked; cannot go FROM scratch" >&2
     exit 1
+  fi
+  if [ -n "$bins_only" ]; then
+    echo "bin $name $bin"
+    continue
   fi
   # A build context holding only the binary: nothing else of the tree is sent to docker.
   ctx="$target_dir/docker-context/$name"
