@@ -39,7 +39,7 @@ nfs_port=${NFS_PORT:-2049}
 repo=$(cd "$(dirname "$0")/.." && pwd)
 triple=$(rustc -vV 2>/dev/null | sed -n 's/^host: //p' || echo x86_64-unknown-linux-gnu)
 httpd_bin=${HTTPD_BIN:-${STATIC_TARGET_DIR:-${CARGO_TARGET_DIR:-$repo/target}/static}/$triple/release-static/httpd}
-[ -x "$httpd_bin" ] || die "no static httpd at $httpd_bin (run docker/build.sh httpd)"
+[ -x "$httpd_bin" ] || die "no static httpd at $httpd_bin (run BINS_ONLY=1 docker/build.sh httpd)"
 command -v lxc >/dev/null || die "the LXD client 'lxc' is not installed"
 
 case $mode in
