@@ -29,7 +29,9 @@ use tokio::net::TcpStream;
 use tokio::sync::{Semaphore, SemaphorePermit};
 use tokio::time::Instant;
 
+use crate::fastread::{RawConn, ReadOutcome};
 use crate::{Attr, DirEntry, Error, NfsUrl};
+use bytes::Bytes;
 
 type Conn = Nfs3Client<TokioIo<TcpStream>>;
 
@@ -76,6 +78,8 @@ struct Inner {
     cred: opaque_auth<'static>,
     /// Connections not in use; popped by a call, pushed back when it succeeds.
     idle: Mutex<Vec<Conn>>,
+    /// Idle connections of the zero-copy READ path (same permits as `idle`).
+    raw_idle: Mutex<Vec<RawConn>>,
     /// One permit per connection that may exist.
     permits: Semaphore,
     /// The export's root handle; replaced by [`Client::remount`].
@@ -157,6 +161,7 @@ impl Client {
                 cfg,
                 cred,
                 idle: Mutex::new(Vec::new()),
+                raw_idle: Mutex::new(Vec::new()),
                 root: RwLock::new(root),
                 rtmax: AtomicU32::new(1 << 20),
                 wtmax: AtomicU32::new(1 << 20),
@@ -308,22 +313,62 @@ impl Client {
     }
 
     /// READ of up to `count` bytes at `offset`; the reply may be shorter (check `eof`).
+    /// The data is a zero-copy slice of the received record (see `fastread`).
     pub async fn read(&self, fh: &nfs_fh3, offset: u64, count: u32) -> Result<ReadReply, Error> {
         let args = READ3args {
             file: fh.clone(),
             offset,
             count,
         };
-        match nfs_call!(self, "READ", true, |c| c.read(&args))? {
-            Nfs3Result::Ok(ok) => Ok(ReadReply {
-                data: ok.data.0.into_owned(),
-                eof: ok.eof,
-                attr: match ok.file_attributes {
-                    Nfs3Option::Some(a) => Some(Attr::from(&a)),
-                    Nfs3Option::None => None,
-                },
-            }),
-            Nfs3Result::Err((s, _)) => status_err("READ", s),
+        let op = "READ";
+        let addr = self.inner.url.nfs_addr();
+        let timeout = || Error::Timeout {
+            op,
+            addr,
+            after: self.inner.cfg.call_timeout,
+        };
+        let deadline = Instant::now() + self.inner.cfg.call_timeout;
+        let mut retried = false;
+        loop {
+            let _permit = tokio::time::timeout_at(deadline, self.inner.permits.acquire())
+                .await
+                .map_err(|_| timeout())?
+                .expect("the pool semaphore is never closed");
+            let popped = self.inner.raw_idle.lock().pop();
+            let (mut conn, reused) = match popped {
+                Some(c) => (c, true),
+                None => {
+                    let limit = deadline.min(Instant::now() + self.inner.cfg.connect_timeout);
+                    (RawConn::new(connect_tcp(addr, limit).await?), false)
+                }
+            };
+            let res = tokio::time::timeout_at(deadline, conn.read(&self.inner.cred, &args))
+                .await
+                .map_err(|_| timeout())?;
+            match res {
+                Ok(outcome) => {
+                    self.inner.raw_idle.lock().push(conn);
+                    return match outcome {
+                        ReadOutcome::Data { data, eof, attr } => Ok(ReadReply { data, eof, attr }),
+                        ReadOutcome::Status(s) => status_err(op, s),
+                    };
+                }
+                Err(RpcError::Io(source)) => {
+                    self.inner.raw_idle.lock().clear();
+                    self.inner.idle.lock().clear();
+                    if reused && !retried {
+                        retried = true;
+                        continue;
+                    }
+                    return Err(Error::ConnectionLost { op, addr, source });
+                }
+                Err(e) => {
+                    // Decoding errors happen after the whole record was read: the
+                    // connection is still at a message boundary.
+                    self.inner.raw_idle.lock().push(conn);
+                    return Err(Error::Rpc { op, source: e });
+                }
+            }
         }
     }
 
@@ -626,7 +671,7 @@ impl Client {
 /// The reply to a READ.
 #[derive(Debug)]
 pub struct ReadReply {
-    pub data: Vec<u8>,
+    pub data: Bytes,
     /// The server says the read reached the end of the file.
     pub eof: bool,
     /// Post-operation attributes when the server sent them.

@@ -13,10 +13,11 @@
 
 pub mod attr;
 pub mod client;
+mod fastread;
 pub mod url;
 
 pub use attr::{Attr, DirEntry, FileKind};
-pub use client::{Client, ClientConfig};
+pub use client::{Client, ClientConfig, ReadReply};
 pub use nfs3_client::nfs3_types;
 pub use nfs3_client::nfs3_types::nfs3::{nfs_fh3 as FileHandle, nfsstat3};
 pub use url::NfsUrl;

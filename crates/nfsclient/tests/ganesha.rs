@@ -272,7 +272,7 @@ async fn dead_server_fails_fast_and_client_recovers() {
             Ok((fh2, attr)) => {
                 assert_eq!(attr.size, 10);
                 let r = client.read(&fh2, 0, 100).await.unwrap();
-                assert_eq!(r.data, b"still here");
+                assert_eq!(&r.data[..], b"still here");
                 break;
             }
             Err(e) => {
