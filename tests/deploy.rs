@@ -639,13 +639,16 @@ fn swarm_stack_scales_to_three_replicas_and_its_merged_report_counts_every_reque
     let stack = unique("sle2e");
     let network = format!("{stack}_lab");
     let mesh_port = common::free_port().to_string();
-    let deploy = |httpd: u64, loadgen: u64, rustnfs_addr: &str| {
-        let mut c = docker(&["stack", "deploy", "--resolve-image", "never", "-c"]);
-        c.arg(repo().join("docker/stack.yml"));
+    // docker/stack-deploy.sh: rustnfs first (to learn its address) unless it is given.
+    let deploy = |httpd: u64, loadgen: u64, rustnfs_addr: Option<&str>| -> String {
+        let mut c = Command::new(repo().join("docker/stack-deploy.sh"));
         if mesh {
-            c.arg("-c").arg(repo().join("docker/stack.mesh.yml"));
-            c.env("HTTPD_PORT", &mesh_port);
+            c.env("MESH", "1").env("HTTPD_PORT", &mesh_port);
         }
+        match rustnfs_addr {
+            Some(addr) => c.env("RUSTNFS_ADDR", addr),
+            None => c.env_remove("RUSTNFS_ADDR"),
+        };
         c.arg(&stack)
             .env("TAG", TAG)
             .env("DATA_DIR", data.path())
@@ -655,9 +658,12 @@ fn swarm_stack_scales_to_three_replicas_and_its_merged_report_counts_every_reque
             .env("LOADGEN_REPLICAS", loadgen.to_string())
             .env("REQUESTS", per_task.to_string())
             .env("CONCURRENCY", "4")
-            .env("FILE", "testfile.bin")
-            .env("RUSTNFS_ADDR", rustnfs_addr);
-        common::run_ok(&mut c);
+            .env("FILE", "testfile.bin");
+        let out = String::from_utf8(common::run_ok(&mut c).stdout).unwrap();
+        out.trim()
+            .strip_prefix("rustnfs_addr=")
+            .unwrap_or_else(|| panic!("stack-deploy.sh printed {out:?}"))
+            .to_string()
     };
     cleanup.push(docker(&["network", "rm", &network]));
     cleanup.push({
@@ -692,14 +698,12 @@ fn swarm_stack_scales_to_three_replicas_and_its_merged_report_counts_every_reque
         ]))
     };
 
-    // 1. rustnfs alone, to learn its overlay address (httpd's NFS client takes an IP).
-    deploy(0, 0, "rustnfs");
-    let nfs = wait_for(Duration::from_secs(60), "the rustnfs task", || {
-        running("rustnfs").into_iter().next()
-    });
-    let nfs_ip = ip_of(&nfs);
-    // 2. One httpd replica, then scaled to three.
-    deploy(1, 0, &nfs_ip);
+    // 1. rustnfs alone, to learn its overlay address (httpd's NFS client takes an IP),
+    //    then one httpd replica (docker/stack-deploy.sh); 2. scaled to three.
+    let nfs_ip = deploy(1, 0, None);
+    let nfs = running("rustnfs");
+    assert_eq!(nfs.len(), 1);
+    assert_eq!(ip_of(&nfs[0]), nfs_ip);
     wait_for(Duration::from_secs(60), "the first httpd replica", || {
         (running("httpd").len() == 1).then_some(())
     });
@@ -735,7 +739,7 @@ fn swarm_stack_scales_to_three_replicas_and_its_merged_report_counts_every_reque
     }
 
     // 3. The load generator as a replicated service; each task writes its own JSON.
-    deploy(3, loadgens, &nfs_ip);
+    deploy(3, loadgens, Some(&nfs_ip));
     let files: Vec<PathBuf> = (1..=loadgens)
         .map(|slot| results.path().join(slot.to_string()).join("load.json"))
         .collect();
