@@ -336,7 +336,6 @@ impl Storage for NfsStorage {
                 None if done >= len => {
                     let mut data = r.data;
                     data.truncate(len);
-                    let data = Bytes::from(data);
                     if offset == 0 && r.eof && got == len {
                         // The whole file in one READ: keep it while attributes are fresh.
                         self.remember_data(fh, &data);
