@@ -42,8 +42,10 @@ pub(crate) struct SendJob {
     pub file: Arc<File>,
     pub offset: u64,
     pub remaining: u64,
+    /// The body's last range: when it is fully sent the response is complete.
+    pub last: bool,
     /// Keeps the request's timer alive until the bytes are on the socket.
-    pub _timing: Arc<Timing>,
+    pub timing: Arc<Timing>,
 }
 
 /// Per-connection FIFO of pending sendfile jobs.
@@ -195,16 +197,16 @@ impl http_body::Body for FileBody {
                     .timing
                     .clone()
                     .expect("a sendfile body always carries its timer");
+                *offset += n;
+                // Completion is marked by the connection when this last range has
+                // actually been sent, not here.
                 queue.lock().push_back(SendJob {
                     file: file.clone(),
-                    offset: *offset,
+                    offset: *offset - n,
                     remaining: n,
-                    _timing: timing,
+                    last: *offset >= *end,
+                    timing,
                 });
-                *offset += n;
-                if *offset >= *end {
-                    this.complete();
-                }
                 Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(
                     &MARKER[..n as usize],
                 )))))

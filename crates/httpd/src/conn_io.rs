@@ -120,6 +120,9 @@ impl ConnIo {
                     job.offset += n as u64;
                     job.remaining -= n as u64;
                     if job.remaining == 0 {
+                        if job.last {
+                            job.timing.set_complete();
+                        }
                         q.pop_front();
                         if q.is_empty() {
                             drop(q);
