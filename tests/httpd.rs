@@ -574,7 +574,7 @@ fn graceful_shutdown_finishes_in_flight_download() {
     let (_dir, www) = dataset();
     let h = Httpd::start(httpd::Config::local(&www));
     let addr = h.addr;
-    // A slow reader (~5 MB/s): the server still has megabytes to write (more than the
+    // A slow reader (~2.5 MB/s): the server still has megabytes to write (more than the
     // socket buffers hold) when shutdown starts.
     let dl = std::thread::spawn(move || {
         let mut s = TcpStream::connect(addr).unwrap();
@@ -582,7 +582,7 @@ fn graceful_shutdown_finishes_in_flight_download() {
             .unwrap();
         s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
         let mut got = Vec::new();
-        let mut buf = vec![0u8; 256 * 1024];
+        let mut buf = vec![0u8; 128 * 1024];
         loop {
             match s.read(&mut buf) {
                 Ok(0) | Err(_) => break,
