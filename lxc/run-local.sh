@@ -169,6 +169,12 @@ wait_tcp "$nfs_ip" 2049 20 || {
 httpd_args=(--listen "0.0.0.0:$port" --nfs "nfs://$nfs_ip/nfs-share")
 [ "$nfs_path" = netns ] && httpd_args=(--listen "0.0.0.0:$port" --nfs "nfs://$nfs_ip$data_dir")
 if [ "$httpd_path" = lxc ]; then
+  # cgroup v1 (this project's CI machine) or a pure v2 hierarchy: different keys.
+  if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+    mem_key="lxc.cgroup2.memory.max = $(numfmt --from=iec "$limit")"
+  else
+    mem_key="lxc.cgroup.memory.limit_in_bytes = $limit"
+  fi
   cat >"$work/config" <<CONF
 lxc.uts.name = http-server
 lxc.net.0.type = veth
@@ -176,7 +182,7 @@ lxc.net.0.link = $br
 lxc.net.0.flags = up
 lxc.net.0.ipv4.address = $httpd_ip/24
 lxc.net.0.ipv4.gateway = $lxc_net.1
-lxc.cgroup.memory.limit_in_bytes = $limit
+$mem_key
 lxc.console.path = none
 lxc.tty.max = 0
 lxc.pty.max = 16
