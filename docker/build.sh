@@ -63,10 +63,16 @@ for name in "${images[@]}"; do
   ctx="$target_dir/docker-context/$name"
   rm -rf "$ctx" && mkdir -p "$ctx"
   cp "$bin" "$ctx/$name"
+  old_id=$(docker image inspect -f '{{.Id}}' "$name:$tag" 2>/dev/null || true)
   if ! out=$(DOCKER_BUILDKIT=${DOCKER_BUILDKIT:-0} docker build -q \
       -f "$repo/docker/$name.Dockerfile" -t "$name:$tag" "$ctx" 2>&1); then
     echo "$out" >&2
     exit 1
+  fi
+  # The image this tag named before is left untagged: remove it, unless still in use.
+  if [ -n "$old_id" ] && [ "$old_id" != "$(docker image inspect -f '{{.Id}}' "$name:$tag")" ] &&
+    [ -z "$(docker image inspect -f '{{join .RepoTags ","}}' "$old_id" 2>/dev/null)" ]; then
+    docker rmi "$old_id" >/dev/null 2>&1 || true
   fi
   size=$(docker image inspect -f '{{.Size}}' "$name:$tag")
   awk -v n="$name:$tag" -v s="$size" 'BEGIN { printf "image %s %d bytes (%.2f MB)\n", n, s, s / 1e6 }'
