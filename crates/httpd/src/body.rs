@@ -14,7 +14,7 @@ use std::fs::File;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
 use http_body::{Frame, SizeHint};
@@ -51,7 +51,7 @@ pub(crate) struct SendJob {
 /// Per-connection FIFO of pending sendfile jobs.
 pub(crate) type SendQueue = Arc<Mutex<VecDeque<SendJob>>>;
 
-type ReadTask = JoinHandle<Result<(Bytes, Duration), StorageError>>;
+type ReadTask = JoinHandle<Result<Bytes, StorageError>>;
 
 enum Kind {
     Empty,
@@ -71,6 +71,9 @@ enum Kind {
         chunk: usize,
         depth: usize,
         inflight: VecDeque<ReadTask>,
+        /// When the body started waiting for the front READ; the wait (not the READ's
+        /// own duration, which overlaps with sending) is what the `read` phase counts.
+        waiting_since: Option<Instant>,
     },
 }
 
@@ -141,6 +144,7 @@ impl FileBody {
                 chunk,
                 depth,
                 inflight: VecDeque::new(),
+                waiting_since: None,
             },
             timing: None,
         }
@@ -220,31 +224,32 @@ impl http_body::Body for FileBody {
                 chunk,
                 depth,
                 inflight,
+                waiting_since,
             } => {
                 // Keep `depth` reads in flight so the next chunk is read while this one
                 // is being sent.
                 while inflight.len() < *depth && *next < *end {
                     let len = (*end - *next).min(*chunk as u64) as usize;
                     let (st, h, off) = (storage.clone(), handle.clone(), *next);
-                    inflight.push_back(tokio::spawn(async move {
-                        let t = Instant::now();
-                        let data = st.read(&h, off, len).await?;
-                        Ok((data, t.elapsed()))
-                    }));
+                    inflight.push_back(tokio::spawn(async move { st.read(&h, off, len).await }));
                     *next += len as u64;
                 }
                 let Some(front) = inflight.front_mut() else {
                     return Poll::Ready(None);
                 };
                 let res = match Pin::new(front).poll(cx) {
-                    Poll::Pending => return Poll::Pending,
+                    Poll::Pending => {
+                        waiting_since.get_or_insert_with(Instant::now);
+                        return Poll::Pending;
+                    }
                     Poll::Ready(r) => r,
                 };
                 inflight.pop_front();
+                let waited = waiting_since.take().map(|since| since.elapsed());
                 match res {
-                    Ok(Ok((data, took))) => {
-                        if let Some(t) = &this.timing {
-                            t.add_read(took);
+                    Ok(Ok(data)) => {
+                        if let (Some(t), Some(waited)) = (&this.timing, waited) {
+                            t.add_read(waited);
                         }
                         *remaining -= data.len() as u64;
                         if *remaining == 0 {

@@ -5,7 +5,10 @@
 //! (`Bytes::from_owner`) and every pending `sendfile` job, so it drops — and records —
 //! only after hyper has written (or dropped) the last frame. Phases:
 //! - `meta`: resolving the path (open + fstat, or NFS LOOKUP/GETATTR or a cache hit);
-//! - `read`: reading file bytes (pread / NFS READ), summed over chunks;
+//! - `read`: waiting for file bytes (pread / NFS READ). Large bodies keep several READs
+//!   in flight while earlier chunks are sent, so only the time the response actually
+//!   stood waiting for data counts — a READ hidden behind sending costs nothing — and
+//!   `meta + read + send = total` holds;
 //! - `send`: the rest of the time to the last byte (socket writes, `sendfile`, waiting on
 //!   a slow client);
 //! - `total`: from the request's arrival in the handler to the last byte.
