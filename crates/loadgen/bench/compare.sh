@@ -50,6 +50,6 @@ echo "# loopback TCP, 1 stream, ${SECS}s"
 for r in $(seq 1 "$ROUNDS"); do
   echo "iperf3 round=$r gbps=$(iperf3 -c 127.0.0.1 -p $IPORT -t $SECS -f g | awk '/receiver/{print $7}')"
   echo "iperf3-1M round=$r gbps=$(iperf3 -c 127.0.0.1 -p $IPORT -t $SECS -l 1M -f g | awk '/receiver/{print $7}')"
-  echo "servelab-tcp round=$r gbps=$("$S" load tcp://127.0.0.1:$TPORT -z ${SECS}s --no-progress | awk '/^Throughput/{gsub(/\(/,"",$4); print $4}')"
+  echo "servelab-tcp round=$r gbps=$("$S" load tcp://127.0.0.1:$TPORT -z ${SECS}s --block 128k --no-progress | awk '/^Throughput/{gsub(/\(/,"",$4); print $4}')"
   echo "servelab-tcp-1M round=$r gbps=$("$S" load tcp://127.0.0.1:$TPORT -z ${SECS}s --block 1M --no-progress | awk '/^Throughput/{gsub(/\(/,"",$4); print $4}')"
 done

@@ -185,7 +185,12 @@ pub(crate) async fn worker_loop<T: Target>(
         inst.end = Instant::now();
         if let Err(e) = &result {
             // The connection state is unknown after a failure: start the next one afresh.
-            if matches!(e.kind, ErrorKind::Timeout | ErrorKind::Connect) {
+            // Only answers that were understood (a wrong length or checksum, an NFS
+            // error status) leave the connection usable.
+            if !matches!(
+                e.kind,
+                ErrorKind::Length | ErrorKind::Checksum | ErrorKind::Server
+            ) {
                 worker = None;
             }
         }
