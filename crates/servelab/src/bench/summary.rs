@@ -168,7 +168,7 @@ pub fn setup_note(
     }
     let _ = writeln!(
         s,
-        "- Settings: repeat {}, {} s per measurement{}, groups {:?}",
+        "- Settings: repeat {}, {} s per measurement (3× for 10 MiB at c = 100, so several rounds complete){}, groups {:?}",
         opts.repeat,
         opts.seconds,
         if opts.quick { ", --quick" } else { "" },
@@ -185,7 +185,7 @@ pub fn setup_note(
     );
     let _ = writeln!(
         s,
-        "- NFS: servelab load nfs:// (nfsclient, one connection per client, 128 KiB READs, metadata = CREATE/GETATTR/REMOVE over 200 names); nfs-cat = libnfs, one 10 MiB file, wall time including mount"
+        "- NFS: servelab load nfs:// (nfsclient, one connection per client, 1 MiB READs, metadata = CREATE/GETATTR/REMOVE over 200 names); nfs-cat = libnfs, one 10 MiB file, wall time including mount"
     );
     let _ = writeln!(
         s,
