@@ -71,7 +71,9 @@ pub fn write_dataset(dir: &Path) -> PathBuf {
 
 /// Runs a command to completion, returning its output; panics with stderr on failure.
 pub fn run_ok(cmd: &mut Command) -> std::process::Output {
-    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
     assert!(
         out.status.success(),
         "{cmd:?} failed: {}\n{}",
