@@ -235,6 +235,8 @@ fn values(rows: &[Row], group: &str, case: &str, server: &str, tool: &str) -> BT
 /// A ratio the issue sets a bar for (or an informative one, `target: None`).
 #[derive(Debug, Clone)]
 pub struct Ratio {
+    /// The bar this ratio belongs to, without case and tool (for the overview).
+    pub family: String,
     pub what: String,
     pub median: f64,
     pub min: f64,
@@ -252,6 +254,7 @@ impl Ratio {
 #[allow(clippy::too_many_arguments)]
 fn ratio(
     rows: &[Row],
+    family: &str,
     what: String,
     group: &str,
     case: &str,
@@ -270,6 +273,7 @@ fn ratio(
     }
     let (min, max) = min_max(&pairs);
     Some(Ratio {
+        family: family.to_string(),
         what,
         median: median(&pairs),
         min,
@@ -292,6 +296,11 @@ pub fn ratios(rows: &[Row]) -> Vec<Ratio> {
             let unit = if large { "bytes/s" } else { "req/s" };
             out.extend(ratio(
                 rows,
+                if large {
+                    "httpd-local / nginx, 10 MiB, bytes/s"
+                } else {
+                    "httpd-local / nginx, 4 KiB, req/s"
+                },
                 format!("httpd-local / nginx, {case}, {unit} ({tool})"),
                 "http",
                 case,
@@ -301,6 +310,11 @@ pub fn ratios(rows: &[Row]) -> Vec<Ratio> {
             ));
             out.extend(ratio(
                 rows,
+                if large {
+                    "httpd-nfs / httpd-local, 10 MiB, bytes/s"
+                } else {
+                    "httpd-nfs / httpd-local, 4 KiB, req/s"
+                },
                 format!("httpd-nfs / httpd-local, {case}, {unit} ({tool})"),
                 "http",
                 case,
@@ -310,6 +324,7 @@ pub fn ratios(rows: &[Row]) -> Vec<Ratio> {
             ));
             out.extend(ratio(
                 rows,
+                "httpd-local / apache",
                 format!("httpd-local / apache, {case}, {unit} ({tool})"),
                 "http",
                 case,
@@ -333,6 +348,7 @@ pub fn ratios(rows: &[Row]) -> Vec<Ratio> {
             };
             out.extend(ratio(
                 rows,
+                &format!("rustnfs / ganesha, {}", family_of_nfs(case)),
                 format!("rustnfs / ganesha, {case}, {unit} ({tool})"),
                 "nfs",
                 case,
@@ -350,6 +366,7 @@ pub fn ratios(rows: &[Row]) -> Vec<Ratio> {
     for case in &lg_cases {
         out.extend(ratio(
             rows,
+            "servelab load / wrk on nginx, 4 KiB, req/s",
             format!("servelab load / wrk, {case}, req/s"),
             "loadgen",
             case,
@@ -359,6 +376,7 @@ pub fn ratios(rows: &[Row]) -> Vec<Ratio> {
         ));
         out.extend(ratio(
             rows,
+            "servelab load / ab on nginx, 4 KiB, req/s",
             format!("servelab load / ab, {case}, req/s"),
             "loadgen",
             case,
@@ -369,6 +387,7 @@ pub fn ratios(rows: &[Row]) -> Vec<Ratio> {
     }
     out.extend(ratio(
         rows,
+        "servelab load tcp:// / iperf3, bytes/s",
         "servelab load tcp:// / iperf3, 1 stream, bytes/s".into(),
         "tcp",
         "loopback 1 stream",
@@ -376,6 +395,42 @@ pub fn ratios(rows: &[Row]) -> Vec<Ratio> {
         ("iperf3 -s", suite::IPERF3),
         Some(0.95),
     ));
+    out
+}
+
+/// `seq read 10MiB c=16` → `seq read 10MiB c=16, bytes/s`: NFS cases are their own bars.
+fn family_of_nfs(case: &str) -> String {
+    let unit = if is_bytes_case("nfs", case) {
+        "bytes/s"
+    } else {
+        "ops/s"
+    };
+    format!("{case}, {unit}")
+}
+
+/// One line per bar: how many of its cases (sizes × keep-alive × c × tool) met it, and
+/// the lowest and highest median ratio among them.
+pub fn overview(ratios: &[Ratio]) -> Vec<(String, usize, usize, f64, f64, f64)> {
+    let mut out: Vec<(String, usize, usize, f64, f64, f64)> = Vec::new();
+    for r in ratios {
+        let Some(target) = r.target else { continue };
+        match out.iter_mut().find(|o| o.0 == r.family) {
+            Some(o) => {
+                o.1 += usize::from(r.met() == Some(true));
+                o.2 += 1;
+                o.3 = o.3.min(r.median);
+                o.4 = o.4.max(r.median);
+            }
+            None => out.push((
+                r.family.clone(),
+                usize::from(r.met() == Some(true)),
+                1,
+                r.median,
+                r.median,
+                target,
+            )),
+        }
+    }
     out
 }
 
@@ -463,7 +518,28 @@ pub fn render(
         opts.seconds
     );
     let rs = ratios(rows);
-    let _ = writeln!(s, "## The bars\n");
+    let _ = writeln!(s, "## The bars at a glance\n");
+    let _ = writeln!(
+        s,
+        "| bar | target | cases met | median ratio, lowest–highest case |"
+    );
+    let _ = writeln!(s, "|---|---:|---:|---:|");
+    for (family, met, n, lo, hi, target) in overview(&rs) {
+        let _ = writeln!(
+            s,
+            "| {family} | ≥ {target:.2} | {met}/{n} | {lo:.2}–{hi:.2} |"
+        );
+    }
+    for (what, v, limit) in memory_checks(rows) {
+        let _ = writeln!(
+            s,
+            "| {what} | < {:.0} MB | {} | {:.1} MB |",
+            limit as f64 / 1e6,
+            if v < limit { "1/1" } else { "0/1" },
+            v as f64 / 1e6
+        );
+    }
+    let _ = writeln!(s, "\n## The bars, case by case\n");
     let _ = writeln!(s, "| ratio | median | min–max | bar | met |");
     let _ = writeln!(s, "|---|---:|---:|---:|:---:|");
     for r in rs.iter().filter(|r| r.target.is_some()) {
@@ -724,6 +800,17 @@ mod tests {
         assert!((large.median - 0.5).abs() < 1e-9);
         assert_eq!(large.met(), Some(false));
         assert!(rs.iter().all(|r| !r.what.contains("httpd-nfs")));
+        let ov = overview(&rs);
+        let small = ov
+            .iter()
+            .find(|o| o.0 == "httpd-local / nginx, 4 KiB, req/s")
+            .unwrap();
+        assert_eq!((small.1, small.2), (1, 1));
+        let large = ov
+            .iter()
+            .find(|o| o.0 == "httpd-local / nginx, 10 MiB, bytes/s")
+            .unwrap();
+        assert_eq!((large.1, large.2, large.5), (0, 1, 0.95));
     }
 
     #[test]
