@@ -30,7 +30,8 @@ use tokio::sync::{Semaphore, SemaphorePermit};
 use tokio::time::Instant;
 
 use crate::fastread::{RawConn, ReadOutcome};
-use crate::{Attr, DirEntry, Error, NfsUrl};
+use crate::url::{Host, endpoint};
+use crate::{Attr, DirEntry, Error, NfsUrl, Unreachable};
 use bytes::Bytes;
 
 type Conn = Nfs3Client<TokioIo<TcpStream>>;
@@ -321,10 +322,10 @@ impl Client {
             count,
         };
         let op = "READ";
-        let addr = self.inner.url.nfs_addr();
+        let addr = self.inner.url.nfs_endpoint();
         let timeout = || Error::Timeout {
             op,
-            addr,
+            addr: addr.clone(),
             after: self.inner.cfg.call_timeout,
         };
         let deadline = Instant::now() + self.inner.cfg.call_timeout;
@@ -339,7 +340,9 @@ impl Client {
                 Some(c) => (c, true),
                 None => {
                     let limit = deadline.min(Instant::now() + self.inner.cfg.connect_timeout);
-                    (RawConn::new(connect_tcp(addr, limit).await?), false)
+                    let url = &self.inner.url;
+                    let stream = connect_tcp(&url.host, url.nfs_port, limit).await?;
+                    (RawConn::new(stream), false)
                 }
             };
             let res = tokio::time::timeout_at(deadline, conn.read(&self.inner.cred, &args))
@@ -598,7 +601,7 @@ impl Client {
 
     /// Leases a connection: waits for a permit, then pops an idle one or connects.
     async fn checkout(&self, op: &'static str, deadline: Instant) -> Result<Lease<'_>, Error> {
-        let addr = self.inner.url.nfs_addr();
+        let addr = self.inner.url.nfs_endpoint();
         let permit = tokio::time::timeout_at(deadline, self.inner.permits.acquire())
             .await
             .map_err(|_| Error::Timeout {
@@ -615,7 +618,8 @@ impl Client {
             });
         }
         let limit = deadline.min(Instant::now() + self.inner.cfg.connect_timeout);
-        let stream = connect_tcp(addr, limit).await?;
+        let url = &self.inner.url;
+        let stream = connect_tcp(&url.host, url.nfs_port, limit).await?;
         Ok(Lease {
             conn: Nfs3Client::new_with_auth(
                 TokioIo::new(stream),
@@ -635,7 +639,7 @@ impl Client {
         res: Result<Result<T, RpcError>, tokio::time::error::Elapsed>,
         may_retry: bool,
     ) -> Result<Option<T>, Error> {
-        let addr = self.inner.url.nfs_addr();
+        let addr = self.inner.url.nfs_endpoint();
         match res {
             Ok(Ok(v)) => {
                 self.inner.idle.lock().push(lease.conn);
@@ -688,20 +692,73 @@ fn check_name(name: &str) -> Result<(), Error> {
     Ok(())
 }
 
-async fn connect_tcp(addr: SocketAddr, deadline: Instant) -> Result<TcpStream, Error> {
-    let stream = match tokio::time::timeout_at(deadline, TcpStream::connect(addr)).await {
-        Ok(Ok(s)) => s,
-        Ok(Err(source)) => return Err(Error::Unreachable { addr, source }),
-        Err(_) => {
-            return Err(Error::Unreachable {
-                addr,
-                source: std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out"),
-            });
+/// Resolves `host` (again on every call, so a server that moved to a new address is
+/// found) and connects to the first address that accepts, all before `deadline`.
+pub(crate) async fn connect_tcp(
+    host: &Host,
+    port: u16,
+    deadline: Instant,
+) -> Result<TcpStream, Error> {
+    let endpoint = || endpoint(host, port);
+    let addrs = resolve(host, port, deadline)
+        .await
+        .map_err(|source| Error::Unreachable {
+            addr: endpoint(),
+            cause: Unreachable::Resolve,
+            source,
+        })?;
+    let mut last = None;
+    for addr in addrs {
+        match tokio::time::timeout_at(deadline, TcpStream::connect(addr)).await {
+            Ok(Ok(stream)) => {
+                // RPCs are small request/response pairs: Nagle would add 40 ms delays.
+                let _ = stream.set_nodelay(true);
+                return Ok(stream);
+            }
+            Ok(Err(e)) => last = Some((addr, e)),
+            Err(_) => {
+                last = Some((
+                    addr,
+                    std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out"),
+                ));
+                break;
+            }
         }
+    }
+    let (addr, source) = last.expect("resolve returns at least one address");
+    let addr = match host {
+        Host::Ip(_) => endpoint(),
+        Host::Name(_) => format!("{} ({addr})", endpoint()),
     };
-    // RPCs are small request/response pairs: Nagle would add 40 ms delays.
-    let _ = stream.set_nodelay(true);
-    Ok(stream)
+    Err(Error::Unreachable {
+        addr,
+        cause: Unreachable::Connect,
+        source,
+    })
+}
+
+/// The addresses of `host:port`: the literal itself, or a fresh lookup of the name
+/// (`getaddrinfo`: /etc/hosts, then DNS) bounded by `deadline`; never empty on success.
+pub(crate) async fn resolve(
+    host: &Host,
+    port: u16,
+    deadline: Instant,
+) -> std::io::Result<Vec<SocketAddr>> {
+    let name = match host {
+        Host::Ip(ip) => return Ok(vec![SocketAddr::new(*ip, port)]),
+        Host::Name(name) => name.as_str(),
+    };
+    let found = tokio::time::timeout_at(deadline, tokio::net::lookup_host((name, port)))
+        .await
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "lookup timed out"))??;
+    let addrs: Vec<SocketAddr> = found.collect();
+    if addrs.is_empty() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "the name has no addresses",
+        ));
+    }
+    Ok(addrs)
 }
 
 /// One MOUNT call on its own connection; returns the export's root handle.
@@ -711,9 +768,14 @@ async fn mount(
     export: &str,
     cfg: &ClientConfig,
 ) -> Result<nfs_fh3, Error> {
-    let addr = url.mount_addr();
+    let addr = url.mount_endpoint();
     let deadline = Instant::now() + cfg.call_timeout;
-    let stream = connect_tcp(addr, deadline.min(Instant::now() + cfg.connect_timeout)).await?;
+    let stream = connect_tcp(
+        &url.host,
+        url.mount_port,
+        deadline.min(Instant::now() + cfg.connect_timeout),
+    )
+    .await?;
     let mut mc =
         MountClient::new_with_auth(TokioIo::new(stream), cred.clone(), opaque_auth::default());
     let res = tokio::time::timeout_at(
@@ -723,7 +785,7 @@ async fn mount(
     .await
     .map_err(|_| Error::Timeout {
         op: "MOUNT",
-        addr,
+        addr: addr.clone(),
         after: cfg.call_timeout,
     })?;
     match res {
@@ -744,5 +806,81 @@ async fn mount(
             op: "MOUNT",
             source,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn soon() -> Instant {
+        Instant::now() + Duration::from_secs(5)
+    }
+
+    #[tokio::test]
+    async fn resolves_names_at_connect_time() {
+        let name = Host::Name("localhost".into());
+        let addrs = resolve(&name, 2049, soon()).await.unwrap();
+        assert!(addrs.iter().all(|a| a.port() == 2049), "{addrs:?}");
+        assert!(addrs.iter().any(|a| a.ip().is_loopback()), "{addrs:?}");
+
+        // A listener on 127.0.0.1 is reached through the name even when the resolver lists
+        // ::1 first: every address is tried in turn.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let stream = connect_tcp(&name, port, soon()).await.unwrap();
+        assert_eq!(stream.peer_addr().unwrap().port(), port);
+        let (accepted, _) = listener.accept().await.unwrap();
+        assert_eq!(accepted.local_addr().unwrap().port(), port);
+    }
+
+    #[tokio::test]
+    async fn unknown_name_is_unreachable_with_resolve_cause() {
+        let host = Host::Name("no-such-host.invalid".into());
+        let t = std::time::Instant::now();
+        let deadline = Instant::now() + Duration::from_secs(3);
+        let err = connect_tcp(&host, 2049, deadline).await.unwrap_err();
+        assert!(err.is_resolve_failure(), "{err}");
+        assert!(err.is_unavailable(), "{err}");
+        assert!(
+            err.to_string()
+                .contains("no-such-host.invalid:2049 is unreachable: host name resolution failed"),
+            "{err}"
+        );
+        assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
+
+        let url = NfsUrl::parse("nfs://no-such-host.invalid/export").unwrap();
+        let cfg = ClientConfig {
+            call_timeout: Duration::from_secs(3),
+            ..ClientConfig::default()
+        };
+        let err = Client::connect(&url, cfg).await.unwrap_err();
+        assert!(err.is_resolve_failure(), "{err}");
+    }
+
+    #[tokio::test]
+    async fn refused_connect_names_host_and_address() {
+        // Bind then drop to get a port nobody listens on.
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let err = connect_tcp(&Host::Ip([127, 0, 0, 1].into()), port, soon())
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::Unreachable {
+                    cause: Unreachable::Connect,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains(&format!("127.0.0.1:{port}")),
+            "{err}"
+        );
     }
 }

@@ -20,9 +20,8 @@ pub use attr::{Attr, DirEntry, FileKind};
 pub use client::{Client, ClientConfig, ReadReply};
 pub use nfs3_client::nfs3_types;
 pub use nfs3_client::nfs3_types::nfs3::{nfs_fh3 as FileHandle, nfsstat3};
-pub use url::NfsUrl;
+pub use url::{Host, NfsUrl};
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 /// Everything that can go wrong talking to an NFS server.
@@ -34,10 +33,12 @@ pub enum Error {
     /// A path given to [`Client::lookup_path`] has `.`/`..` or empty components.
     #[error("invalid path {path:?}: {reason}")]
     BadPath { path: String, reason: String },
-    /// No TCP connection could be made (refused, no route, connect timeout).
-    #[error("NFS server {addr} is unreachable: {source}")]
+    /// No TCP connection could be made: the host name did not resolve, or every address
+    /// refused, had no route or timed out. `addr` is `host:port` as the URL gives it.
+    #[error("NFS server {addr} is unreachable: {cause}: {source}")]
     Unreachable {
-        addr: SocketAddr,
+        addr: String,
+        cause: Unreachable,
         #[source]
         source: std::io::Error,
     },
@@ -45,14 +46,14 @@ pub enum Error {
     #[error("NFS {op} to {addr} timed out after {after:?}")]
     Timeout {
         op: &'static str,
-        addr: SocketAddr,
+        addr: String,
         after: Duration,
     },
     /// The connection broke during a call (server restarted or died).
     #[error("NFS {op}: connection to {addr} lost: {source}")]
     ConnectionLost {
         op: &'static str,
-        addr: SocketAddr,
+        addr: String,
         #[source]
         source: std::io::Error,
     },
@@ -60,7 +61,7 @@ pub enum Error {
     #[error("MOUNT of {export:?} on {addr} refused: {status}")]
     MountDenied {
         export: String,
-        addr: SocketAddr,
+        addr: String,
         status: String,
     },
     /// The server answered the call with an NFS error status.
@@ -79,6 +80,24 @@ pub enum Error {
         op: &'static str,
         what: &'static str,
     },
+}
+
+/// Why [`Error::Unreachable`]: the name lookup or the TCP connect failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unreachable {
+    /// The host name did not resolve (unknown name, resolver timeout, no addresses).
+    Resolve,
+    /// The TCP connect failed on every resolved address (refused, no route, timeout).
+    Connect,
+}
+
+impl std::fmt::Display for Unreachable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Unreachable::Resolve => "host name resolution failed",
+            Unreachable::Connect => "connect failed",
+        })
+    }
 }
 
 impl Error {
@@ -103,6 +122,17 @@ impl Error {
         matches!(
             self.status(),
             Some(nfsstat3::NFS3ERR_STALE | nfsstat3::NFS3ERR_BADHANDLE)
+        )
+    }
+
+    /// True when the server's host name did not resolve.
+    pub fn is_resolve_failure(&self) -> bool {
+        matches!(
+            self,
+            Error::Unreachable {
+                cause: Unreachable::Resolve,
+                ..
+            }
         )
     }
 

@@ -8,8 +8,10 @@
 //! - Query parameters: `version=3` (only 3 is accepted), `nfsport=N`, `mountport=N`,
 //!   `uid=N`, `gid=N` (the AUTH_UNIX identity; default: this process's).
 //!
-//! HOST is an IPv4 address, a bracketed IPv6 literal (`[::1]`) or `localhost`
-//! (127.0.0.1). Ports: `:PORT` or `nfsport` sets the NFS port; the MOUNT port defaults to
+//! HOST is an IPv4 address, a bracketed IPv6 literal (`[::1]`), `localhost` (127.0.0.1)
+//! or a host name (`rustnfs`, `nfs.example.org`): a name is kept as given and resolved
+//! each time the client opens a connection, so a server that comes back on a new address
+//! (a restarted container) is found again. Ports: `:PORT` or `nfsport` sets the NFS port; the MOUNT port defaults to
 //! the NFS port (a server such as rustnfs answers both on one port); with neither given
 //! both are 2049. NFS-Ganesha listens for MOUNT on its own port: give `mountport`.
 //!
@@ -26,11 +28,29 @@ use crate::Error;
 /// The default NFS (and MOUNT) port when the URL gives none.
 pub const DEFAULT_PORT: u16 = 2049;
 
+/// The server part of an `nfs://` URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Host {
+    /// An address literal (`localhost` is parsed as 127.0.0.1).
+    Ip(IpAddr),
+    /// A host name, resolved at connect time (`tokio::net::lookup_host`).
+    Name(String),
+}
+
+impl fmt::Display for Host {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Host::Ip(ip) => ip.fmt(f),
+            Host::Name(n) => f.write_str(n),
+        }
+    }
+}
+
 /// A parsed `nfs://` URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NfsUrl {
-    /// The server address (always an IP: the client does no DNS).
-    pub host: IpAddr,
+    /// The server: an address, or a name resolved on every new connection.
+    pub host: Host,
     /// Port of the NFS program.
     pub nfs_port: u16,
     /// Port of the MOUNT program.
@@ -97,20 +117,23 @@ impl NfsUrl {
             }
         };
         let host = if host_text.eq_ignore_ascii_case("localhost") {
-            IpAddr::V4(Ipv4Addr::LOCALHOST)
+            Host::Ip(IpAddr::V4(Ipv4Addr::LOCALHOST))
+        } else if authority.starts_with('[') {
+            match IpAddr::from_str(host_text) {
+                Ok(IpAddr::V6(a)) => Host::Ip(IpAddr::V6(a)),
+                Ok(IpAddr::V4(_)) => {
+                    return Err(bad(url, "an IPv4 address must not be in brackets"));
+                }
+                Err(_) => {
+                    return Err(bad(url, format!("{host_text:?} is not an IPv6 address")));
+                }
+            }
+        } else if let Ok(ip) = IpAddr::from_str(host_text) {
+            Host::Ip(ip)
         } else {
-            IpAddr::from_str(host_text).map_err(|_| {
-                bad(
-                    url,
-                    format!(
-                        "host {host_text:?} is not an IP address (no DNS: use an IPv4 address, [IPv6] or localhost)"
-                    ),
-                )
-            })?
+            check_host_name(host_text).map_err(|r| bad(url, r))?;
+            Host::Name(host_text.to_ascii_lowercase())
         };
-        if authority.starts_with('[') && host.is_ipv4() {
-            return Err(bad(url, "an IPv4 address must not be in brackets"));
-        }
         let parse_port = |what: &str, p: &str| -> Result<u16, Error> {
             match p.parse::<u16>() {
                 Ok(0) | Err(_) => Err(bad(url, format!("{what} {p:?} is not a port (1-65535)"))),
@@ -238,22 +261,59 @@ impl NfsUrl {
             .collect()
     }
 
-    /// Socket address of the NFS program.
-    pub fn nfs_addr(&self) -> std::net::SocketAddr {
-        std::net::SocketAddr::new(self.host, self.nfs_port)
+    /// The NFS program's `host:port`, as given (for messages; see [`crate::Client`] for
+    /// the resolution).
+    pub fn nfs_endpoint(&self) -> String {
+        endpoint(&self.host, self.nfs_port)
     }
 
-    /// Socket address of the MOUNT program.
-    pub fn mount_addr(&self) -> std::net::SocketAddr {
-        std::net::SocketAddr::new(self.host, self.mount_port)
+    /// The MOUNT program's `host:port`, as given.
+    pub fn mount_endpoint(&self) -> String {
+        endpoint(&self.host, self.mount_port)
     }
+}
+
+/// `host:port`, with an IPv6 address in brackets.
+pub(crate) fn endpoint(host: &Host, port: u16) -> String {
+    match host {
+        Host::Ip(IpAddr::V6(a)) => format!("[{a}]:{port}"),
+        h => format!("{h}:{port}"),
+    }
+}
+
+/// A DNS-style host name: dot-separated labels of letters, digits, `-` and `_` (Docker and
+/// Swarm service names such as `lab_rustnfs` have underscores), 253 characters at most.
+fn check_host_name(name: &str) -> Result<(), String> {
+    let why = |r: &str| format!("host {name:?} is not an IP address or host name: {r}");
+    if name.len() > 253 {
+        return Err(why("longer than 253 characters"));
+    }
+    if name.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        return Err(why("looks like an IPv4 address but is not one"));
+    }
+    let name = name.strip_suffix('.').unwrap_or(name);
+    for label in name.split('.') {
+        if label.is_empty() || label.len() > 63 {
+            return Err(why("empty label or label over 63 characters"));
+        }
+        if label.starts_with('-') || label.ends_with('-') {
+            return Err(why("a label starts or ends with '-'"));
+        }
+        if !label
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            return Err(why("only letters, digits, '-', '_' and '.' are allowed"));
+        }
+    }
+    Ok(())
 }
 
 impl fmt::Display for NfsUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let host = match self.host {
-            IpAddr::V4(a) => a.to_string(),
-            IpAddr::V6(a) => format!("[{a}]"),
+        let host = match &self.host {
+            Host::Ip(IpAddr::V6(a)) => format!("[{a}]"),
+            h => h.to_string(),
         };
         let path = if self.export_is_explicit && !self.path.is_empty() {
             let export = if self.export == "/" { "" } else { &self.export };
@@ -326,7 +386,7 @@ mod tests {
     #[test]
     fn plain_export() {
         let u = NfsUrl::parse("nfs://127.0.0.1:2049/srv/share").unwrap();
-        assert_eq!(u.host, IpAddr::V4(Ipv4Addr::LOCALHOST));
+        assert_eq!(u.host, Host::Ip(IpAddr::V4(Ipv4Addr::LOCALHOST)));
         assert_eq!((u.nfs_port, u.mount_port), (2049, 2049));
         assert_eq!(u.export, "/srv/share");
         assert_eq!(u.path, "");
@@ -353,12 +413,31 @@ mod tests {
     #[test]
     fn ipv6_and_defaults() {
         let u = NfsUrl::parse("nfs://[::1]:2050/").unwrap();
-        assert_eq!(u.host, "::1".parse::<IpAddr>().unwrap());
+        assert_eq!(u.host, Host::Ip("::1".parse::<IpAddr>().unwrap()));
+        assert_eq!(u.nfs_endpoint(), "[::1]:2050");
         assert_eq!((u.nfs_port, u.mount_port), (2050, 2050));
         assert_eq!(u.export, "/");
         let d = NfsUrl::parse("nfs://10.0.0.1").unwrap();
         assert_eq!((d.nfs_port, d.export.as_str()), (2049, "/"));
         assert!(u.to_string().starts_with("nfs://[::1]:2050/"));
+    }
+
+    #[test]
+    fn host_names() {
+        let u = NfsUrl::parse("nfs://rustnfs:2049/").unwrap();
+        assert_eq!(u.host, Host::Name("rustnfs".into()));
+        assert_eq!((u.nfs_port, u.export.as_str()), (2049, "/"));
+        assert_eq!(u.nfs_endpoint(), "rustnfs:2049");
+        let s = NfsUrl::parse("nfs://Lab_RustNFS.svc.cluster.local./srv//f.bin?mountport=20048")
+            .unwrap();
+        assert_eq!(s.host, Host::Name("lab_rustnfs.svc.cluster.local.".into()));
+        assert_eq!(s.mount_endpoint(), "lab_rustnfs.svc.cluster.local.:20048");
+        assert_eq!(NfsUrl::parse(&s.to_string()).unwrap(), s);
+        let d = NfsUrl::parse("nfs://nfs-1.example.org").unwrap();
+        assert_eq!(
+            d.to_string(),
+            "nfs://nfs-1.example.org:2049/?version=3&nfsport=2049&mountport=2049"
+        );
     }
 
     #[test]
@@ -378,7 +457,12 @@ mod tests {
         for bad in [
             "http://127.0.0.1/x",
             "nfs:///x",
-            "nfs://example.com/x",
+            "nfs://exa mple.com/x",
+            "nfs://-rustnfs/x",
+            "nfs://rust..nfs/x",
+            "nfs://rust*nfs/x",
+            "nfs://999.1.1.1/x",
+            "nfs://[rustnfs]/x",
             "nfs://127.0.0.1:0/x",
             "nfs://127.0.0.1:99999/x",
             "nfs://[::1/x",

@@ -146,8 +146,12 @@ impl Ganesha {
     }
 
     fn url(&self, path: &str) -> String {
+        self.url_on("127.0.0.1", path)
+    }
+
+    fn url_on(&self, host: &str, path: &str) -> String {
         format!(
-            "nfs://127.0.0.1{}{}?version=3&nfsport={}&mountport={}",
+            "nfs://{host}{}{}?version=3&nfsport={}&mountport={}",
             self.export.display(),
             path,
             self.nfs_port,
@@ -160,6 +164,21 @@ impl Drop for Ganesha {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// A name other than `localhost` that /etc/hosts maps to 127.0.0.1 (so the client
+/// resolves it), if there is one.
+fn loopback_name() -> Option<String> {
+    let hosts = std::fs::read_to_string("/etc/hosts").ok()?;
+    hosts.lines().find_map(|line| {
+        let mut words = line.split('#').next()?.split_whitespace();
+        if words.next()? != "127.0.0.1" {
+            return None;
+        }
+        words
+            .find(|w| !w.eq_ignore_ascii_case("localhost"))
+            .map(str::to_string)
+    })
 }
 
 fn pattern(len: usize) -> Vec<u8> {
@@ -248,7 +267,11 @@ async fn dead_server_fails_fast_and_client_recovers() {
         return;
     };
     std::fs::write(g.export.join("f.txt"), b"still here").unwrap();
-    let url = NfsUrl::parse(&g.url("//f.txt")).unwrap();
+    // Through a host name when /etc/hosts has one for 127.0.0.1: resolved on every new
+    // connection, including the reconnects after the restart below.
+    let host = loopback_name().unwrap_or_else(|| "127.0.0.1".into());
+    let url = NfsUrl::parse(&g.url_on(&host, "//f.txt")).unwrap();
+    assert_eq!(url.host.to_string(), host);
     let cfg = ClientConfig {
         connections: 4,
         call_timeout: Duration::from_secs(3),
