@@ -185,7 +185,7 @@ pub fn setup_note(
     );
     let _ = writeln!(
         s,
-        "- NFS: servelab load nfs:// (nfsclient, one connection per client, 1 MiB READs, metadata = CREATE/GETATTR/REMOVE over 200 names); nfs-cat = libnfs, one 10 MiB file, wall time including mount"
+        "- NFS: servelab load nfs:// (nfsclient, one connection per client, 1 MiB READs, metadata = CREATE/GETATTR/REMOVE over 200 names); nfs-cat = libnfs, the 10 MiB file 5 times in a row per measurement, wall time including each mount"
     );
     let _ = writeln!(
         s,
