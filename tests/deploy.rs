@@ -455,11 +455,10 @@ fn compose_project(data: &Path, results: &Path, extra: &[(&str, String)]) -> Com
         ("A_PUBLISH".to_string(), "127.0.0.1:".to_string()),
         ("B_PUBLISH".to_string(), "127.0.0.1:".to_string()),
     ];
-    // A bridge subnet of our own (10.197.<n>.0/24), rustnfs at .10 in it.
+    // A bridge subnet of our own (10.197.<n>.0/24).
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     let net = (std::process::id() as usize * 7 + NEXT.fetch_add(1, Ordering::Relaxed)) % 250 + 1;
     env.push(("LAB_SUBNET".into(), format!("10.197.{net}.0/24")));
-    env.push(("RUSTNFS_IP".into(), format!("10.197.{net}.10")));
     env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.clone())));
     Compose {
         project: unique("servelabe2e"),
@@ -639,16 +638,14 @@ fn swarm_stack_scales_to_three_replicas_and_its_merged_report_counts_every_reque
     let stack = unique("sle2e");
     let network = format!("{stack}_lab");
     let mesh_port = common::free_port().to_string();
-    // docker/stack-deploy.sh: rustnfs first (to learn its address) unless it is given.
-    let deploy = |httpd: u64, loadgen: u64, rustnfs_addr: Option<&str>| -> String {
-        let mut c = Command::new(repo().join("docker/stack-deploy.sh"));
+    // One `stack deploy`: httpd finds rustnfs by its service name.
+    let deploy = |httpd: u64, loadgen: u64| {
+        let mut c = docker(&["stack", "deploy", "--resolve-image", "never", "-c"]);
+        c.arg(repo().join("docker/stack.yml"));
         if mesh {
-            c.env("MESH", "1").env("HTTPD_PORT", &mesh_port);
+            c.arg("-c").arg(repo().join("docker/stack.mesh.yml"));
+            c.env("HTTPD_PORT", &mesh_port);
         }
-        match rustnfs_addr {
-            Some(addr) => c.env("RUSTNFS_ADDR", addr),
-            None => c.env_remove("RUSTNFS_ADDR"),
-        };
         c.arg(&stack)
             .env("TAG", TAG)
             .env("DATA_DIR", data.path())
@@ -659,11 +656,7 @@ fn swarm_stack_scales_to_three_replicas_and_its_merged_report_counts_every_reque
             .env("REQUESTS", per_task.to_string())
             .env("CONCURRENCY", "4")
             .env("FILE", "testfile.bin");
-        let out = String::from_utf8(common::run_ok(&mut c).stdout).unwrap();
-        out.trim()
-            .strip_prefix("rustnfs_addr=")
-            .unwrap_or_else(|| panic!("stack-deploy.sh printed {out:?}"))
-            .to_string()
+        common::run_ok(&mut c);
     };
     cleanup.push(docker(&["network", "rm", &network]));
     cleanup.push({
@@ -698,12 +691,12 @@ fn swarm_stack_scales_to_three_replicas_and_its_merged_report_counts_every_reque
         ]))
     };
 
-    // 1. rustnfs alone, to learn its overlay address (httpd's NFS client takes an IP),
-    //    then one httpd replica (docker/stack-deploy.sh); 2. scaled to three.
-    let nfs_ip = deploy(1, 0, None);
-    let nfs = running("rustnfs");
-    assert_eq!(nfs.len(), 1);
-    assert_eq!(ip_of(&nfs[0]), nfs_ip);
+    // 1. rustnfs and one httpd replica in one deploy (httpd resolves `rustnfs`);
+    //    2. scaled to three.
+    deploy(1, 0);
+    wait_for(Duration::from_secs(60), "the rustnfs task", || {
+        (running("rustnfs").len() == 1).then_some(())
+    });
     wait_for(Duration::from_secs(60), "the first httpd replica", || {
         (running("httpd").len() == 1).then_some(())
     });
@@ -739,7 +732,7 @@ fn swarm_stack_scales_to_three_replicas_and_its_merged_report_counts_every_reque
     }
 
     // 3. The load generator as a replicated service; each task writes its own JSON.
-    deploy(3, loadgens, Some(&nfs_ip));
+    deploy(3, loadgens);
     let files: Vec<PathBuf> = (1..=loadgens)
         .map(|slot| results.path().join(slot.to_string()).join("load.json"))
         .collect();
