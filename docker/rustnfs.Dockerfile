@@ -17,8 +17,8 @@ EXPOSE 9102/tcp
 # (net.ipv4.ip_unprivileged_port_start=0). The export must be readable (and writable,
 # unless READ_ONLY) by this uid, or run with `--user $(id -u):$(id -g)`.
 USER 65534:65534
-# No HEALTHCHECK: a scratch image has no shell or curl, and a Docker healthcheck must exec a
-# program inside the image. It needs a probe mode in the binary (`rustnfs --healthcheck`
-# connecting to its own port); until then use the orchestrator's TCP/HTTP probes
-# (docker/k8s/*.yaml) or `servelab load` from outside.
+# The binary probes itself: an RPC NULL call to NFSv3 on RUSTNFS_LISTEN (0.0.0.0 is probed
+# on 127.0.0.1), exit 0 when accepted within 3 s. PERMITTED must let 127.0.0.1 in.
+HEALTHCHECK --interval=5s --timeout=5s --start-period=10s --retries=3 \
+    CMD ["/rustnfs", "--healthcheck"]
 ENTRYPOINT ["/rustnfs"]

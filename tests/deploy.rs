@@ -489,6 +489,29 @@ fn compose_scenario_a_over_the_bridge_serves_the_same_bytes_as_scenario_b() {
         ],
     );
     common::run_ok(&mut compose.cmd(&["up", "-d", "rustnfs", "httpd-a", "httpd-b"]));
+    // The images' HEALTHCHECKs (`rustnfs --healthcheck`, `httpd --healthcheck`) pass.
+    let started = Instant::now();
+    for svc in ["rustnfs", "httpd-a", "httpd-b"] {
+        let container = compose.container(svc);
+        wait_for(
+            Duration::from_secs(30),
+            &format!("{svc} to be healthy"),
+            || {
+                let status = run_text(&mut docker(&[
+                    "inspect",
+                    "-f",
+                    "{{.State.Health.Status}}",
+                    &container,
+                ]));
+                assert_ne!(status, "unhealthy", "{svc} reported unhealthy");
+                (status == "healthy").then_some(())
+            },
+        );
+    }
+    eprintln!(
+        "FIGURE compose health: rustnfs, httpd-a, httpd-b healthy {:.1} s after up",
+        started.elapsed().as_secs_f64()
+    );
     let published = |svc: &str| {
         let addr = run_text(&mut compose.cmd(&["port", svc, "8080"]));
         format!("http://{addr}")
@@ -1055,6 +1078,14 @@ fn compose_scenarios_a_and_b_differ_only_in_storage() {
     assert_eq!(s["httpd-a"]["image"], s["httpd-b"]["image"]);
     assert!(strings(&s["httpd-a"]["command"]).contains(&"--nfs".to_string()));
     assert!(strings(&s["httpd-b"]["command"]).contains(&"--root".to_string()));
+    // Both probe themselves; httpd-a waits for an NFS server that answers.
+    assert_eq!(s["httpd-a"]["healthcheck"], s["httpd-b"]["healthcheck"]);
+    assert!(strings(&s["httpd-a"]["healthcheck"]["test"]).contains(&"--healthcheck".into()));
+    assert!(strings(&s["rustnfs"]["healthcheck"]["test"]).contains(&"--healthcheck".into()));
+    assert_eq!(
+        s["httpd-a"]["depends_on"]["rustnfs"]["condition"],
+        "service_healthy"
+    );
     let mut a = strings(&s["load-a"]["command"]);
     let mut b = strings(&s["load-b"]["command"]);
     // Same workload except the target host and the result file.

@@ -1116,3 +1116,58 @@ fn nfs_unreachable_at_start_is_a_clear_error() {
         .unwrap_err();
     assert!(err.to_string().contains("unreachable"), "{err}");
 }
+
+// ---- httpd --healthcheck (the built binary) ------------------------------------------------
+
+/// Runs `httpd --healthcheck ARGS`; returns (exit code, stdout + stderr, elapsed).
+fn healthcheck(args: &[&str]) -> (i32, String, Duration) {
+    let bin = common::workspace_bin("httpd", "httpd");
+    let t = Instant::now();
+    let out = Command::new(bin)
+        .arg("--healthcheck")
+        .args(args)
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(-1), text, t.elapsed())
+}
+
+#[test]
+fn healthcheck_flag_reports_healthy_and_unhealthy() {
+    let (_dir, www) = dataset();
+    let h = Httpd::start(httpd::Config::local(&www));
+    // Healthy: the running server answers HEAD /; a wildcard listen address is probed on
+    // loopback (the image's 0.0.0.0:PORT).
+    for listen in [h.addr.to_string(), format!("0.0.0.0:{}", h.addr.port())] {
+        let (code, text, _) = healthcheck(&["--listen", &listen]);
+        assert_eq!(code, 0, "{listen}: {text}");
+        assert_eq!(text.lines().count(), 1, "one line: {text}");
+        assert!(text.starts_with("healthy: http://127.0.0.1:"), "{text}");
+        assert!(text.contains("HTTP 200"), "{text}");
+    }
+    // Unhealthy: nothing listening (fast), and a listener that never answers (3 s limit).
+    let port = common::free_port().to_string();
+    let (code, text, took) = healthcheck(&["--listen", &format!("127.0.0.1:{port}")]);
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains("unhealthy") && text.contains("connect failed"),
+        "{text}"
+    );
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let listen = silent.local_addr().unwrap().to_string();
+    let (code, text, took) = healthcheck(&["--listen", &listen]);
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("no answer within 3s"), "{text}");
+    assert!(
+        took >= Duration::from_secs(3) && took < Duration::from_secs(6),
+        "{took:?}"
+    );
+    drop(silent);
+    h.stop().unwrap();
+}

@@ -1131,3 +1131,69 @@ fn squash_gives_new_objects_the_squash_owner() {
         assert_eq!((m.uid(), m.gid()), (65534, 65533), "{name}");
     }
 }
+
+// ---- rustnfs --healthcheck (the built binary) ----------------------------------------------
+
+/// Runs `rustnfs --healthcheck ARGS` without SHARED_DIRECTORY; returns (exit code,
+/// stdout + stderr, elapsed).
+fn healthcheck(args: &[&str]) -> (i32, String, Duration) {
+    let bin = common::workspace_bin("rustnfs", "rustnfs");
+    let t = Instant::now();
+    let out = Command::new(bin)
+        .arg("--healthcheck")
+        .args(args)
+        .env_remove("SHARED_DIRECTORY")
+        .env_remove("RUSTNFS_LISTEN")
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(-1), text, t.elapsed())
+}
+
+#[test]
+fn healthcheck_flag_reports_healthy_and_unhealthy() {
+    let dir = tempfile::tempdir().unwrap();
+    let nfsd = Nfsd::start(rustnfs::Config::new(dir.path()));
+    // Healthy: NULL to NFS v3 accepted; the image's 0.0.0.0:PORT is probed on loopback.
+    for listen in [nfsd.addr().to_string(), format!("0.0.0.0:{}", nfsd.port)] {
+        let (code, text, _) = healthcheck(&["--listen", &listen]);
+        assert_eq!(code, 0, "{listen}: {text}");
+        assert_eq!(text.lines().count(), 1, "one line: {text}");
+        assert!(
+            text.starts_with("healthy: nfs://127.0.0.1:") && text.contains("NULL accepted"),
+            "{text}"
+        );
+    }
+    nfsd.stop().unwrap();
+
+    // A server whose allowlist leaves out loopback closes the probe's connection.
+    let mut cfg = rustnfs::Config::new(dir.path());
+    cfg.allow = rustnfs::config::parse_allow("10.0.0.0/8").unwrap();
+    let denied = Nfsd::start(cfg);
+    let (code, text, _) = healthcheck(&["--listen", &denied.addr().to_string()]);
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains("unhealthy") && text.contains("no reply"),
+        "{text}"
+    );
+    denied.stop().unwrap();
+
+    // Nothing listening: fast. An HTTP server is not an NFS server.
+    let port = common::free_port();
+    let (code, text, took) = healthcheck(&["--listen", &format!("127.0.0.1:{port}")]);
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("connect failed"), "{text}");
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let listen = silent.local_addr().unwrap().to_string();
+    let (code, text, took) = healthcheck(&["--listen", &listen]);
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("no answer within 3s"), "{text}");
+    assert!(took < Duration::from_secs(6), "{took:?}");
+    drop(silent);
+}

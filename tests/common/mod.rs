@@ -82,3 +82,32 @@ pub fn run_ok(cmd: &mut Command) -> std::process::Output {
     );
     out
 }
+
+/// Builds a workspace binary (`cargo build -p PACKAGE --bin NAME`, same profile and target
+/// directory as this test executable) once per test run and returns its path.
+pub fn workspace_bin(package: &str, name: &str) -> PathBuf {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    static BUILT: Mutex<Option<HashMap<String, PathBuf>>> = Mutex::new(None);
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    let built = built.get_or_insert_with(HashMap::new);
+    if let Some(p) = built.get(name) {
+        return p.clone();
+    }
+    // This executable is <target>/<profile>/deps/tests-<hash>.
+    let exe = std::env::current_exe().unwrap();
+    let profile_dir = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
+    let target_dir = profile_dir.parent().unwrap();
+    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cmd.args(["build", "-q", "-p", package, "--bin", name])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("CARGO_TARGET_DIR", target_dir);
+    if profile_dir.file_name().is_some_and(|p| p == "release") {
+        cmd.arg("--release");
+    }
+    run_ok(&mut cmd);
+    let path = profile_dir.join(name);
+    assert!(path.is_file(), "{} was not built", path.display());
+    built.insert(name.to_string(), path.clone());
+    path
+}

@@ -17,7 +17,7 @@ pub struct Args {
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
     /// Serve this local directory.
-    #[arg(long, conflicts_with = "nfs", required_unless_present = "nfs")]
+    #[arg(long, conflicts_with = "nfs", required_unless_present_any = ["nfs", "healthcheck"])]
     pub root: Option<PathBuf>,
     /// Serve this NFSv3 export: nfs://HOST[:PORT]/EXPORT[//PATH][?nfsport=N&mountport=N].
     #[arg(long)]
@@ -58,6 +58,11 @@ pub struct Args {
     /// NFS: seconds before an unanswered NFS call fails the request with 504.
     #[arg(long, default_value_t = 5)]
     pub nfs_timeout: u64,
+    /// Do not serve: send `HEAD /` to the --listen address (0.0.0.0 / [::] → loopback),
+    /// print one line, exit 0 on any HTTP answer within 3 s, else 1. For container health
+    /// checks (`HEALTHCHECK CMD ["/httpd", "--healthcheck"]`).
+    #[arg(long)]
+    pub healthcheck: bool,
 }
 
 impl Args {
@@ -101,8 +106,12 @@ impl Args {
         Ok(cfg)
     }
 
-    /// Builds the runtime (`--workers`) and serves until SIGINT/SIGTERM.
+    /// Builds the runtime (`--workers`) and serves until SIGINT/SIGTERM; with
+    /// `--healthcheck`, probes the server instead and prints one line (`Err` = unhealthy).
     pub fn run(self) -> Result<(), Error> {
+        if self.healthcheck {
+            return self.healthcheck();
+        }
         let cfg = self.to_config()?;
         tune_malloc();
         let mut rt = tokio::runtime::Builder::new_multi_thread();
@@ -114,6 +123,21 @@ impl Args {
         }
         let rt = rt.enable_all().build()?;
         rt.block_on(crate::run(cfg, self.listen, self.metrics))
+    }
+}
+
+impl Args {
+    /// `--healthcheck`: see [`crate::health::probe`].
+    pub fn healthcheck(&self) -> Result<(), Error> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let addr = crate::health::probe_addr(self.listen);
+        let line = rt
+            .block_on(crate::health::probe(addr, crate::health::TIMEOUT))
+            .map_err(Error::Unhealthy)?;
+        println!("healthy: {line}");
+        Ok(())
     }
 }
 

@@ -17,11 +17,13 @@
 //! - `timing`: phases (`meta`, `read`, `send`, `total`) into `latency`, access log lines.
 //! - `listing`, `mime`: directory listing HTML, Content-Type by extension.
 //! - [`cli`]: the command line, shared by the `httpd` binary and `servelab httpd`.
+//! - [`health`]: `--healthcheck`, a `HEAD /` to the running server.
 
 mod body;
 pub mod cli;
 pub mod config;
 mod conn_io;
+pub mod health;
 mod listing;
 mod mime;
 mod path;
@@ -59,4 +61,7 @@ pub enum Error {
     /// Accepting connections failed for good.
     #[error("listener failed: {0}")]
     Io(#[from] std::io::Error),
+    /// `--healthcheck` found the server not answering.
+    #[error("unhealthy: {0}")]
+    Unhealthy(String),
 }

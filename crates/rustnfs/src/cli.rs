@@ -18,8 +18,12 @@ use crate::config::{Config, parse_allow, parse_bool, parse_squash};
 #[command(name = "rustnfs", version)]
 pub struct Args {
     /// Directory to export (clients see it as `/`).
-    #[arg(long, env = "SHARED_DIRECTORY")]
-    pub export: PathBuf,
+    #[arg(
+        long,
+        env = "SHARED_DIRECTORY",
+        required_unless_present = "healthcheck"
+    )]
+    pub export: Option<PathBuf>,
     /// Address and port to serve on; IPv6 as `[::]:2049`.
     #[arg(long, env = "RUSTNFS_LISTEN", default_value = "0.0.0.0:2049")]
     pub listen: SocketAddr,
@@ -42,6 +46,11 @@ pub struct Args {
     /// Close a connection that sends nothing for this many seconds.
     #[arg(long, env = "RUSTNFS_IDLE_TIMEOUT", default_value_t = 300)]
     pub idle_timeout: u64,
+    /// Do not serve: send an RPC NULL call to NFSv3 on the --listen address (0.0.0.0 /
+    /// [::] → loopback), print one line, exit 0 when it is accepted within 3 s, else 1.
+    /// For container health checks (`HEALTHCHECK CMD ["/rustnfs", "--healthcheck"]`).
+    #[arg(long)]
+    pub healthcheck: bool,
 }
 
 /// Everything [`crate::run`] needs.
@@ -55,16 +64,19 @@ pub struct RunConfig {
 impl Args {
     /// Validates the options (the export must be a directory).
     pub fn into_run_config(self) -> Result<RunConfig, Error> {
-        if !self.export.is_dir() {
+        let export = self
+            .export
+            .ok_or_else(|| Error::Config("--export (SHARED_DIRECTORY) is required".into()))?;
+        if !export.is_dir() {
             return Err(Error::Config(format!(
                 "--export {}: not a directory",
-                self.export.display()
+                export.display()
             )));
         }
         if self.max_connections == 0 {
             return Err(Error::Config("--max-connections must be at least 1".into()));
         }
-        let mut server = Config::new(self.export);
+        let mut server = Config::new(export);
         server.read_only = self.read_only;
         server.allow = parse_allow(&self.allow)?;
         server.squash = self.squash.as_deref().map(parse_squash).transpose()?;
@@ -75,6 +87,34 @@ impl Args {
             metrics: self.metrics,
             server,
         })
+    }
+}
+
+impl Args {
+    /// Serves until SIGINT/SIGTERM on a new multi-threaded runtime, or with
+    /// `--healthcheck` probes the server and prints one line (`Err` = unhealthy).
+    pub fn run(self) -> Result<(), Error> {
+        if self.healthcheck {
+            return self.healthcheck();
+        }
+        let config = self.into_run_config()?;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?;
+        rt.block_on(crate::run(config))
+    }
+
+    /// `--healthcheck`: see [`crate::health::probe`].
+    pub fn healthcheck(&self) -> Result<(), Error> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let addr = crate::health::probe_addr(self.listen);
+        let line = rt
+            .block_on(crate::health::probe(addr, crate::health::TIMEOUT))
+            .map_err(Error::Unhealthy)?;
+        println!("healthy: {line}");
+        Ok(())
     }
 }
 
@@ -108,5 +148,8 @@ mod tests {
         assert!(!a.read_only);
         let bad = Args::try_parse_from(["rustnfs", "--export", "/nonexistent/x"]).unwrap();
         assert!(bad.into_run_config().is_err());
+        // The probe needs no export.
+        let h = Args::try_parse_from(["rustnfs", "--healthcheck", "--listen", "0.0.0.0:1"]);
+        assert!(h.unwrap().healthcheck);
     }
 }

@@ -15,6 +15,9 @@ pub enum Error {
     Engine(io::Error),
     #[error("I/O error: {0}")]
     Io(#[from] io::Error),
+    /// `--healthcheck` found the server not answering.
+    #[error("unhealthy: {0}")]
+    Unhealthy(String),
 }
 
 /// Maps an OS error to the NFSv3 status a client should see. The only place this mapping

@@ -7,6 +7,7 @@
 //!   timeouts, bounded record marking, per-RPC timing) in front of the engine.
 //! - [`fs`]: the directory-backed `NfsFileSystem` — a jail resolved beneath fds, with
 //!   restart-stable handles, an open-file LRU and per-procedure VFS timing.
+//! - [`health`]: `--healthcheck`, an RPC NULL call to the running server.
 //! - [`rpc`]: the little ONC RPC the guard needs. `sys`: Linux call wrappers.
 //! - `metrics`: `/metrics` and `/metrics.json`.
 //!
@@ -18,6 +19,7 @@ pub mod config;
 mod error;
 pub mod fs;
 mod guard;
+pub mod health;
 mod metrics;
 pub mod rpc;
 mod sys;

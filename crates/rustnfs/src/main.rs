@@ -1,10 +1,9 @@
-//! The `rustnfs` binary: parse options, install logging, run the server.
+//! The `rustnfs` binary: parse options, install logging, run the server (or its probe).
 
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             // The engine logs every connection at info; ours are at debug.
@@ -12,7 +11,6 @@ async fn main() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    let config = rustnfs::cli::Args::parse().into_run_config()?;
-    rustnfs::run(config).await?;
+    rustnfs::cli::Args::parse().run()?;
     Ok(())
 }

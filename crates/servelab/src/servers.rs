@@ -19,10 +19,6 @@ pub fn run_httpd(args: httpd::cli::Args) -> anyhow::Result<()> {
 pub fn run_rustnfs(args: rustnfs::cli::Args) -> anyhow::Result<()> {
     // The engine behind rustnfs's guard logs every internal connection at info.
     init_logging("info,nfs3_server=warn");
-    let config = args.into_run_config()?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
-    rt.block_on(rustnfs::run(config))?;
+    args.run()?;
     Ok(())
 }

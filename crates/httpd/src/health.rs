@@ -1,0 +1,117 @@
+//! `httpd --healthcheck`: one `HEAD /` to the running server, for container probes.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// How long the whole probe (connect, request, status line) may take.
+pub const TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The address to probe for a server listening on `listen`: a wildcard address
+/// (`0.0.0.0`, `[::]`) becomes the loopback address of the same family.
+pub fn probe_addr(listen: SocketAddr) -> SocketAddr {
+    let ip = match listen.ip() {
+        IpAddr::V4(a) if a.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        IpAddr::V6(a) if a.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+        ip => ip,
+    };
+    SocketAddr::new(ip, listen.port())
+}
+
+/// Sends `HEAD /` to `addr` and expects an HTTP status line within `timeout`. Any status
+/// counts (a 503 from an unreachable NFS backend still means the server runs). `Ok`
+/// carries a one-line description, `Err` the reason.
+pub async fn probe(addr: SocketAddr, timeout: Duration) -> Result<String, String> {
+    let started = std::time::Instant::now();
+    let status = tokio::time::timeout(timeout, head(addr))
+        .await
+        .map_err(|_| format!("http://{addr}/: no answer within {timeout:?}"))?
+        .map_err(|e| format!("http://{addr}/: {e}"))?;
+    Ok(format!(
+        "http://{addr}/: HTTP {status} in {:.1} ms",
+        started.elapsed().as_secs_f64() * 1e3
+    ))
+}
+
+async fn head(addr: SocketAddr) -> Result<u16, String> {
+    let mut stream = TcpStream::connect(addr)
+        .await
+        .map_err(|e| format!("connect failed: {e}"))?;
+    let req = format!(
+        "HEAD / HTTP/1.1\r\nHost: {addr}\r\nUser-Agent: httpd-healthcheck\r\nConnection: close\r\n\r\n"
+    );
+    stream
+        .write_all(req.as_bytes())
+        .await
+        .map_err(|e| format!("send failed: {e}"))?;
+    let mut buf = Vec::with_capacity(64);
+    while !buf.contains(&b'\n') && buf.len() < 1024 {
+        let mut chunk = [0u8; 256];
+        let n = stream
+            .read(&mut chunk)
+            .await
+            .map_err(|e| format!("read failed: {e}"))?;
+        if n == 0 {
+            break;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    parse_status(&buf)
+}
+
+/// The status code of an HTTP/1.x status line at the start of `buf`.
+fn parse_status(buf: &[u8]) -> Result<u16, String> {
+    let line = buf.split(|&b| b == b'\n').next().unwrap_or_default();
+    let line = String::from_utf8_lossy(line);
+    let mut parts = line.trim_end().splitn(3, ' ');
+    let (version, code) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    match code.parse::<u16>() {
+        Ok(c) if version.starts_with("HTTP/1.") && (100..=599).contains(&c) => Ok(c),
+        _ if buf.is_empty() => Err("connection closed without an answer".into()),
+        _ => Err(format!("not an HTTP answer: {:?}", line.trim_end())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_lines() {
+        assert_eq!(parse_status(b"HTTP/1.1 200 OK\r\n"), Ok(200));
+        assert_eq!(
+            parse_status(b"HTTP/1.0 503 Service Unavailable\r\nx"),
+            Ok(503)
+        );
+        assert!(parse_status(b"").is_err());
+        assert!(parse_status(b"SSH-2.0-OpenSSH\r\n").is_err());
+        assert!(parse_status(b"HTTP/1.1 abc\r\n").is_err());
+    }
+
+    #[test]
+    fn wildcard_listen_becomes_loopback() {
+        let p = |s: &str| probe_addr(s.parse().unwrap()).to_string();
+        assert_eq!(p("0.0.0.0:8080"), "127.0.0.1:8080");
+        assert_eq!(p("[::]:8080"), "[::1]:8080");
+        assert_eq!(p("127.0.0.2:80"), "127.0.0.2:80");
+    }
+
+    #[tokio::test]
+    async fn non_http_and_silent_servers_are_unhealthy() {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let _srv = tokio::spawn(async move {
+            let (mut s, _) = l.accept().await.unwrap();
+            s.write_all(b"SSH-2.0-nope\r\n").await.unwrap();
+            let (s2, _) = l.accept().await.unwrap();
+            tokio::time::sleep(Duration::from_secs(10)).await;
+            drop((s, s2));
+        });
+        let err = probe(addr, TIMEOUT).await.unwrap_err();
+        assert!(err.contains("not an HTTP answer"), "{err}");
+        let err = probe(addr, Duration::from_millis(300)).await.unwrap_err();
+        assert!(err.contains("no answer within"), "{err}");
+    }
+}
