@@ -154,5 +154,22 @@ pub fn run(args: LoadArgs) -> anyhow::Result<()> {
             .write_json(path)
             .with_context(|| format!("writing {}", path.display()))?;
     }
+    // The report is printed either way; a run where nothing succeeded must still fail
+    // the process, since scripts and replicated load tasks only see the exit status.
+    if report.requests == 0 || report.failed() >= report.requests {
+        let first = report
+            .first_error
+            .as_deref()
+            .map(|e| format!(" (first error: {})", e.replace('\n', " ")))
+            .unwrap_or_default();
+        if report.requests == 0 {
+            anyhow::bail!("no operation against {} completed{first}", args.url);
+        }
+        anyhow::bail!(
+            "all {} operations against {} failed{first}",
+            report.requests,
+            args.url
+        );
+    }
     Ok(())
 }

@@ -116,7 +116,7 @@ fn bad_input_gives_a_clear_message_and_a_failure_status() {
             "fewer operations",
         ),
         (vec!["load", "http://127.0.0.1/", "-z", "ten"], "duration"),
-        (vec!["load", "nfs://not-an-ip/x"], "invalid URL"),
+        (vec!["load", "nfs://127.0.0.1:99999/x"], "invalid URL"),
     ] {
         let out = servelab().args(&args).output().unwrap();
         assert!(!out.status.success(), "{args:?} succeeded");
@@ -168,4 +168,73 @@ fn tcp_server_and_tcp_load() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("Failed operations:      0"), "{text}");
     assert!(text.contains("Gbit/s"), "{text}");
+}
+
+#[test]
+fn a_run_where_every_request_failed_prints_its_report_and_exits_non_zero() {
+    // A port nobody listens on: every connection is refused.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = servelab()
+        .args([
+            "load",
+            &format!("http://127.0.0.1:{port}/x"),
+            "-n",
+            "20",
+            "-c",
+            "2",
+            "--timeout",
+            "5s",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "a run with 20 failures exited 0");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Failed requests:        20"), "{text}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(lines[0].contains("all 20 operations"), "{err}");
+    assert!(lines[0].contains("failed"), "{err}");
+}
+
+#[test]
+fn a_run_with_some_failures_still_exits_zero() {
+    // Answers the first two connections, then refuses: some requests succeed.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(2).flatten() {
+            let mut s = stream;
+            let mut buf = [0u8; 1024];
+            let _ = s.read(&mut buf);
+            let _ =
+                s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+        }
+    });
+    let out = servelab()
+        .args([
+            "load",
+            &format!("http://127.0.0.1:{port}/x"),
+            "-n",
+            "6",
+            "-c",
+            "1",
+            "--timeout",
+            "5s",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("Complete requests:      6"), "{text}");
+    assert!(!text.contains("Failed requests:        0"), "{text}");
+    assert!(!text.contains("Failed requests:        6"), "{text}");
 }
