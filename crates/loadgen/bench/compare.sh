@@ -4,7 +4,10 @@
 # drift on a shared machine hits every tool alike. Usage:
 #   crates/loadgen/bench/compare.sh /path/to/release/servelab [ROUNDS] [SECONDS]
 # Prints one line per measurement (tool, round, figures) to stdout; nothing is left
-# running afterwards.
+# running afterwards. HTTP latency lines carry each tool's mean and `little=` (mean x
+# req/s / connections): a closed loop that times every request can never exceed 1.0, so
+# a larger value means the tool reports more latency than happened (wrk's correction).
+# With gcc, bench/blockclient.c (blocking threads, raw samples) is a third opinion.
 set -eu
 S=${1:?path to the servelab release binary}
 ROUNDS=${2:-3}
@@ -34,13 +37,27 @@ cleanup() {
 }
 trap cleanup EXIT
 sleep 0.5
+BC=""
+if command -v gcc >/dev/null; then
+  gcc -O2 -D_GNU_SOURCE -pthread -o "$DIR/blockclient" "$(dirname "$0")/blockclient.c" && BC="$DIR/blockclient"
+fi
+# Seconds (wrk prints us/ms/s) times req/s over connections.
+little() { awk -v m="$1" -v r="$2" -v c="$C" 'BEGIN{ if (m ~ /us$/) f=1e-6; else if (m ~ /ms$/) f=1e-3; else f=1; sub(/[a-z]+$/, "", m); printf "%.2f", m*f*r/c }'; }
 URL=http://127.0.0.1:$PORT/small.bin
 echo "# nginx 4 KiB, -c $C, ${SECS}s runs, $(nproc) CPUs, $(date -u +%FT%TZ)"
 for r in $(seq 1 "$ROUNDS"); do
   W=$(wrk -t2 -c$C -d${SECS}s --latency "$URL")
-  echo "wrk round=$r rps=$(echo "$W" | awk '/Requests\/sec/{print $2}') p50=$(echo "$W" | awk '$1=="50%"{print $2}') p99=$(echo "$W" | awk '$1=="99%"{print $2}')"
+  WR=$(echo "$W" | awk '/Requests\/sec/{print $2}'); WM=$(echo "$W" | awk '$1=="Latency"{print $2; exit}')
+  echo "wrk round=$r rps=$WR mean=$WM p50=$(echo "$W" | awk '$1=="50%"{print $2}') p99=$(echo "$W" | awk '$1=="99%"{print $2}') little=$(little "$WM" "$WR")"
   L=$("$S" load "$URL" -z ${SECS}s -c $C --no-progress)
-  echo "servelab round=$r rps=$(echo "$L" | awk '/^Requests per second/{print $4}') $(echo "$L" | awk '$1=="GET" && $2=="total"{print "p50="$8"ms p99="$11"ms"}')"
+  # Columns of the percentile table: count min mean stddev max p50 p75 p90 p95 p99 ...
+  LR=$(echo "$L" | awk '/^Requests per second/{print $4}'); LM=$(echo "$L" | awk '$1=="GET" && $2=="total"{print $5"ms"}')
+  echo "servelab round=$r rps=$LR mean=$LM $(echo "$L" | awk '$1=="GET" && $2=="total"{print "p50="$8"ms p99="$12"ms"}') little=$(little "$LM" "$LR")"
+  if [ -n "$BC" ]; then
+    B=$("$BC" "$PORT" /small.bin $C "$SECS")
+    BR=$(echo "$B" | sed 's/.*rps=\([0-9]*\).*/\1/'); BM=$(echo "$B" | sed 's/.*mean=\([0-9]*us\).*/\1/')
+    echo "blockclient round=$r $B little=$(little "$BM" "$BR")"
+  fi
   A=$(ab -q -n $((SECS * 3000)) -c $C "$URL" 2>&1)
   echo "ab round=$r rps=$(echo "$A" | awk '/^Requests per second/{print $4}')"
   A=$(ab -q -k -n $((SECS * 8000)) -c $C "$URL" 2>&1)
