@@ -1014,10 +1014,9 @@ fn k8s_manifests_are_valid_and_match_the_swarm_stack() {
         );
     }
     // The Service names are the host names the stack's commands use.
-    assert!(
-        strings(&services["httpd"]["command"])
-            .iter()
-            .any(|a| a.contains("//rustnfs/"))
+    assert_eq!(
+        services["httpd"]["environment"]["HTTPD_NFS"].as_str(),
+        Some("nfs://rustnfs/nfs-share")
     );
     let httpd = by_kind("Deployment", "httpd");
     assert_eq!(
@@ -1076,8 +1075,16 @@ fn compose_scenarios_a_and_b_differ_only_in_storage() {
     let compose: Value = serde_yaml::from_str(&text).unwrap();
     let s = &compose["services"];
     assert_eq!(s["httpd-a"]["image"], s["httpd-b"]["image"]);
-    assert!(strings(&s["httpd-a"]["command"]).contains(&"--nfs".to_string()));
-    assert!(strings(&s["httpd-b"]["command"]).contains(&"--root".to_string()));
+    // Configured through HTTPD_* variables, nothing else differs.
+    assert_eq!(
+        s["httpd-a"]["environment"]["HTTPD_NFS"].as_str(),
+        Some("nfs://rustnfs/nfs-share")
+    );
+    assert_eq!(
+        s["httpd-b"]["environment"]["HTTPD_ROOT"].as_str(),
+        Some("/www")
+    );
+    assert_eq!(s["httpd-a"]["command"], s["httpd-b"]["command"]);
     // Both probe themselves; httpd-a waits for an NFS server that answers.
     assert_eq!(s["httpd-a"]["healthcheck"], s["httpd-b"]["healthcheck"]);
     assert!(strings(&s["httpd-a"]["healthcheck"]["test"]).contains(&"--healthcheck".into()));

@@ -1171,3 +1171,115 @@ fn healthcheck_flag_reports_healthy_and_unhealthy() {
     drop(silent);
     h.stop().unwrap();
 }
+
+// ---- HTTPD_* environment variables (the built binary) --------------------------------------
+
+/// A child process killed on drop.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn env_vars_configure_every_flag_the_image_uses() {
+    if common::require_tool("curl").is_none() {
+        return;
+    }
+    let bin = common::workspace_bin("httpd", "httpd");
+    let (dir, www) = dataset();
+    let (port, metrics) = (common::free_port(), common::free_port());
+    let log = dir.path().join("access.log");
+    let env = [
+        ("HTTPD_LISTEN", format!("127.0.0.1:{port}")),
+        ("HTTPD_ROOT", www.display().to_string()),
+        ("HTTPD_METRICS", format!("127.0.0.1:{metrics}")),
+        ("HTTPD_ACCESS_LOG", log.display().to_string()),
+        ("HTTPD_WORKERS", "1".to_string()),
+        ("HTTPD_LIST", "yes".to_string()),
+        ("HTTPD_NO_SENDFILE", "1".to_string()),
+    ];
+    let mut cmd = Command::new(&bin);
+    cmd.env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    for (k, v) in &env {
+        cmd.env(k, v);
+    }
+    let mut child = Child(cmd.spawn().unwrap());
+    // The probe reads HTTPD_LISTEN too; it also says when the server is up.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let out = Command::new(&bin)
+            .arg("--healthcheck")
+            .env("HTTPD_LISTEN", &env[0].1)
+            .output()
+            .unwrap();
+        if out.status.success() {
+            break;
+        }
+        assert!(
+            child.0.try_wait().unwrap().is_none(),
+            "httpd exited at start"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "httpd did not come up on HTTPD_LISTEN"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let addr: SocketAddr = env[0].1.parse().unwrap();
+    // HTTPD_ROOT: the files; HTTPD_LIST: a listing for a directory without index.html.
+    let (status, _, body) = raw_get(addr, "/small.bin");
+    assert_eq!(status, 200);
+    assert_eq!(body, std::fs::read(www.join("small.bin")).unwrap());
+    let (status, _, body) = raw_get(addr, "/sub/");
+    assert_eq!(status, 200, "HTTPD_LIST=yes lists directories");
+    assert!(String::from_utf8_lossy(&body).contains("note.txt"));
+    // HTTPD_METRICS: the metrics listener counts those requests.
+    let out = curl(&["-fsS", &format!("http://127.0.0.1:{metrics}/metrics")]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("httpd_request"), "{text}");
+    // HTTPD_ACCESS_LOG: one JSON line per request.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let lines = std::fs::read_to_string(&log).unwrap_or_default();
+        if lines.lines().count() >= 2 {
+            assert!(lines.contains("/small.bin"), "{lines}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "access log: {lines:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(child);
+
+    // A flag on the command line wins over its variable; a bad value is a clear error.
+    let out = Command::new(&bin)
+        .args(["--healthcheck", "--listen", &format!("127.0.0.1:{port}")])
+        .env("HTTPD_LISTEN", "127.0.0.1:1")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains(&format!("127.0.0.1:{port}")), "{text}");
+    let out = Command::new(&bin)
+        .env("HTTPD_ROOT", &www)
+        .env("HTTPD_WORKERS", "many")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        text.contains("many") && text.contains("--workers"),
+        "{text}"
+    );
+    let out = Command::new(&bin)
+        .env("HTTPD_ROOT", &www)
+        .env("HTTPD_LIST", "perhaps")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a boolean"));
+}

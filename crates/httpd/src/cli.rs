@@ -10,53 +10,64 @@ use clap::Parser;
 use crate::{Config, Error};
 
 /// A static file server for a local directory or an NFSv3 export, timing every request.
+///
+/// Every flag can also come from an environment variable: HTTPD_ and the flag's name in
+/// capitals with `_` for `-` (HTTPD_LISTEN, HTTPD_NFS, HTTPD_NFS_TIMEOUT, ...); a flag on
+/// the command line wins. Switches take true/false, 1/0, yes/no there.
 #[derive(Parser, Debug)]
 #[command(name = "httpd", version)]
 pub struct Args {
     /// Address to listen on, e.g. 127.0.0.1:8080 or [::]:80.
-    #[arg(long, default_value = "127.0.0.1:8080")]
+    #[arg(long, default_value = "127.0.0.1:8080", env = "HTTPD_LISTEN")]
     pub listen: SocketAddr,
     /// Serve this local directory.
-    #[arg(long, conflicts_with = "nfs", required_unless_present_any = ["nfs", "healthcheck"])]
+    #[arg(long, env = "HTTPD_ROOT", conflicts_with = "nfs",
+          required_unless_present_any = ["nfs", "healthcheck"])]
     pub root: Option<PathBuf>,
     /// Serve this NFSv3 export: nfs://HOST[:PORT]/EXPORT[//PATH][?nfsport=N&mountport=N].
-    #[arg(long)]
+    #[arg(long, env = "HTTPD_NFS")]
     pub nfs: Option<String>,
     /// Serve Prometheus /metrics and /metrics.json on this address.
-    #[arg(long)]
+    #[arg(long, env = "HTTPD_METRICS")]
     pub metrics: Option<SocketAddr>,
     /// Write one JSON line per request with phase times to FILE, or `-` for stdout.
-    #[arg(long, value_name = "FILE|-")]
+    #[arg(long, value_name = "FILE|-", env = "HTTPD_ACCESS_LOG")]
     pub access_log: Option<String>,
     /// Tokio worker threads (default: one per CPU).
-    #[arg(long)]
+    #[arg(long, env = "HTTPD_WORKERS")]
     pub workers: Option<usize>,
     /// List directories that have no index.html (otherwise 403).
-    #[arg(long)]
+    #[arg(long, env = "HTTPD_LIST",
+          num_args = 0..=1, default_value = "false", default_missing_value = "true",
+          value_parser = parse_bool)]
     pub list: bool,
     /// Follow symlinks that point outside the root (local backend).
-    #[arg(long)]
+    #[arg(long, env = "HTTPD_FOLLOW_SYMLINKS",
+          num_args = 0..=1, default_value = "false", default_missing_value = "true",
+          value_parser = parse_bool)]
     pub follow_symlinks: bool,
     /// Most simultaneous connections.
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, default_value_t = 10_000, env = "HTTPD_MAX_CONNECTIONS")]
     pub max_connections: usize,
     /// Seconds a client has to send its request headers (also the keep-alive idle limit).
-    #[arg(long, default_value_t = 30)]
+    #[arg(long, default_value_t = 30, env = "HTTPD_HEADER_TIMEOUT")]
     pub header_timeout: u64,
     /// Seconds a connection may move no byte before it is closed.
-    #[arg(long, default_value_t = 60)]
+    #[arg(long, default_value_t = 60, env = "HTTPD_IDLE_TIMEOUT")]
     pub idle_timeout: u64,
     /// Send local files with read + write instead of sendfile (for comparison).
-    #[arg(long)]
+    #[arg(long, env = "HTTPD_NO_SENDFILE",
+          num_args = 0..=1, default_value = "false", default_missing_value = "true",
+          value_parser = parse_bool)]
     pub no_sendfile: bool,
     /// NFS: connections in the client pool.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 8, env = "HTTPD_NFS_CONNECTIONS")]
     pub nfs_connections: usize,
     /// NFS: milliseconds looked-up handles and attributes are reused (0 = never).
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 1000, env = "HTTPD_NFS_ATTR_TTL_MS")]
     pub nfs_attr_ttl_ms: u64,
     /// NFS: seconds before an unanswered NFS call fails the request with 504.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, env = "HTTPD_NFS_TIMEOUT")]
     pub nfs_timeout: u64,
     /// Do not serve: send `HEAD /` to the --listen address (0.0.0.0 / [::] → loopback),
     /// print one line, exit 0 on any HTTP answer within 3 s, else 1. For container health
@@ -141,6 +152,17 @@ impl Args {
     }
 }
 
+/// A switch's value from the environment (or `--list=VALUE`): true/false, 1/0, yes/no, on/off.
+fn parse_bool(text: &str) -> Result<bool, String> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" | "y" => Ok(true),
+        "" | "0" | "false" | "no" | "off" | "n" => Ok(false),
+        _ => Err(format!(
+            "{text:?} is not a boolean (true/false, 1/0, yes/no)"
+        )),
+    }
+}
+
 /// Keeps glibc from `mmap`ing and unmapping every 1 MiB NFS READ buffer (and trimming the
 /// heap after each): with the defaults, page faults and zeroing of fresh pages took a
 /// quarter of the CPU of a large NFS-backed download (perf), and the fix gave +40 % req/s
@@ -151,5 +173,22 @@ fn tune_malloc() {
     unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 8 << 20);
         libc::mallopt(libc::M_TRIM_THRESHOLD, 128 << 20);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn switches_take_an_optional_boolean() {
+        let a =
+            Args::try_parse_from(["httpd", "--root", "/", "--list", "--no-sendfile=no"]).unwrap();
+        assert!(a.list && !a.no_sendfile && !a.follow_symlinks);
+        let a = Args::try_parse_from(["httpd", "--root", "/", "--follow-symlinks=1"]).unwrap();
+        assert!(a.follow_symlinks);
+        assert!(Args::try_parse_from(["httpd", "--root", "/", "--list=maybe"]).is_err());
+        let h = Args::try_parse_from(["httpd", "--healthcheck"]).unwrap();
+        assert!(h.healthcheck);
     }
 }
