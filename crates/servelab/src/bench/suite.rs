@@ -173,6 +173,9 @@ pub fn run(opts: &BenchOptions) -> Result<PathBuf, String> {
     eprintln!("servelab bench: writing to {}", out.display());
     let load_before = loadavg();
     let started = Instant::now();
+    let env = Environment::capture(
+        "warm: every file is read once before measuring (the dataset lives in a fresh temporary directory, so it is in the page cache)".into(),
+    );
 
     let tmp = tempfile::Builder::new()
         .prefix("servelab-bench-")
@@ -607,7 +610,6 @@ pub fn run(opts: &BenchOptions) -> Result<PathBuf, String> {
     drop(httpd_local);
     drop(rustnfs);
 
-    let env = Environment::capture("warm: every file is read once before measuring (the dataset lives in a fresh temporary directory, so it is in the page cache)".into());
     let setup = summary::setup_note(
         &env,
         opts,

@@ -176,8 +176,12 @@ pub fn setup_note(
     );
     let _ = writeln!(
         s,
-        "- Dataset (seed {:?}): {} ({} bytes), {} ({} bytes), boot set: 12 files of 1–64 KiB + 4 of 10 MiB",
-        info.seed, info.large_file, info.large_bytes, info.small_file, info.small_bytes
+        "- Dataset (seed {}): {} ({} bytes), {} ({} bytes), boot set: 12 files of 1–64 KiB + 4 of 10 MiB",
+        info.seed.map_or("none".into(), |s| s.to_string()),
+        info.large_file,
+        info.large_bytes,
+        info.small_file,
+        info.small_bytes
     );
     let _ = writeln!(
         s,
@@ -189,7 +193,7 @@ pub fn setup_note(
     );
     let _ = writeln!(
         s,
-        "- TCP: servelab load tcp:// (128 KiB writes) → servelab tcp-server; iperf3 -c → iperf3 -s -1 (default 128 KiB)"
+        "- TCP: servelab load tcp:// (128 KiB writes) → servelab tcp-server; iperf3 -c → iperf3 -s (default 128 KiB)"
     );
     if !notes.is_empty() {
         let _ = writeln!(s, "\n## Notes\n");
