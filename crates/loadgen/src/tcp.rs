@@ -1,7 +1,8 @@
 //! Raw TCP throughput (like iperf3): the `tcp://` target and the `tcp-server` it talks to.
 //!
 //! Protocol, one stream per connection: the client sends a 16-byte hello (`SLTCP1\0` +
-//! mode byte + 8 reserved bytes). Mode 0 ("send"): the client writes blocks until its
+//! mode byte + its block size as a big-endian u64, 0 for "unspecified"; the server reads
+//! with that size, as iperf3's server reads with the client's `-l`). Mode 0 ("send"): the client writes blocks until its
 //! schedule ends, then shuts its write side; the server discards everything and answers
 //! the byte count it received as a big-endian u64, which the client checks. Mode 1
 //! ("reverse"): the server writes blocks until the client closes the connection.
@@ -19,6 +20,11 @@ use crate::worker::{Target, Worker};
 
 const MAGIC: &[u8; 7] = b"SLTCP1\0";
 const HELLO_LEN: usize = 16;
+/// The server's read size when the client did not name its block size: 128 KiB, like
+/// iperf3's default (a destination that stays in cache copies fast on loopback).
+const DEFAULT_READ: usize = 128 << 10;
+/// The largest read buffer a client's block size can ask the server for.
+const MAX_READ: usize = 4 << 20;
 /// Socket buffer sizes, when `SERVELAB_TCP_SOCKBUF` asks for fixed ones. By default the
 /// kernel autotunes them, which measured faster on loopback than a fixed 4 MiB (smaller
 /// buffers stay in cache), and is what iperf3 does.
@@ -83,6 +89,7 @@ impl Target for Arc<TcpTarget> {
         let mut hello = [0u8; HELLO_LEN];
         hello[..7].copy_from_slice(MAGIC);
         hello[7] = u8::from(self.reverse);
+        hello[8..].copy_from_slice(&(self.block as u64).to_be_bytes());
         stream
             .write_all(&hello)
             .await
@@ -234,13 +241,19 @@ async fn serve_stream(mut stream: TcpStream, block: usize) -> std::io::Result<()
     let stream = stream.into_std()?;
     stream.set_nonblocking(false)?;
     let reverse = hello[7] == 1;
+    let mut size = [0u8; 8];
+    size.copy_from_slice(&hello[8..]);
+    let read_size = match u64::from_be_bytes(size) {
+        0 => DEFAULT_READ,
+        n => usize::try_from(n).unwrap_or(MAX_READ).clamp(4096, MAX_READ),
+    };
     std::thread::Builder::new()
         .name("tcp-stream".into())
         .spawn(move || {
             let _ = if reverse {
                 send_blocking(stream, block)
             } else {
-                sink_blocking(stream)
+                sink_blocking(stream, read_size)
             };
         })?;
     Ok(())
@@ -255,11 +268,12 @@ fn send_blocking(mut stream: std::net::TcpStream, block: usize) -> std::io::Resu
     }
 }
 
-/// Send mode: discards everything, then answers the byte count.
-fn sink_blocking(mut stream: std::net::TcpStream) -> std::io::Result<()> {
+/// Send mode: discards everything in `read_size` reads (the client's block size, as
+/// iperf3's server reads with the client's `-l`: measured 1,339 reads of exactly 1 MiB
+/// for `-l 1M`), then answers the byte count.
+fn sink_blocking(mut stream: std::net::TcpStream, read_size: usize) -> std::io::Result<()> {
     use std::io::{Read as _, Write as _};
-    // 128 KiB, like iperf3: a destination that stays in cache copies faster on loopback.
-    let mut buf = vec![0u8; 128 << 10];
+    let mut buf = vec![0u8; read_size];
     let mut total = 0u64;
     loop {
         match stream.read(&mut buf) {
