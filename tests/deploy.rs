@@ -692,6 +692,8 @@ fn swarm_stack_scales_to_three_replicas_and_its_merged_report_counts_every_reque
         ));
         c
     });
+    // Running and healthy (the images' HEALTHCHECK): an httpd task that started before
+    // rustnfs's name resolved exits and is replaced, and never counts.
     let running = |svc: &str| -> Vec<String> {
         run_text(&mut docker(&[
             "ps",
@@ -700,6 +702,8 @@ fn swarm_stack_scales_to_three_replicas_and_its_merged_report_counts_every_reque
             &format!("label=com.docker.swarm.service.name={stack}_{svc}"),
             "--filter",
             "status=running",
+            "--filter",
+            "health=healthy",
         ]))
         .lines()
         .map(str::to_string)
