@@ -938,71 +938,14 @@ fn nfs_server_killed_gives_fast_5xx_then_recovers() {
 
 // ---- NFS backend: rustnfs --------------------------------------------------------------------
 
-/// rustnfs on its own runtime; stopped on drop.
-struct Rustnfs {
-    port: u16,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    rt: Option<tokio::runtime::Runtime>,
-}
-
-impl Rustnfs {
-    fn start(export: &Path) -> Rustnfs {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let listener = rt
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let cfg = rustnfs::Config::new(export);
-        rt.spawn(async move {
-            let r = rustnfs::serve(
-                listener,
-                cfg,
-                latency::Registry::new("rustnfs_nfs"),
-                async {
-                    let _ = stopped.await;
-                },
-            )
-            .await;
-            if let Err(e) = r {
-                eprintln!("rustnfs stopped: {e}");
-            }
-        });
-        Rustnfs {
-            port,
-            stop: Some(stop),
-            rt: Some(rt),
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("nfs://127.0.0.1:{}/", self.port)
-    }
-}
-
-impl Drop for Rustnfs {
-    fn drop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        if let Some(rt) = self.rt.take() {
-            rt.shutdown_timeout(Duration::from_secs(5));
-        }
-    }
-}
-
 #[test]
 fn nfs_backend_against_rustnfs_matches_local() {
     if common::require_tool("curl").is_none() || common::require_tool("ab").is_none() {
         return;
     }
     let (_dir, www) = dataset();
-    let server = Rustnfs::start(&www);
-    let nfs = Httpd::start(httpd::Config::nfs(server.url()));
+    let server = common::Nfsd::exporting(&www);
+    let nfs = Httpd::start(httpd::Config::nfs(server.export_url()));
     check_http_features(&nfs, &www);
     ab_100(&nfs.url("/testfile.bin"), 10 << 20);
     let local = Httpd::start(httpd::Config::local(&www));
@@ -1019,8 +962,8 @@ fn nfs_backend_against_rustnfs_matches_local() {
 #[test]
 fn nfs_caches_expire_after_their_ttl() {
     let (_dir, www) = dataset();
-    let server = Rustnfs::start(&www);
-    let mut cfg = httpd::Config::nfs(server.url());
+    let server = common::Nfsd::exporting(&www);
+    let mut cfg = httpd::Config::nfs(server.export_url());
     cfg.nfs_attr_ttl = Duration::from_millis(300);
     let h = Httpd::start(cfg);
     let (_, _, first) = raw_get(h.addr, "/sub/note.txt");
@@ -1060,10 +1003,10 @@ fn nfs_symlinks_follow_local_rules() {
     link(outside.join("secret.txt").to_str().unwrap(), "abs-link");
     link("loop-b", "loop-a");
     link("loop-a", "loop-b");
-    let server = Rustnfs::start(dir.path());
+    let server = common::Nfsd::exporting(dir.path());
     let nfs = Httpd::start(httpd::Config::nfs(format!(
         "{}/www",
-        server.url().trim_end_matches('/')
+        server.export_url().trim_end_matches('/')
     )));
     let local = Httpd::start(httpd::Config::local(&www));
     for (path, want) in [

@@ -590,58 +590,6 @@ fn tcp_streams_measure_throughput_and_are_acknowledged() {
 
 // ---- nfs:// ----------------------------------------------------------------------------------
 
-/// rustnfs serving `dir` in-process on 127.0.0.1:0; stopped on drop.
-struct Rustnfs {
-    port: u16,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    rt: Option<tokio::runtime::Runtime>,
-}
-
-impl Rustnfs {
-    fn start(dir: &Path) -> Rustnfs {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let listener = rt
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let config = rustnfs::Config::new(dir);
-        rt.spawn(async move {
-            let shutdown = async {
-                let _ = stopped.await;
-            };
-            let _ = rustnfs::serve(listener, config, latency::Registry::new("t"), shutdown).await;
-        });
-        Rustnfs {
-            port,
-            stop: Some(stop),
-            rt: Some(rt),
-        }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!(
-            "nfs://127.0.0.1/{path}?version=3&nfsport={p}&mountport={p}",
-            p = self.port
-        )
-    }
-}
-
-impl Drop for Rustnfs {
-    fn drop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        if let Some(rt) = self.rt.take() {
-            rt.shutdown_timeout(Duration::from_secs(5));
-        }
-    }
-}
-
 fn crc32(data: &[u8]) -> u32 {
     // Bitwise CRC-32 (IEEE), independent of the implementation under test.
     let mut crc = !0u32;
@@ -681,11 +629,11 @@ fn nfs_read_checks(url: &str, file: &Path) {
 fn nfs_reads_writes_and_metadata_against_rustnfs() {
     let tmp = tempfile::tempdir().unwrap();
     let export = common::write_dataset(&tmp.path().join("export"));
-    let server = Rustnfs::start(&export);
-    nfs_read_checks(&server.url("/testfile.bin"), &export.join("testfile.bin"));
+    let server = common::Nfsd::exporting(&export);
+    nfs_read_checks(&server.url("//testfile.bin"), &export.join("testfile.bin"));
 
     // Metadata mix: 2 clients × (create, getattr, remove) × 50 files.
-    let mut p = plan(&server.url("/"), Schedule::Count(300), 2);
+    let mut p = plan(&server.url("//"), Schedule::Count(300), 2);
     p.options.nfs_workload = NfsWorkload::Metadata;
     p.options.nfs_files = 50;
     let r = run_bounded(p, Duration::from_secs(120));
@@ -698,7 +646,7 @@ fn nfs_reads_writes_and_metadata_against_rustnfs() {
     }
 
     // Writes: 40 × 256 KiB, files removed afterwards.
-    let mut p = plan(&server.url("/"), Schedule::Count(40), 2);
+    let mut p = plan(&server.url("//"), Schedule::Count(40), 2);
     p.options.nfs_workload = NfsWorkload::Write;
     p.options.block_size = 256 << 10;
     let r = run_bounded(p, Duration::from_secs(120));
@@ -713,7 +661,7 @@ fn nfs_reads_writes_and_metadata_against_rustnfs() {
 
     // A missing file is a clear, counted error; a bad URL a clear error up front.
     let r = run_bounded(
-        plan(&server.url("/nope.bin"), Schedule::Count(2), 1),
+        plan(&server.url("//nope.bin"), Schedule::Count(2), 1),
         Duration::from_secs(60),
     );
     assert_eq!(failures(&r, ErrorKind::Server), 2, "{:?}", r.failures);

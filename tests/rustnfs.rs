@@ -10,91 +10,22 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::common;
 
 // ---- the server under test --------------------------------------------------------------
 
-/// rustnfs running on its own tokio runtime; stopped (gracefully) on drop.
-struct Nfsd {
-    port: u16,
-    registry: Arc<latency::Registry>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    done: Option<std::sync::mpsc::Receiver<Result<(), rustnfs::Error>>>,
-    rt: Option<tokio::runtime::Runtime>,
+use common::Nfsd;
+
+/// The raw RPC client of this file, connected to an [`Nfsd`].
+trait RawRpc {
+    fn rpc(&self) -> Rpc;
 }
 
-impl Nfsd {
-    fn start(config: rustnfs::Config) -> Nfsd {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let listener = rt
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let registry = latency::Registry::new("rustnfs_nfs");
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let (done_tx, done) = std::sync::mpsc::channel();
-        let reg = registry.clone();
-        rt.spawn(async move {
-            let shutdown = async {
-                let _ = stopped.await;
-            };
-            let r = rustnfs::serve(listener, config, reg, shutdown).await;
-            let _ = done_tx.send(r);
-        });
-        Nfsd {
-            port,
-            registry,
-            stop: Some(stop),
-            done: Some(done),
-            rt: Some(rt),
-        }
-    }
-
-    /// A libnfs URL; `path` is taken as is (see the README for the forms).
-    fn url(&self, path: &str) -> String {
-        format!(
-            "nfs://127.0.0.1{path}?version=3&nfsport={p}&mountport={p}",
-            p = self.port
-        )
-    }
-
-    fn addr(&self) -> SocketAddr {
-        SocketAddr::from(([127, 0, 0, 1], self.port))
-    }
-
+impl RawRpc for Nfsd {
     fn rpc(&self) -> Rpc {
         Rpc::connect(self.addr())
-    }
-
-    /// Stops the server and returns what `serve` returned.
-    fn stop(mut self) -> Result<(), rustnfs::Error> {
-        self.stop.take().unwrap().send(()).unwrap();
-        self.done
-            .take()
-            .unwrap()
-            .recv_timeout(Duration::from_secs(20))
-            .expect("serve did not return after shutdown")
-    }
-}
-
-impl Drop for Nfsd {
-    fn drop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        if let Some(d) = self.done.take() {
-            let _ = d.recv_timeout(Duration::from_secs(20));
-        }
-        if let Some(rt) = self.rt.take() {
-            rt.shutdown_timeout(Duration::from_secs(5));
-        }
     }
 }
 

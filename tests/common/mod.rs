@@ -111,3 +111,91 @@ pub fn workspace_bin(package: &str, name: &str) -> PathBuf {
     built.insert(name.to_string(), path.clone());
     path
 }
+
+/// rustnfs running in-process on its own tokio runtime on 127.0.0.1:0; stopped
+/// (gracefully) on drop. Shared by the rustnfs, httpd and loadgen tests.
+pub struct Nfsd {
+    pub port: u16,
+    pub registry: std::sync::Arc<latency::Registry>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    done: Option<std::sync::mpsc::Receiver<Result<(), rustnfs::Error>>>,
+    rt: Option<tokio::runtime::Runtime>,
+}
+
+impl Nfsd {
+    pub fn start(config: rustnfs::Config) -> Nfsd {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let listener = rt
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let registry = latency::Registry::new("rustnfs_nfs");
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (done_tx, done) = std::sync::mpsc::channel();
+        let reg = registry.clone();
+        rt.spawn(async move {
+            let shutdown = async {
+                let _ = stopped.await;
+            };
+            let r = rustnfs::serve(listener, config, reg, shutdown).await;
+            let _ = done_tx.send(r);
+        });
+        Nfsd {
+            port,
+            registry,
+            stop: Some(stop),
+            done: Some(done),
+            rt: Some(rt),
+        }
+    }
+
+    /// rustnfs with default settings exporting `export`.
+    pub fn exporting(export: &Path) -> Nfsd {
+        Nfsd::start(rustnfs::Config::new(export))
+    }
+
+    /// A libnfs URL; `path` is taken as is (`/` for the export, `//file` for a file in it).
+    pub fn url(&self, path: &str) -> String {
+        format!(
+            "nfs://127.0.0.1{path}?version=3&nfsport={p}&mountport={p}",
+            p = self.port
+        )
+    }
+
+    /// The export root as `httpd --nfs` and `nfsclient` take it.
+    pub fn export_url(&self) -> String {
+        format!("nfs://127.0.0.1:{}/", self.port)
+    }
+
+    pub fn addr(&self) -> std::net::SocketAddr {
+        std::net::SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
+    /// Stops the server and returns what `serve` returned.
+    pub fn stop(mut self) -> Result<(), rustnfs::Error> {
+        self.stop.take().unwrap().send(()).unwrap();
+        self.done
+            .take()
+            .unwrap()
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("serve did not return after shutdown")
+    }
+}
+
+impl Drop for Nfsd {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(d) = self.done.take() {
+            let _ = d.recv_timeout(std::time::Duration::from_secs(20));
+        }
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_timeout(std::time::Duration::from_secs(5));
+        }
+    }
+}
