@@ -15,7 +15,7 @@ use super::summary::{self, Row};
 use super::tools::{self, ChildGuard, Measured};
 use crate::compare::baselines::{self, Baseline, ExternalServer, find_program};
 use crate::compare::dataset::{self, DatasetSpec};
-use crate::compare::environment::{self, Environment};
+use crate::compare::environment::Environment;
 use crate::compare::memory::{self, PeakSampler};
 use crate::compare::process::{self, ServerProcess};
 
@@ -165,7 +165,7 @@ pub fn run(opts: &BenchOptions) -> Result<PathBuf, String> {
             }
             d.clone()
         }
-        None => unique_run_dir(&opts.results)?,
+        None => crate::compare::run::unique_run_dir(&opts.results)?,
     };
     let log_dir = out.join("logs");
     std::fs::create_dir_all(&log_dir)
@@ -869,27 +869,4 @@ pub fn loadavg() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
         .unwrap_or_else(|_| "unknown".into())
-}
-
-/// `results/<date>-<host>`, or `-2`, `-3`… when a run of the same day exists.
-fn unique_run_dir(results: &Path) -> Result<PathBuf, String> {
-    let date = &environment::now_rfc3339()[..10];
-    let base = format!("{date}-{}", environment::hostname());
-    for n in 1..1000 {
-        let name = if n == 1 {
-            base.clone()
-        } else {
-            format!("{base}-{n}")
-        };
-        let dir = results.join(name);
-        match std::fs::create_dir_all(results).and_then(|_| std::fs::create_dir(&dir)) {
-            Ok(()) => return Ok(dir),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(format!("cannot create {}: {e}", dir.display())),
-        }
-    }
-    Err(format!(
-        "{} holds 999 runs of today already",
-        results.display()
-    ))
 }

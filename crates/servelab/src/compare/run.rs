@@ -808,8 +808,9 @@ async fn start_tcp_sink() -> Result<(SocketAddr, tokio::sync::oneshot::Sender<()
     Ok((addr, tx))
 }
 
-/// `results/<date>-<host>`, or with `-2`, `-3`… when a run of the same day exists.
-fn unique_run_dir(results: &Path) -> Result<PathBuf, String> {
+/// `results/<date>-<host>`, or with `-2`, `-3`… when a run of the same day exists
+/// (shared with `servelab bench`).
+pub fn unique_run_dir(results: &Path) -> Result<PathBuf, String> {
     let date = &environment::now_rfc3339()[..10];
     let base = format!("{date}-{}", environment::hostname());
     for n in 1.. {
