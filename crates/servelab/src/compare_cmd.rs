@@ -61,6 +61,11 @@ pub struct CompareArgs {
     /// (a userspace relay; an unshaped relay runs too as the control).
     #[arg(long, value_name = "SPEC")]
     pub link: Option<String>,
+    /// How long httpd's NFS backend (scenario A) reuses handles, attributes and small
+    /// files, in ms, like the kernel client's attribute cache; 0 = every request goes to
+    /// the NFS server.
+    #[arg(long, default_value_t = 1000)]
+    pub nfs_cache_ms: u64,
     /// Where runs are written: `<DIR>/<date>-<host>/`.
     #[arg(long, default_value = "results", value_name = "DIR")]
     pub results: PathBuf,
@@ -126,6 +131,7 @@ impl CompareArgs {
             warmup: !self.no_warmup,
             cold: self.cold,
             link,
+            nfs_cache_ms: self.nfs_cache_ms,
             results: self.results,
         })
     }

@@ -48,6 +48,13 @@ pub struct Settings {
     pub cold: bool,
     pub link: Option<String>,
     pub baselines: String,
+    /// How long httpd's NFS backend reuses handles, attributes and small files (ms).
+    #[serde(default = "default_nfs_cache_ms")]
+    pub nfs_cache_ms: u64,
+}
+
+fn default_nfs_cache_ms() -> u64 {
+    1000
 }
 
 /// Figures of one measured run (one repetition).

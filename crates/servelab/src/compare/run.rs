@@ -84,6 +84,8 @@ pub struct CompareOptions {
     pub warmup: bool,
     pub cold: bool,
     pub link: Option<LinkSpec>,
+    /// httpd's NFS cache lifetime for scenario A (`--nfs-attr-ttl-ms`).
+    pub nfs_cache_ms: u64,
     /// `results/`: the run goes into `<results>/<date>-<host>[-N]/`.
     pub results: PathBuf,
 }
@@ -179,6 +181,7 @@ pub fn run(opts: &CompareOptions) -> Result<(Report, PathBuf), String> {
                 BaselineChoice::Auto => "auto".into(),
                 BaselineChoice::List(l) => l.iter().map(|b| b.name()).collect::<Vec<_>>().join(","),
             },
+            nfs_cache_ms: opts.nfs_cache_ms,
         },
         http: Vec::new(),
         nfs: Vec::new(),
@@ -256,7 +259,7 @@ pub fn run(opts: &CompareOptions) -> Result<(Report, PathBuf), String> {
         start_httpd(
             "A (NFS: rustnfs)",
             "httpd --nfs: built-in NFSv3 client → rustnfs",
-            vec!["--nfs".into(), format!("nfs://{}/", nfs.addr)],
+            nfs_args(format!("nfs://{}/", nfs.addr), opts.nfs_cache_ms),
             true,
             &mut report,
         );
@@ -275,7 +278,7 @@ pub fn run(opts: &CompareOptions) -> Result<(Report, PathBuf), String> {
                         start_httpd(
                             &name,
                             &format!("httpd --nfs → userspace relay ({s}) → rustnfs"),
-                            vec!["--nfs".into(), format!("nfs://{}/", relay.addr)],
+                            nfs_args(format!("nfs://{}/", relay.addr), opts.nfs_cache_ms),
                             true,
                             &mut report,
                         );
@@ -294,15 +297,15 @@ pub fn run(opts: &CompareOptions) -> Result<(Report, PathBuf), String> {
         start_httpd(
             "A (NFS: ganesha)",
             "httpd --nfs: built-in NFSv3 client → NFS-Ganesha (VFS)",
-            vec![
-                "--nfs".into(),
+            nfs_args(
                 format!(
                     "nfs://{}{}?mountport={}",
                     g.addr,
                     root_arg,
                     g.extra_port.unwrap_or(0)
                 ),
-            ],
+                opts.nfs_cache_ms,
+            ),
             false,
             &mut report,
         );
@@ -709,6 +712,16 @@ fn start_baseline(
             None
         }
     }
+}
+
+/// `httpd` arguments for scenario A: the export and the NFS cache lifetime.
+fn nfs_args(url: String, cache_ms: u64) -> Vec<String> {
+    vec![
+        "--nfs".into(),
+        url,
+        "--nfs-attr-ttl-ms".into(),
+        cache_ms.to_string(),
+    ]
 }
 
 /// One closed-loop HTTP or TCP run with the load generator.
