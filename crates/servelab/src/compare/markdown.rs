@@ -71,19 +71,22 @@ pub fn render(report: &Report) -> String {
 
     if report.http.iter().any(|r| r.scenario.starts_with("A (NFS")) {
         let ttl = report.settings.nfs_cache_ms;
-        let _ = writeln!(
-            out,
-            "Reading the rows: httpd's NFS backend reuses looked-up handles, attributes and \
-             files up to 64 KiB for {ttl} ms (`--nfs-cache-ms`, like the kernel NFS client's \
-             attribute cache), so in A a hot small file is served from memory while B opens, \
-             stats and reads it on every request; large files always cross NFS. The cost of \
-             the NFS hop itself shows in the large-file rows and the tables below{}.\n",
-            if ttl == 0 {
-                " (here the cache was off)"
-            } else {
-                "; `--nfs-cache-ms 0` shows it per small request too"
-            }
-        );
+        let text = if ttl == 0 {
+            "Reading the rows: httpd's NFS cache was off (`--nfs-cache-ms 0`), so in A every \
+             request goes to the NFS server (LOOKUP, GETATTR, READ) while B opens, stats and \
+             reads local disk: the small-file rows show the per-request cost of the NFS hop."
+                .to_string()
+        } else {
+            format!(
+                "Reading the rows: httpd's NFS backend reuses looked-up handles, attributes and \
+                 files up to 64 KiB for {ttl} ms (`--nfs-cache-ms`, like the kernel NFS \
+                 client's attribute cache), so in A a hot small file is served from memory \
+                 while B opens, stats and reads it on every request; large files always cross \
+                 NFS. The cost of the NFS hop shows in the large-file rows and the tables \
+                 below; `--nfs-cache-ms 0` shows it per small request too."
+            )
+        };
+        let _ = writeln!(out, "{text}\n");
     }
 
     if !report.server_phases.is_empty() {
