@@ -20,7 +20,8 @@ pub fn render(report: &Report) -> String {
         "Scenario **A** serves files that live on an NFS export: `httpd --nfs` reads them \
          through its built-in NFSv3 client from `rustnfs`. Scenario **B** serves the same \
          files from local disk: `httpd --root`. Baselines serve the same files the same way. \
-         Every figure is the median of {} runs (spread = lowest–highest); Δ% is against B.\n",
+         Every figure is the median of {} runs (spread = lowest–highest); Δ% is against B; \
+         server peak RSS is the HTTP server's process tree (workers included) during the runs.\n",
         report.settings.repeat
     );
 
@@ -37,9 +38,12 @@ pub fn render(report: &Report) -> String {
             .map(|r| r.median.requests_per_sec);
         let _ = writeln!(
             out,
-            "| Scenario | Requests/s (spread) | Transfer rate MB/s | Mean ms | Median ms | p99 ms | Longest ms | Failed | Non-2xx | Δ% req/s vs B |"
+            "| Scenario | Requests/s (spread) | Transfer rate MB/s | Mean ms | Median ms | p99 ms | Longest ms | Failed | Non-2xx | Δ% req/s vs B | Server peak RSS MB |"
         );
-        let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        let _ = writeln!(
+            out,
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        );
         for r in &rows {
             let m = &r.median;
             let delta = match reference {
@@ -51,7 +55,7 @@ pub fn render(report: &Report) -> String {
             };
             let _ = writeln!(
                 out,
-                "| {} | {:.1} ({:.1}–{:.1}) | {:.1} | {:.2} | {:.2} | {:.2} | {:.2} | {} | {} | {} |",
+                "| {} | {:.1} ({:.1}–{:.1}) | {:.1} | {:.2} | {:.2} | {:.2} | {:.2} | {} | {} | {} | {} |",
                 r.scenario,
                 m.requests_per_sec,
                 r.rps_min,
@@ -63,7 +67,9 @@ pub fn render(report: &Report) -> String {
                 m.max_ms,
                 m.failed,
                 m.non_2xx,
-                delta
+                delta,
+                r.server_peak_rss_bytes
+                    .map_or("n/a".to_string(), |b| format!("{:.1}", b as f64 / 1e6))
             );
         }
         let _ = writeln!(out);
