@@ -63,17 +63,33 @@ fn latency_percentiles(report: &Report, workload: &str, path: &Path) -> Result<(
         .margin(15)
         .x_label_area_size(45)
         .y_label_area_size(70)
-        .build_cartesian_2d(0.0f64..4.0f64, (min_ms * 0.8..max_ms * 1.25).log_scale())
+        // y is log10(ms) on a linear axis, so every decade gets several labelled ticks.
+        .build_cartesian_2d(
+            0.0f64..4.0f64,
+            (min_ms * 0.8).log10()..(max_ms * 1.25).log10(),
+        )
         .map_err(|e| e.to_string())?;
     chart
         .configure_mesh()
         .x_desc("percentile")
         .y_desc("latency (ms)")
+        // Ticks at whole "nines": p0, p90, p99, p99.9, p99.99.
+        .x_labels(5)
         .x_label_formatter(&|x| {
-            format!("{:.4}", 100.0 * (1.0 - 10f64.powf(-*x)))
-                .trim_end_matches('0')
-                .trim_end_matches('.')
-                .to_string()
+            let p = format!("{:.2}", 100.0 * (1.0 - 10f64.powf(-*x)));
+            let p = p.trim_end_matches('0').trim_end_matches('.');
+            format!("p{p}")
+        })
+        .y_labels(10)
+        .y_label_formatter(&|log_ms| {
+            let ms = &10f64.powf(*log_ms);
+            if *ms >= 10.0 {
+                format!("{ms:.0}")
+            } else if *ms >= 1.0 {
+                format!("{ms:.1}")
+            } else {
+                format!("{ms:.2}")
+            }
         })
         .draw()
         .map_err(|e| e.to_string())?;
@@ -83,7 +99,7 @@ fn latency_percentiles(report: &Report, workload: &str, path: &Path) -> Result<(
             .percentiles
             .iter()
             .filter(|(p, ms)| *p < 100.0 && *ms > 0.0)
-            .map(|(p, ms)| (nines(*p), *ms))
+            .map(|(p, ms)| (nines(*p), ms.log10()))
             .collect();
         chart
             .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
