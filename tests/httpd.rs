@@ -871,18 +871,7 @@ fn nfs_backend_against_ganesha_matches_local() {
     let Some(g) = Ganesha::start(&www) else {
         return;
     };
-    let nfs = Httpd::start(httpd::Config::nfs(g.url()));
-    check_http_features(&nfs, &www);
-    ab_100(&nfs.url("/testfile.bin"), 10 << 20);
-    let local = Httpd::start(httpd::Config::local(&www));
-    let (a, b) = (responses(&local), responses(&nfs));
-    for (i, (x, y)) in a.iter().zip(&b).enumerate() {
-        assert_eq!(x.0, y.0, "status of request {i}");
-        assert_eq!(x.1, y.1, "headers of request {i}");
-        assert!(x.2 == y.2, "body of request {i} differs");
-    }
-    nfs.stop().unwrap();
-    local.stop().unwrap();
+    nfs_backend_matches_local(&g.url(), &www);
 }
 
 #[test]
@@ -945,10 +934,16 @@ fn nfs_backend_against_rustnfs_matches_local() {
     }
     let (_dir, www) = dataset();
     let server = common::Nfsd::exporting(&www);
-    let nfs = Httpd::start(httpd::Config::nfs(server.export_url()));
-    check_http_features(&nfs, &www);
+    nfs_backend_matches_local(&server.export_url(), &www);
+}
+
+/// httpd `--nfs url` passes the HTTP feature checks and `ab`, and answers every request
+/// exactly as httpd `--root www` does (status, headers, body).
+fn nfs_backend_matches_local(url: &str, www: &Path) {
+    let nfs = Httpd::start(httpd::Config::nfs(url));
+    check_http_features(&nfs, www);
     ab_100(&nfs.url("/testfile.bin"), 10 << 20);
-    let local = Httpd::start(httpd::Config::local(&www));
+    let local = Httpd::start(httpd::Config::local(www));
     let (a, b) = (responses(&local), responses(&nfs));
     for (i, (x, y)) in a.iter().zip(&b).enumerate() {
         assert_eq!(x.0, y.0, "status of request {i}");
