@@ -14,6 +14,7 @@
 //! The NFS engine is `nfs3_server` (the maintained fork of nfsserve); see the README's
 //! design notes for why, and for what the guard adds in front of it.
 
+mod buffers;
 pub mod cli;
 pub mod config;
 mod error;
@@ -66,6 +67,8 @@ pub async fn serve(
         p = local.port()
     );
     let max = config.max_connections.max(1);
+    // Never below one whole record, or that record could never be read.
+    let budget = oncrpc::Budget::new(config.max_buffer_bytes.max(2 * config.max_record));
     let permits = Arc::new(Semaphore::new(max));
     let (stop_tx, stopping) = watch::channel(false);
     let guard = Arc::new(guard::Guard {
@@ -76,6 +79,9 @@ pub async fn serve(
         front_port: local.port(),
         permits: permits.clone(),
         stopping,
+        buffers: buffers::ReplyBuffers::new(budget.clone()),
+        budget,
+        closed: Default::default(),
     });
     guard::accept_loop(listener, guard, shutdown).await;
     info!("shutting down: finishing calls in flight");

@@ -68,10 +68,8 @@ struct Inner {
     read_only: bool,
     squash: Option<(u32, u32)>,
     registry: Arc<Registry>,
-    /// Serialises export walks for unknown handles.
-    rescan_lock: parking_lot::Mutex<()>,
-    /// Handles a walk did not find, and when: not walked for again for a while.
-    misses: parking_lot::Mutex<std::collections::HashMap<(u64, u64), Instant>>,
+    /// Export walks for handles the inode map does not know (see `resolve`).
+    walks: resolve::Walks,
 }
 
 /// Where a handle's object is: the root itself, or a name in a directory.
@@ -180,8 +178,7 @@ impl DirFs {
                 read_only: config.read_only,
                 squash: config.squash,
                 registry,
-                rescan_lock: parking_lot::Mutex::new(()),
-                misses: parking_lot::Mutex::new(std::collections::HashMap::new()),
+                walks: resolve::Walks::default(),
             }),
         })
     }
