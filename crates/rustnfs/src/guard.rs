@@ -1,16 +1,12 @@
-//! The connection guard in front of the NFS engine: allowlist at accept, connection cap,
-//! idle and request timeouts, bounded record marking, a cap on requests in flight, and
-//! per-procedure timing of every RPC.
+//! The connection guard: allowlist at accept, connection cap, idle and request timeouts,
+//! bounded record marking, and per-procedure timing of every RPC.
 //!
-//! nfs3_server's socket loop is private and trusts the client's record-marking length, so
-//! clients never talk to it directly: each accepted connection is read here, record by
-//! record, and only whole, bounded, well-formed calls are forwarded to the engine over a
-//! loopback connection opened on the first call (idle connections cost the engine nothing).
-//! The guard answers three calls itself: PMAP GETPORT (so clients learn the public port,
-//! not the engine's), FSSTAT (with statvfs figures; the engine's are constants), and it
-//! rewrites an empty MOUNT path (libnfs 4.0's `nfs://host/file`) to `/`.
+//! Each accepted connection is read here, record by record; only whole, bounded,
+//! well-formed calls are answered. READ (zero-copy into the reply), PMAP GETPORT and
+//! FSSTAT are answered here; every other call goes to the in-process dispatcher
+//! (`crate::nfs`), on the connection's own task, and its reply is written back the same
+//! way.
 
-use std::collections::HashMap;
 use std::io::Cursor;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -21,29 +17,23 @@ use nfs3_types::nfs3::{
     FSSTAT3args, FSSTAT3res, FSSTAT3resfail, READ3args, nfsstat3, post_op_attr,
 };
 use nfs3_types::xdr_codec::{Pack, Unpack};
-use parking_lot::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
-use tracing::{debug, info, warn};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tracing::{debug, warn};
 
 use crate::config::Config;
 use crate::fs::{DirFs, Fh};
 use crate::rpc::{self, Call, MOUNT_PROG, NFS_PROG, PMAP_PROG};
-use nfs3_server::vfs::FileHandle;
-
-/// Calls forwarded and not yet answered, per connection. Bounds what one client can make
-/// the engine buffer (replies of up to 1 MiB each) when it stops reading.
-const MAX_IN_FLIGHT: usize = 64;
 
 /// Shared state of the guard.
 pub(crate) struct Guard {
     pub config: Arc<Config>,
     pub fs: DirFs,
     pub registry: Arc<Registry>,
-    /// Where the engine listens (loopback, ephemeral port).
-    pub backend: SocketAddr,
+    /// Answers every call the guard does not answer itself.
+    pub nfs: crate::nfs::Dispatcher,
     /// The public port, answered to PMAP GETPORT for NFS and MOUNT.
     pub front_port: u16,
     /// One permit per open client connection (`max_connections`).
@@ -63,8 +53,6 @@ enum Close {
     Slow(Duration),
     #[error("not an ONC RPC call")]
     Garbage,
-    #[error("engine: {0}")]
-    Engine(std::io::Error),
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }
@@ -151,19 +139,6 @@ async fn timed<T>(cfg: &Config, f: impl Future<Output = std::io::Result<T>>) -> 
     }
 }
 
-/// Calls forwarded to the engine and not yet answered: xid → (program, procedure, start).
-#[derive(Default)]
-struct InFlight {
-    calls: Mutex<HashMap<u32, (u32, u32, Instant)>>,
-    drained: Notify,
-}
-
-/// The engine side of one client connection.
-struct Backend {
-    wr: OwnedWriteHalf,
-    pump: tokio::task::JoinHandle<()>,
-}
-
 async fn connection(
     guard: Arc<Guard>,
     sock: TcpStream,
@@ -181,12 +156,9 @@ async fn connection(
     let (rd, wr) = sock.into_split();
     // Buffered: a call's header, credential and arguments arrive in one read, not five.
     let mut rd = tokio::io::BufReader::with_capacity(64 * 1024, rd);
-    // Replies are written by whoever has them (this task for the guard's own answers,
-    // the pump for the engine's), one whole record under the lock: no task hop on READ.
+    // Replies are written one whole record at a time, by this task: no task hop.
     let out: ClientWriter = Arc::new(tokio::sync::Mutex::new(wr));
-    let inflight = Arc::new(InFlight::default());
     let mut spare = Vec::new();
-    let mut backend: Option<Backend> = None;
     let mut stopping = guard.stopping.clone();
     let cfg = guard.config.clone();
     let result: Result<(), Close> = async {
@@ -206,29 +178,14 @@ async fn connection(
                 }
                 continue;
             }
-            let record = rewrite_mount_path(&call, record);
-            // Bound the calls in flight (a retransmitted xid does not count twice).
-            loop {
-                let notified = inflight.drained.notified();
-                {
-                    let mut calls = inflight.calls.lock();
-                    if calls.len() < MAX_IN_FLIGHT || calls.contains_key(&call.xid) {
-                        calls.insert(call.xid, (call.prog, call.proc_, Instant::now()));
-                        break;
-                    }
-                }
-                notified.await;
+            // Every other call: answered in process, on this task (one record in, one
+            // out; the reply buffer is reused like READ's).
+            let mut reply = std::mem::take(&mut spare);
+            guard.nfs.dispatch(&call, &record, &mut reply);
+            send(&out, &reply, cfg.request_timeout).await?;
+            if reply.capacity() <= 2 << 20 {
+                spare = reply;
             }
-            if backend.is_none() {
-                backend = Some(connect_backend(&guard, out.clone(), inflight.clone()).await?);
-            }
-            let Some(b) = backend.as_mut() else {
-                unreachable!()
-            };
-            b.wr.write_all(&rpc::record_mark(record.len()))
-                .await
-                .map_err(Close::Engine)?;
-            b.wr.write_all(&record).await.map_err(Close::Engine)?;
         }
     }
     .await;
@@ -237,25 +194,10 @@ async fn connection(
         Err(e @ (Close::Idle(_) | Close::Io(_))) => debug!(%peer, "connection closed: {e}"),
         Err(e) => warn!(%peer, "connection closed by the guard: {e}"),
     }
-    // Let answers to calls already forwarded reach the client (bounded), then tear down.
-    if let Some(b) = backend {
-        let wait = async {
-            loop {
-                let notified = inflight.drained.notified();
-                if inflight.calls.lock().is_empty() {
-                    break;
-                }
-                notified.await;
-            }
-        };
-        let _ = tokio::time::timeout(Duration::from_secs(5), wait).await;
-        b.pump.abort();
-        drop(b.wr);
-    }
     let _ = out.lock().await.shutdown().await;
 }
 
-/// The client's write half, shared by the connection task and the engine-reply pump.
+/// The client's write half.
 type ClientWriter = Arc<tokio::sync::Mutex<OwnedWriteHalf>>;
 
 /// Writes one whole record to the client; a client that does not read it within
@@ -268,69 +210,7 @@ async fn send(out: &ClientWriter, record: &[u8], limit: Duration) -> Result<(), 
     }
 }
 
-async fn connect_backend(
-    guard: &Guard,
-    out: ClientWriter,
-    inflight: Arc<InFlight>,
-) -> Result<Backend, Close> {
-    let sock = TcpStream::connect(guard.backend)
-        .await
-        .map_err(Close::Engine)?;
-    let _ = sock.set_nodelay(true);
-    let (brd, wr) = sock.into_split();
-    let registry = guard.registry.clone();
-    let limit = guard.config.request_timeout;
-    let pump = tokio::spawn(pump_replies(brd, out, inflight, registry, limit));
-    Ok(Backend { wr, pump })
-}
-
-/// Moves the engine's replies to the client, whole records at a time, timing each call.
-async fn pump_replies(
-    mut brd: OwnedReadHalf,
-    out: ClientWriter,
-    inflight: Arc<InFlight>,
-    registry: Arc<Registry>,
-    limit: Duration,
-) {
-    loop {
-        let mut hdr = [0u8; 4];
-        if brd.read_exact(&mut hdr).await.is_err() {
-            break;
-        }
-        let len = (u32::from_be_bytes(hdr) & 0x7fff_ffff) as usize;
-        let mut buf = Vec::with_capacity(4 + len);
-        buf.extend_from_slice(&hdr);
-        buf.resize(4 + len, 0);
-        if brd.read_exact(&mut buf[4..]).await.is_err() {
-            break;
-        }
-        if buf.len() >= 8 {
-            let xid = u32::from_be_bytes([buf[4], buf[5], buf[6], buf[7]]);
-            let started = inflight.calls.lock().remove(&xid);
-            inflight.drained.notify_waiters();
-            if let Some((prog, proc_, start)) = started {
-                let status = rpc::reply_status(&buf[4..], prog, proc_);
-                let bytes = if prog == NFS_PROG && proc_ == 6 {
-                    len as u64
-                } else {
-                    0
-                };
-                registry.record_op(
-                    rpc::proc_name(prog, proc_),
-                    "total",
-                    status,
-                    start.elapsed(),
-                    bytes,
-                );
-            }
-        }
-        if send(&out, &buf, limit).await.is_err() {
-            break;
-        }
-    }
-}
-
-/// Calls the guard answers itself (see the module docs); `None` means forward.
+/// Calls the guard answers itself (see the module docs); `None`: the dispatcher answers.
 fn answer_locally(
     guard: &Guard,
     call: &Call,
@@ -454,57 +334,7 @@ fn finish(mut rec: Vec<u8>) -> Vec<u8> {
     rec
 }
 
-/// Checks the engine's 8-byte generation prefix the way the engine does, then decodes ours.
+/// Decodes a client's handle (generation prefix, inode, birth time).
 fn decode_fh(fs: &DirFs, data: &[u8]) -> Result<Fh, nfsstat3> {
-    if data.len() < 8 {
-        return Err(nfsstat3::NFS3ERR_BADHANDLE);
-    }
-    let generation = u64::from_le_bytes(
-        data[..8]
-            .try_into()
-            .map_err(|_| nfsstat3::NFS3ERR_BADHANDLE)?,
-    );
-    if generation != fs.generation() {
-        return Err(if generation < fs.generation() {
-            nfsstat3::NFS3ERR_STALE
-        } else {
-            nfsstat3::NFS3ERR_BADHANDLE
-        });
-    }
-    Fh::from_bytes(&data[8..]).ok_or(nfsstat3::NFS3ERR_BADHANDLE)
-}
-
-/// libnfs 4.0 mounts `nfs://host/file` with an empty path, which the engine refuses; it
-/// means the export root, so it becomes `/`.
-fn rewrite_mount_path(call: &Call, mut record: Vec<u8>) -> Vec<u8> {
-    if call.prog == MOUNT_PROG
-        && call.proc_ == 1
-        && record.len() == call.args + 4
-        && record[call.args..] == [0, 0, 0, 0]
-    {
-        record.truncate(call.args);
-        record.extend_from_slice(&[0, 0, 0, 1, b'/', 0, 0, 0]);
-        info!("empty MOUNT path taken as /");
-    }
-    record
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn empty_mount_path_becomes_root() {
-        let mut rec = Vec::new();
-        for w in [1u32, 0, 2, MOUNT_PROG, 3, 1, 0, 0, 0, 0, 0] {
-            rec.extend_from_slice(&w.to_be_bytes());
-        }
-        let call = rpc::parse_call(&rec).unwrap();
-        let out = rewrite_mount_path(&call, rec.clone());
-        assert_eq!(&out[call.args..], &[0, 0, 0, 1, b'/', 0, 0, 0]);
-        // A non-empty path is left alone.
-        let mut other = rec[..call.args].to_vec();
-        other.extend_from_slice(&[0, 0, 0, 1, b'/', 0, 0, 0]);
-        assert_eq!(rewrite_mount_path(&call, other.clone()), other);
-    }
+    fs.decode(data)
 }
