@@ -1,17 +1,13 @@
-//! The connection guard in front of the NFS engine: allowlist at accept, connection cap,
-//! idle and request timeouts, bounded record marking with one byte budget for every
-//! connection's buffers, the RPC checks (version, credential, program, version), a cap on
-//! requests in flight, and per-procedure timing of every RPC.
+//! The connection guard: allowlist at accept, connection cap, idle and request timeouts,
+//! bounded record marking with one byte budget for every connection's buffers, the RPC
+//! checks (RPC version, credential, program, version), and per-procedure timing of every
+//! RPC.
 //!
-//! nfs3_server's socket loop is private and trusts the client's record-marking length, so
-//! clients never talk to it directly: each accepted connection is read here, record by
-//! record, and only whole, bounded, well-formed calls are forwarded to the engine over a
-//! loopback connection opened on the first call (idle connections cost the engine nothing).
-//! The guard answers three calls itself: PMAP GETPORT (so clients learn the public port,
-//! not the engine's), FSSTAT (with statvfs figures; the engine's are constants), and it
-//! rewrites an empty MOUNT path (libnfs 4.0's `nfs://host/file`) to `/`.
+//! Each accepted connection is read here, record by record; only whole, bounded,
+//! well-formed calls are answered, a refused one with the RFC 5531 error reply. READ
+//! (into a budgeted reply buffer), PMAP GETPORT and FSSTAT are answered here; every other
+//! call goes to the in-process dispatcher (`crate::nfs`), on the connection's own task.
 
-use std::collections::HashMap;
 use std::io::Cursor;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -26,30 +22,24 @@ use nfs3_types::xdr_codec::{Opaque, Pack, Unpack};
 use oncrpc::Budget;
 use oncrpc::msg::{self as rpcmsg, AcceptStat};
 use oncrpc::record::{self, RecordError, RecordReader};
-use parking_lot::Mutex;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::AsyncWriteExt;
+use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
-use tracing::{debug, info, warn};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tracing::{debug, warn};
 
 use crate::buffers::{ReplyBuffers, trim_allocator, tune_allocator};
 use crate::config::Config;
 use crate::fs::{DirFs, Fh};
 use crate::rpc::{self, Call, MOUNT_PROG, NFS_PROG, PMAP_PROG, PROGRAMS};
-use nfs3_server::vfs::FileHandle;
-
-/// Calls forwarded and not yet answered, per connection. Bounds what one client can make
-/// the engine buffer (replies of up to 1 MiB each) when it stops reading.
-const MAX_IN_FLIGHT: usize = 64;
 
 /// Shared state of the guard.
 pub(crate) struct Guard {
     pub config: Arc<Config>,
     pub fs: DirFs,
     pub registry: Arc<Registry>,
-    /// Where the engine listens (loopback, ephemeral port).
-    pub backend: SocketAddr,
+    /// Answers every call the guard does not answer itself.
+    pub nfs: crate::nfs::Dispatcher,
     /// The public port, answered to PMAP GETPORT for NFS and MOUNT.
     pub front_port: u16,
     /// One permit per open client connection (`max_connections`).
@@ -72,14 +62,10 @@ enum Close {
     Record(#[from] RecordError),
     #[error("request not completed within {0:?}")]
     Slow(Duration),
-    #[error("client stopped reading its replies")]
-    Stalled,
     #[error("no buffer budget within {0:?}")]
     NoBudget(Duration),
     #[error("not an ONC RPC call")]
     Garbage,
-    #[error("engine: {0}")]
-    Engine(std::io::Error),
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }
@@ -152,68 +138,6 @@ fn record_reader(guard: &Guard) -> RecordReader {
     }
 }
 
-/// Calls forwarded to the engine and not yet answered: xid → (program, procedure, start).
-#[derive(Default)]
-struct InFlight {
-    calls: Mutex<HashMap<u32, (u32, u32, Instant)>>,
-    drained: Notify,
-    /// Set when the reply pump has stopped (the client did not read a reply within the
-    /// request timeout, or the engine went away): nothing will drain `calls` any more.
-    gone: std::sync::atomic::AtomicBool,
-}
-
-impl InFlight {
-    fn is_gone(&self) -> bool {
-        self.gone.load(std::sync::atomic::Ordering::Acquire)
-    }
-
-    fn set_gone(&self) {
-        self.gone.store(true, std::sync::atomic::Ordering::Release);
-        self.drained.notify_waiters();
-    }
-
-    /// Resolves once the pump has stopped.
-    async fn wait_gone(&self) {
-        loop {
-            let notified = self.drained.notified();
-            if self.is_gone() {
-                return;
-            }
-            notified.await;
-        }
-    }
-
-    /// Takes an in-flight slot for `call`, waiting (at most `limit`) while the client has
-    /// `MAX_IN_FLIGHT` calls unanswered. A client that stops reading its replies never
-    /// frees a slot: it is closed, not parked holding its connection permit.
-    async fn enter(&self, call: &Call, limit: Duration) -> Result<(), Close> {
-        let deadline = tokio::time::Instant::now() + limit;
-        loop {
-            let notified = self.drained.notified();
-            if self.is_gone() {
-                return Err(Close::Stalled);
-            }
-            {
-                let mut calls = self.calls.lock();
-                // A retransmitted xid does not count twice.
-                if calls.len() < MAX_IN_FLIGHT || calls.contains_key(&call.xid) {
-                    calls.insert(call.xid, (call.prog, call.proc_, Instant::now()));
-                    return Ok(());
-                }
-            }
-            if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                return Err(Close::Stalled);
-            }
-        }
-    }
-}
-
-/// The engine side of one client connection.
-struct Backend {
-    wr: OwnedWriteHalf,
-    pump: tokio::task::JoinHandle<()>,
-}
-
 async fn connection(
     guard: Arc<Guard>,
     sock: TcpStream,
@@ -231,12 +155,9 @@ async fn connection(
     // No read buffer of its own: an idle connection holds a socket and a task, nothing
     // more; each record's buffer is drawn from the shared budget and freed after its call.
     let (mut rd, wr) = sock.into_split();
-    // Replies are written by whoever has them (this task for the guard's own answers,
-    // the pump for the engine's), one whole record under the lock: no task hop on READ.
+    // Replies are written one whole record at a time, by this task: no task hop.
     let out: ClientWriter = Arc::new(tokio::sync::Mutex::new(wr));
-    let inflight = Arc::new(InFlight::default());
     let reader = record_reader(&guard);
-    let mut backend: Option<Backend> = None;
     let mut stopping = guard.stopping.clone();
     let cfg = guard.config.clone();
     let result: Result<(), Close> = async {
@@ -244,7 +165,6 @@ async fn connection(
             let record = tokio::select! {
                 r = reader.read(&mut rd) => r?,
                 _ = stopping.wait_for(|s| *s) => return Ok(()),
-                _ = inflight.wait_gone() => return Err(Close::Stalled),
             };
             let Some(record) = record else { return Ok(()) };
             let start = Instant::now();
@@ -283,19 +203,24 @@ async fn connection(
                 send(&out, &reply, cfg.request_timeout).await?;
                 continue;
             }
-            let record = rewrite_mount_path(&call, record.data);
-            // Bound the calls in flight.
-            inflight.enter(&call, cfg.request_timeout).await?;
-            if backend.is_none() {
-                backend = Some(connect_backend(&guard, out.clone(), inflight.clone()).await?);
-            }
-            let Some(b) = backend.as_mut() else {
-                unreachable!()
+            // Every other call: answered in process, on this task. A client that stops
+            // reading is closed when a reply cannot be sent within the request timeout,
+            // so it never holds more than one reply.
+            let mut reply = Vec::new();
+            guard.nfs.dispatch(&call, &record, &mut reply);
+            drop(record);
+            // The reply's bytes count against the budget while it waits to be sent.
+            let _grant = match tokio::time::timeout(
+                cfg.request_timeout,
+                guard.budget.acquire(reply.capacity()),
+            )
+            .await
+            {
+                Ok(Ok(g)) => g,
+                Ok(Err(e)) => return Err(Close::Record(e.into())),
+                Err(_) => return Err(Close::NoBudget(cfg.request_timeout)),
             };
-            b.wr.write_all(&rpc::record_mark(record.len()))
-                .await
-                .map_err(Close::Engine)?;
-            b.wr.write_all(&record).await.map_err(Close::Engine)?;
+            send(&out, &reply, cfg.request_timeout).await?;
         }
     }
     .await;
@@ -307,21 +232,6 @@ async fn connection(
         Err(Close::Record(RecordError::Io(e))) => debug!(%peer, "connection closed: {e}"),
         Err(e) => warn!(%peer, "connection closed by the guard: {e}"),
     }
-    // Let answers to calls already forwarded reach the client (bounded), then tear down.
-    if let Some(b) = backend {
-        let wait = async {
-            loop {
-                let notified = inflight.drained.notified();
-                if inflight.calls.lock().is_empty() || inflight.is_gone() {
-                    break;
-                }
-                notified.await;
-            }
-        };
-        let _ = tokio::time::timeout(Duration::from_secs(5), wait).await;
-        b.pump.abort();
-        drop(b.wr);
-    }
     let _ = tokio::time::timeout(Duration::from_secs(1), async {
         out.lock().await.shutdown().await
     })
@@ -331,7 +241,7 @@ async fn connection(
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
 }
 
-/// The client's write half, shared by the connection task and the engine-reply pump.
+/// The client's write half.
 type ClientWriter = Arc<tokio::sync::Mutex<OwnedWriteHalf>>;
 
 /// Writes one whole record to the client; a client that does not read it within
@@ -344,70 +254,7 @@ async fn send(out: &ClientWriter, record: &[u8], limit: Duration) -> Result<(), 
     }
 }
 
-async fn connect_backend(
-    guard: &Guard,
-    out: ClientWriter,
-    inflight: Arc<InFlight>,
-) -> Result<Backend, Close> {
-    let sock = TcpStream::connect(guard.backend)
-        .await
-        .map_err(Close::Engine)?;
-    let _ = sock.set_nodelay(true);
-    let (brd, wr) = sock.into_split();
-    let registry = guard.registry.clone();
-    let limit = guard.config.request_timeout;
-    let pump = tokio::spawn(pump_replies(brd, out, inflight, registry, limit));
-    Ok(Backend { wr, pump })
-}
-
-/// Moves the engine's replies to the client, whole records at a time, timing each call.
-async fn pump_replies(
-    mut brd: OwnedReadHalf,
-    out: ClientWriter,
-    inflight: Arc<InFlight>,
-    registry: Arc<Registry>,
-    limit: Duration,
-) {
-    loop {
-        let mut hdr = [0u8; 4];
-        if brd.read_exact(&mut hdr).await.is_err() {
-            break;
-        }
-        let len = (u32::from_be_bytes(hdr) & 0x7fff_ffff) as usize;
-        let mut buf = Vec::with_capacity(4 + len);
-        buf.extend_from_slice(&hdr);
-        buf.resize(4 + len, 0);
-        if brd.read_exact(&mut buf[4..]).await.is_err() {
-            break;
-        }
-        if buf.len() >= 8 {
-            let xid = u32::from_be_bytes([buf[4], buf[5], buf[6], buf[7]]);
-            let started = inflight.calls.lock().remove(&xid);
-            inflight.drained.notify_waiters();
-            if let Some((prog, proc_, start)) = started {
-                let status = rpc::reply_status(&buf[4..], prog, proc_);
-                let bytes = if prog == NFS_PROG && proc_ == 6 {
-                    len as u64
-                } else {
-                    0
-                };
-                registry.record_op(
-                    rpc::proc_name(prog, proc_),
-                    "total",
-                    status,
-                    start.elapsed(),
-                    bytes,
-                );
-            }
-        }
-        if send(&out, &buf, limit).await.is_err() {
-            break;
-        }
-    }
-    inflight.set_gone();
-}
-
-/// Calls the guard answers itself (see the module docs); `None` means forward.
+/// Calls the guard answers itself (see the module docs); `None`: the dispatcher answers.
 fn answer_locally(guard: &Guard, call: &Call, record: &[u8]) -> Option<Vec<u8>> {
     let start = Instant::now();
     let args = &record[call.args..];
@@ -599,39 +446,9 @@ fn read_reply(fs: &DirFs, xid: u32, a: &READ3args, rec: &mut Vec<u8>) {
     record::finish(rec, at);
 }
 
-/// Checks the engine's 8-byte generation prefix the way the engine does, then decodes ours.
+/// Decodes a client's handle (generation prefix, inode, birth time).
 fn decode_fh(fs: &DirFs, data: &[u8]) -> Result<Fh, nfsstat3> {
-    if data.len() < 8 {
-        return Err(nfsstat3::NFS3ERR_BADHANDLE);
-    }
-    let generation = u64::from_le_bytes(
-        data[..8]
-            .try_into()
-            .map_err(|_| nfsstat3::NFS3ERR_BADHANDLE)?,
-    );
-    if generation != fs.generation() {
-        return Err(if generation < fs.generation() {
-            nfsstat3::NFS3ERR_STALE
-        } else {
-            nfsstat3::NFS3ERR_BADHANDLE
-        });
-    }
-    Fh::from_bytes(&data[8..]).ok_or(nfsstat3::NFS3ERR_BADHANDLE)
-}
-
-/// libnfs 4.0 mounts `nfs://host/file` with an empty path, which the engine refuses; it
-/// means the export root, so it becomes `/`.
-fn rewrite_mount_path(call: &Call, mut record: Vec<u8>) -> Vec<u8> {
-    if call.prog == MOUNT_PROG
-        && call.proc_ == 1
-        && record.len() == call.args + 4
-        && record[call.args..] == [0, 0, 0, 0]
-    {
-        record.truncate(call.args);
-        record.extend_from_slice(&[0, 0, 0, 1, b'/', 0, 0, 0]);
-        info!("empty MOUNT path taken as /");
-    }
-    record
+    fs.decode(data)
 }
 
 #[cfg(test)]
@@ -639,9 +456,7 @@ mod tests {
     use super::*;
 
     fn wire_handle(fs: &DirFs, fh: &Fh) -> Vec<u8> {
-        let mut h = fs.generation().to_le_bytes().to_vec();
-        h.extend_from_slice(nfs3_server::vfs::FileHandle::as_bytes(fh));
-        h
+        fs.wire(fh).data.as_ref().to_vec()
     }
 
     /// Decodes a READ reply record the way a client does.
@@ -669,15 +484,13 @@ mod tests {
         }
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
-    async fn read_reply_decodes_with_read3res_unpack() {
-        use nfs3_server::vfs::NfsReadFileSystem;
+    #[test]
+    fn read_reply_decodes_with_read3res_unpack() {
         let dir = tempfile::tempdir().unwrap();
         let data: Vec<u8> = (0..10_001u32).map(|i| (i * 7) as u8).collect();
         std::fs::write(dir.path().join("f"), &data).unwrap();
         let fs = DirFs::open(&Config::new(dir.path()), Registry::new("t")).unwrap();
-        let name = nfs3_types::nfs3::filename3(Opaque::borrowed(b"f"));
-        let fh = fs.lookup(&fs.root_fh(), &name).await.unwrap();
+        let fh = fs.lookup(&fs.root_fh(), b"f").0.unwrap().0;
         let args = |offset, count, handle: Vec<u8>| READ3args {
             file: nfs3_types::nfs3::nfs_fh3 {
                 data: Opaque::owned(handle),
@@ -722,20 +535,5 @@ mod tests {
             decode(&rec, 11),
             READ3res::Err((nfsstat3::NFS3ERR_BADHANDLE, _))
         ));
-    }
-
-    #[test]
-    fn empty_mount_path_becomes_root() {
-        let mut rec = Vec::new();
-        for w in [1u32, 0, 2, MOUNT_PROG, 3, 1, 0, 0, 0, 0, 0] {
-            rec.extend_from_slice(&w.to_be_bytes());
-        }
-        let call = rpc::parse_call(&rec).unwrap();
-        let out = rewrite_mount_path(&call, rec.clone());
-        assert_eq!(&out[call.args..], &[0, 0, 0, 1, b'/', 0, 0, 0]);
-        // A non-empty path is left alone.
-        let mut other = rec[..call.args].to_vec();
-        other.extend_from_slice(&[0, 0, 0, 1, b'/', 0, 0, 0]);
-        assert_eq!(rewrite_mount_path(&call, other.clone()), other);
     }
 }

@@ -5,10 +5,7 @@ use tracing_subscriber::EnvFilter;
 
 fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
-        .with_env_filter(
-            // The engine logs every connection at info; ours are at debug.
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,nfs3_server=warn".into()),
-        )
+        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)
         .init();
     rustnfs::cli::Args::parse().run()?;
