@@ -2,20 +2,20 @@
 //!
 //! `nfs3_client` receives every reply into a freshly zeroed `Vec` and then copies the READ
 //! data into another one (memset + memmove were a fifth of httpd's CPU on NFS downloads).
-//! Here the record is read straight into a `BytesMut` without zeroing, the RPC and READ
-//! headers are decoded with `nfs3_types`, and the data is returned as a zero-copy slice
-//! of that buffer. Everything else still goes through `nfs3_client`.
+//! Here the record is read straight into one buffer without zeroing (the shared `oncrpc`
+//! reader), the RPC and READ headers are decoded with `nfs3_types`, and the data is
+//! returned as a zero-copy slice of that buffer. Everything else still goes through `nfs3_client`.
 
 use std::io::Cursor;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use nfs3_client::RpcError;
 use nfs3_client::nfs3_types::nfs3::{self, NFS_PROGRAM, READ3args, count3, nfsstat3, post_op_attr};
 use nfs3_client::nfs3_types::rpc::{
     RPC_VERSION_2, accept_stat_data, call_body, msg_body, opaque_auth, reply_body, rpc_msg,
 };
 use nfs3_client::nfs3_types::xdr_codec::{Pack, Unpack};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use crate::Attr;
@@ -69,9 +69,10 @@ impl RawConn {
         };
         let len = msg.packed_size() + args.packed_size();
         let mut out = Vec::with_capacity(len + 4);
-        out.extend_from_slice(&(0x8000_0000u32 | len as u32).to_be_bytes());
+        let at = oncrpc::record::begin(&mut out);
         msg.pack(&mut out)?;
         args.pack(&mut out)?;
+        oncrpc::record::finish(&mut out, at);
         self.stream.write_all(&out).await?;
 
         let record = self.read_record().await?;
@@ -109,35 +110,21 @@ impl RawConn {
             .filter(|&e| e <= record.len())
             .ok_or(RpcError::WrongLength)?;
         Ok(ReadOutcome::Data {
-            data: record.freeze().slice(start..end),
+            data: Bytes::from(record).slice(start..end),
             eof,
             attr,
         })
     }
 
-    /// Reads one RPC record (all its fragments) into one uninitialised buffer.
-    async fn read_record(&mut self) -> std::io::Result<BytesMut> {
-        let mut buf = BytesMut::new();
-        loop {
-            let mut head = [0u8; 4];
-            self.stream.read_exact(&mut head).await?;
-            let h = u32::from_be_bytes(head);
-            let len = (h & 0x7fff_ffff) as usize;
-            if buf.len() + len > MAX_RECORD {
-                return Err(std::io::Error::other("RPC reply record too large"));
-            }
-            let want = buf.len() + len;
-            buf.reserve(len);
-            while buf.len() < want {
-                // read_buf fills spare capacity without zeroing it first.
-                let mut limited = (&mut self.stream).take((want - buf.len()) as u64);
-                if limited.read_buf(&mut buf).await? == 0 {
-                    return Err(std::io::ErrorKind::UnexpectedEof.into());
-                }
-            }
-            if h & 0x8000_0000 != 0 {
-                return Ok(buf);
-            }
+    /// Reads one RPC record (all its fragments) into one buffer allocated at its checked
+    /// length, without zeroing it first (the shared bounded reader).
+    async fn read_record(&mut self) -> std::io::Result<Vec<u8>> {
+        match oncrpc::RecordReader::trusting(MAX_RECORD)
+            .read(&mut self.stream)
+            .await?
+        {
+            Some(r) => Ok(r.data),
+            None => Err(std::io::ErrorKind::UnexpectedEof.into()),
         }
     }
 }

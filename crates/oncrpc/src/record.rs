@@ -118,6 +118,10 @@ pub struct RecordReader {
     pub record_timeout: Option<Duration>,
     /// Where the record buffers' bytes come from (`None`: unaccounted).
     pub budget: Option<Budget>,
+    /// Allocate each fragment's whole (checked) length at once instead of growing with
+    /// the bytes that arrive: for a client reading its own server's replies, where the
+    /// copies of growing cost more than a lying peer could.
+    pub trust_lengths: bool,
 }
 
 impl RecordReader {
@@ -128,6 +132,16 @@ impl RecordReader {
             idle_timeout: None,
             record_timeout: None,
             budget: None,
+            trust_lengths: false,
+        }
+    }
+
+    /// A reader for a trusted peer's replies: no timeouts, no budget, each fragment
+    /// allocated at its (checked) length.
+    pub fn trusting(max_record: usize) -> RecordReader {
+        RecordReader {
+            trust_lengths: true,
+            ..RecordReader::new(max_record)
         }
     }
 
@@ -179,7 +193,11 @@ impl RecordReader {
             }
             while data.len() < total {
                 if data.len() == data.capacity() {
-                    let want = total.min((2 * data.capacity()).max(FIRST_CHUNK));
+                    let want = if self.trust_lengths {
+                        total
+                    } else {
+                        total.min((2 * data.capacity()).max(FIRST_CHUNK))
+                    };
                     let add = want - data.capacity();
                     if let Some(g) = grant.as_mut() {
                         g.grow(add).await?;

@@ -3,10 +3,11 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use oncrpc::msg::{self, OpaqueAuth, Rejection, flavor};
+use oncrpc::record::{self, RecordError, RecordReader};
 use tokio::net::TcpStream;
 
-use crate::rpc::{NFS_PROG, record_mark};
+use crate::rpc::NFS_PROG;
 
 /// How long the whole probe (connect, call, reply) may take.
 pub const TIMEOUT: Duration = Duration::from_secs(3);
@@ -42,54 +43,45 @@ async fn null_call(addr: SocketAddr) -> Result<(), String> {
     let mut stream = TcpStream::connect(addr)
         .await
         .map_err(|e| format!("connect failed: {e}"))?;
-    // CALL: xid, msg_type 0, rpcvers 2, prog, vers 3, proc 0 (NULL), AUTH_NULL cred + verf.
-    let words = [XID, 0, 2, NFS_PROG, 3, 0, 0, 0, 0, 0];
-    let body: Vec<u8> = words.iter().flat_map(|w| w.to_be_bytes()).collect();
-    let mut msg = record_mark(body.len()).to_vec();
-    msg.extend_from_slice(&body);
-    stream
-        .write_all(&msg)
+    // NULL (procedure 0) of NFS v3, AUTH_NONE.
+    let mut call = Vec::new();
+    let none = OpaqueAuth {
+        flavor: flavor::AUTH_NONE,
+        body: &[],
+    };
+    msg::encode_call(&mut call, XID, NFS_PROG, 3, 0, none);
+    record::write(&mut stream, &call)
         .await
         .map_err(|e| format!("send failed: {e}"))?;
-    let mut mark = [0u8; 4];
-    stream
-        .read_exact(&mut mark)
+    let reply = RecordReader::new(4096)
+        .read(&mut stream)
         .await
-        .map_err(|e| format!("no reply ({e}; is 127.0.0.1 outside --allow / PERMITTED?)"))?;
-    let len = (u32::from_be_bytes(mark) & 0x7fff_ffff) as usize;
-    if !(24..=4096).contains(&len) {
-        return Err(format!("reply record of {len} bytes is not an RPC reply"));
-    }
-    let mut reply = vec![0u8; len];
-    stream
-        .read_exact(&mut reply)
-        .await
-        .map_err(|e| format!("reply cut short: {e}"))?;
+        .map_err(|e| match e {
+            RecordError::TooLarge { len, .. } => {
+                format!("reply record of {len} bytes is not an RPC reply")
+            }
+            e => format!("no reply ({e}; is 127.0.0.1 outside --allow / PERMITTED?)"),
+        })?
+        .ok_or("no reply (connection closed; is 127.0.0.1 outside --allow / PERMITTED?)")?;
     check_reply(&reply)
 }
 
 /// Checks an RPC reply to [`XID`] is MSG_ACCEPTED with accept_stat SUCCESS.
 fn check_reply(reply: &[u8]) -> Result<(), String> {
-    let word = |i: usize| -> Option<u32> {
-        reply
-            .get(i * 4..i * 4 + 4)
-            .map(|b| u32::from_be_bytes(b.try_into().expect("4 bytes")))
-    };
-    let short = || "reply too short".to_string();
-    if word(0).ok_or_else(short)? != XID || word(1).ok_or_else(short)? != 1 {
+    let h = msg::decode_reply(reply).map_err(|e| format!("{e}"))?;
+    if h.xid != XID {
         return Err("not a reply to the NULL call".into());
     }
-    if word(2).ok_or_else(short)? != 0 {
-        return Err("RPC call denied (MSG_DENIED)".into());
-    }
-    // Verifier: flavor, length, body padded to 4 bytes; then accept_stat.
-    let verf_len = word(4).ok_or_else(short)? as usize;
-    let at = 5 + verf_len.div_ceil(4);
-    match word(at).ok_or_else(short)? {
-        0 => Ok(()),
-        1 => Err("NFS program unavailable (PROG_UNAVAIL)".into()),
-        2 => Err("NFS version 3 not supported (PROG_MISMATCH)".into()),
-        n => Err(format!("call not accepted (accept_stat {n})")),
+    match h.status {
+        Ok(()) => Ok(()),
+        Err(Rejection::ProgUnavail) => Err("NFS program unavailable (PROG_UNAVAIL)".into()),
+        Err(Rejection::ProgMismatch { .. }) => {
+            Err("NFS version 3 not supported (PROG_MISMATCH)".into())
+        }
+        Err(r @ (Rejection::RpcMismatch | Rejection::Auth(_))) => {
+            Err(format!("RPC call denied (MSG_DENIED, {})", r.label()))
+        }
+        Err(r) => Err(format!("call not accepted ({})", r.label())),
     }
 }
 
@@ -116,6 +108,11 @@ mod tests {
         assert!(check_reply(&words(&[XID, 1, 1, 0, 0, 0])).is_err());
         assert!(check_reply(&words(&[XID + 1, 1, 0, 0, 0, 0])).is_err());
         assert!(check_reply(&words(&[XID, 1, 0])).is_err());
+        let denied = check_reply(&words(&[XID, 1, 1, 1, 5])).unwrap_err();
+        assert!(
+            denied.contains("AUTH_TOOWEAK") || denied.contains("AUTH_ERROR"),
+            "{denied}"
+        );
     }
 
     #[tokio::test]
