@@ -135,6 +135,7 @@ fn record_reader(guard: &Guard) -> RecordReader {
         idle_timeout: Some(cfg.idle_timeout),
         record_timeout: Some(cfg.request_timeout),
         budget: Some(guard.budget.clone()),
+        trust_lengths: false,
     }
 }
 
