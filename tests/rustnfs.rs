@@ -184,17 +184,10 @@ impl Rpc {
             .u32(0)
             .u32(0)
             .0;
-        let mut rec = (0x8000_0000u32 | (msg.len() + args.len()) as u32)
-            .to_be_bytes()
-            .to_vec();
-        rec.extend_from_slice(&msg);
-        rec.extend_from_slice(args);
-        self.s.write_all(&rec)?;
-        let mut hdr = [0u8; 4];
-        self.s.read_exact(&mut hdr)?;
-        let len = (u32::from_be_bytes(hdr) & 0x7fff_ffff) as usize;
-        let mut body = vec![0u8; len];
-        self.s.read_exact(&mut body)?;
+        let mut call = msg;
+        call.extend_from_slice(args);
+        oncrpc::record::write_blocking(&mut self.s, &call)?;
+        let body = oncrpc::record::read_blocking(&mut self.s, 4 << 20)?;
         let mut r = Reply::new(&body);
         assert_eq!(r.u32(), self.xid, "reply xid");
         assert_eq!(r.u32(), 1, "a REPLY");
@@ -1560,13 +1553,8 @@ fn raw_call(
     msg.extend_from_slice(cred);
     msg.extend_from_slice(&[0; 8]);
     msg.extend_from_slice(args);
-    let mut rec = (0x8000_0000u32 | msg.len() as u32).to_be_bytes().to_vec();
-    rec.extend_from_slice(&msg);
-    s.write_all(&rec).unwrap();
-    let mut hdr = [0u8; 4];
-    s.read_exact(&mut hdr).unwrap();
-    let mut body = vec![0u8; (u32::from_be_bytes(hdr) & 0x7fff_ffff) as usize];
-    s.read_exact(&mut body).unwrap();
+    oncrpc::record::write_blocking(s, &msg).unwrap();
+    let body = oncrpc::record::read_blocking(s, 1 << 20).unwrap();
     body.chunks(4)
         .skip(2)
         .map(|c| u32::from_be_bytes(c.try_into().unwrap_or([0; 4])))
