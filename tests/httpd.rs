@@ -954,6 +954,95 @@ fn nfs_backend_matches_local(url: &str, www: &Path) {
     local.stop().unwrap();
 }
 
+/// A client that sends `GET target` and never reads: a socket with a tiny receive buffer
+/// (set before connect, so the advertised window stays small).
+fn stalled_client(addr: SocketAddr, target: &str) -> TcpStream {
+    use std::os::fd::FromRawFd;
+    let SocketAddr::V4(v4) = addr else {
+        panic!("IPv4 test address expected")
+    };
+    // SAFETY: a fresh socket we own; setsockopt/connect with correctly sized arguments;
+    // the descriptor is handed to TcpStream, which closes it.
+    let stream = unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+        let small: libc::c_int = 4096;
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&small as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+        let sa = libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: v4.port().to_be(),
+            sin_addr: libc::in_addr {
+                s_addr: u32::from(*v4.ip()).to_be(),
+            },
+            sin_zero: [0; 8],
+        };
+        let rc = libc::connect(
+            fd,
+            (&sa as *const libc::sockaddr_in).cast(),
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        );
+        assert_eq!(rc, 0, "connect: {}", std::io::Error::last_os_error());
+        TcpStream::from_raw_fd(fd)
+    };
+    let mut s = stream;
+    s.write_all(format!("GET {target} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes())
+        .unwrap();
+    s
+}
+
+/// Downloads `target` over a new connection; returns (status, body, time taken).
+fn timed_get(addr: SocketAddr, target: &str) -> (u16, Vec<u8>, Duration) {
+    let t = Instant::now();
+    let (status, _, body) = raw_get(addr, target);
+    (status, body, t.elapsed())
+}
+
+/// Issue 11 §1: clients that request a large NFS-backed file and stop reading must not
+/// hold the stream budget other downloads need (before the fix, four of them made every
+/// other large download `200` with no bytes until the 60 s idle timeout).
+#[test]
+fn stalled_readers_do_not_starve_other_downloads() {
+    let (_dir, www) = dataset();
+    let server = common::Nfsd::exporting(&www);
+    let h = Httpd::start(httpd::Config::nfs(server.export_url()));
+    let want = std::fs::read(www.join("testfile.bin")).unwrap();
+    let mid = std::fs::read(www.join("mid.bin")).unwrap();
+    let (status, body, alone) = timed_get(h.addr, "/testfile.bin");
+    assert!(status == 200 && body == want, "baseline download");
+    let mut stalled = Vec::new();
+    for n in [8, 16, 64] {
+        while stalled.len() < n {
+            stalled.push(stalled_client(h.addr, "/testfile.bin"));
+        }
+        // Let their socket buffers fill and the server notice that they do not drain.
+        std::thread::sleep(Duration::from_millis(1000 + 80 * n as u64));
+        let (status, body, took) = timed_get(h.addr, "/testfile.bin");
+        assert_eq!(status, 200, "{n} stalled clients");
+        assert!(
+            body == want,
+            "{n} stalled clients: victim got {} of {} bytes",
+            body.len(),
+            want.len()
+        );
+        eprintln!("victim with {n} stalled clients: {took:?} (alone: {alone:?})");
+        // Full speed: as fast as alone, give or take a noisy shared machine.
+        assert!(
+            took < alone * 4 + Duration::from_millis(1500),
+            "{n} stalled clients: {took:?} against {alone:?} alone"
+        );
+        let (status, body, _) = timed_get(h.addr, "/mid.bin");
+        assert!(status == 200 && body == mid, "{n} stalled: 200 KB file");
+    }
+    drop(stalled);
+    h.stop().unwrap();
+}
+
 #[test]
 fn nfs_caches_expire_after_their_ttl() {
     let (_dir, www) = dataset();
