@@ -1144,6 +1144,155 @@ fn nfs_unreachable_at_start_is_a_clear_error() {
     assert!(err.to_string().contains("unreachable"), "{err}");
 }
 
+// ---- start-up errors (the built binaries) ------------------------------------------------
+
+/// Runs a built binary with `args` (RUST_BACKTRACE set, stderr a pipe) and expects it to
+/// exit non-zero within `within`; returns its last stderr line after checking that the
+/// output has no backtrace, no repeated cause and no colour escape.
+fn start_up_error(bin: &Path, args: &[&str], within: Duration) -> String {
+    let t = Instant::now();
+    let mut child = Child(
+        Command::new(bin)
+            .args(args)
+            .env("RUST_BACKTRACE", "1")
+            .env_remove("RUST_LOG")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let status = loop {
+        if let Some(s) = child.0.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            t.elapsed() < within,
+            "{args:?} still running after {within:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(!status.success(), "{args:?} succeeded");
+    let mut err = String::new();
+    child
+        .0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(!err.contains('\x1b'), "colour in a pipe: {err:?}");
+    assert!(
+        !err.contains("Caused by") && !err.contains("backtrace"),
+        "{args:?}: {err}"
+    );
+    let last = err.lines().last().unwrap_or_default().to_string();
+    // No part of the message is said twice ("unreachable: ...: unreachable: ...").
+    let parts: Vec<&str> = last.split(": ").collect();
+    for (i, p) in parts.iter().enumerate() {
+        assert!(!parts[i + 1..].contains(p), "repeated {p:?} in {last:?}");
+    }
+    last
+}
+
+/// Issue 11 §2: with `--metrics` and the NFS server down, httpd exits at once with one
+/// line naming the server (it used to log "metrics listening" and hang forever).
+#[test]
+fn nfs_down_with_metrics_exits_naming_the_server() {
+    let bin = common::workspace_bin("httpd", "httpd");
+    let port = common::free_port();
+    let url = format!("nfs://127.0.0.1:{port}/");
+    // The connect timeout is 2 s at most; the process must not outlive it by much.
+    let line = start_up_error(
+        &bin,
+        &[
+            "--nfs",
+            &url,
+            "--metrics",
+            "127.0.0.1:0",
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        Duration::from_secs(5),
+    );
+    assert!(line.starts_with("httpd: --nfs "), "{line}");
+    assert!(
+        line.contains(&format!("NFS server 127.0.0.1:{port} is unreachable")),
+        "{line}"
+    );
+}
+
+/// Issue 11 §6: each start-up error is one line naming the flag and the thing.
+#[test]
+fn start_up_errors_name_the_flag_and_the_thing() {
+    let httpd = common::workspace_bin("httpd", "httpd");
+    let rustnfs = common::workspace_bin("rustnfs", "rustnfs");
+    let servelab = common::workspace_bin("servelab", "servelab");
+    let (_dir, www) = dataset();
+    let root = www.display().to_string();
+    let quick = Duration::from_secs(10);
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let busy = taken.local_addr().unwrap().to_string();
+    let in_use = |flag: &str| format!("{flag} {busy}: address already in use");
+
+    let line = start_up_error(&httpd, &["--root", &root, "--listen", &busy], quick);
+    assert_eq!(line, format!("httpd: {}", in_use("--listen")));
+    let args = [
+        "--root",
+        &root,
+        "--listen",
+        "127.0.0.1:0",
+        "--metrics",
+        &busy,
+    ];
+    let line = start_up_error(&httpd, &args, quick);
+    assert_eq!(line, format!("httpd: {}", in_use("--metrics")));
+    let missing = www.join("missing");
+    let missing = missing.to_str().unwrap();
+    let line = start_up_error(&httpd, &["--root", missing], quick);
+    assert!(
+        line.ends_with(&format!("--root {missing}: no such directory")),
+        "{line}"
+    );
+    let file = www.join("small.bin");
+    let line = start_up_error(&httpd, &["--root", file.to_str().unwrap()], quick);
+    assert!(line.ends_with("small.bin: not a directory"), "{line}");
+
+    // The NFS path inside the export, by name.
+    let server = common::Nfsd::exporting(&www);
+    let url = format!("{}/missing", server.export_url());
+    let line = start_up_error(&httpd, &["--nfs", &url, "--listen", "127.0.0.1:0"], quick);
+    assert_eq!(
+        line,
+        format!("httpd: --nfs {url}: path /missing does not exist on the NFS server")
+    );
+
+    // The same rules for rustnfs and for servelab's subcommands.
+    let line = start_up_error(&rustnfs, &["--export", &root, "--listen", &busy], quick);
+    assert_eq!(line, format!("rustnfs: {}", in_use("--listen")));
+    let args = [
+        "--export",
+        &root,
+        "--listen",
+        "127.0.0.1:0",
+        "--metrics",
+        &busy,
+    ];
+    let line = start_up_error(&rustnfs, &args, quick);
+    assert_eq!(line, format!("rustnfs: {}", in_use("--metrics")));
+    let line = start_up_error(&rustnfs, &["--export", missing], quick);
+    assert!(
+        line.ends_with(&format!("--export {missing}: no such directory")),
+        "{line}"
+    );
+    let line = start_up_error(
+        &servelab,
+        &["httpd", "--root", &root, "--listen", &busy],
+        quick,
+    );
+    assert_eq!(line, format!("servelab: {}", in_use("--listen")));
+    drop(taken);
+}
+
 // ---- httpd --healthcheck (the built binary) ------------------------------------------------
 
 /// Runs `httpd --healthcheck ARGS`; returns (exit code, stdout + stderr, elapsed).
