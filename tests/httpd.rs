@@ -332,6 +332,90 @@ fn check_http_features(h: &Httpd, www: &Path) {
 
 // ---- local backend ----------------------------------------------------------------------------
 
+/// Reads one HTTP/1.1 response with a Content-Length body from `s`, leaving what follows.
+fn read_response(s: &mut TcpStream, pending: &mut Vec<u8>) -> (u16, String, Vec<u8>) {
+    let mut buf = vec![0u8; 256 * 1024];
+    let head_end = loop {
+        if let Some(i) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "connection closed inside a response head");
+        pending.extend_from_slice(&buf[..n]);
+    };
+    let head = String::from_utf8_lossy(&pending[..head_end]).to_string();
+    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let len: usize = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .map(|v| v.trim().parse().unwrap())
+        })
+        .expect("content-length");
+    while pending.len() < head_end + len {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "connection closed inside a body");
+        pending.extend_from_slice(&buf[..n]);
+    }
+    let body = pending[head_end..head_end + len].to_vec();
+    pending.drain(..head_end + len);
+    (status, head, body)
+}
+
+/// Guard rail of the sendfile marker trick (issue 15): pipelined keep-alive responses
+/// whose bodies cross the marker size arrive byte-exact, in order — a marker copied or
+/// reordered by hyper would show up as zeros or as the other file's bytes.
+#[test]
+fn pipelined_sendfile_responses_cross_the_marker_size_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let frame = httpd::SENDFILE_FRAME_MAX;
+    // No zero byte anywhere, so a marker sent as itself (zeros) cannot go unnoticed.
+    let pattern = |len: usize, k: usize| -> Vec<u8> {
+        (0..len).map(|i| ((i * 7 + k) % 251 + 1) as u8).collect()
+    };
+    let a = pattern(frame + 4099, 1);
+    let b = pattern(2 * frame + 1, 2);
+    std::fs::write(dir.path().join("a.bin"), &a).unwrap();
+    std::fs::write(dir.path().join("b.bin"), &b).unwrap();
+    let h = Httpd::start(httpd::Config::local(dir.path()));
+    let mut s = TcpStream::connect(h.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let range = format!("bytes=1000-{}", frame + 999);
+    let reqs = format!(
+        "GET /a.bin HTTP/1.1\r\nHost: t\r\n\r\n\
+         GET /b.bin HTTP/1.1\r\nHost: t\r\n\r\n\
+         GET /b.bin HTTP/1.1\r\nHost: t\r\nRange: {range}\r\n\r\n\
+         GET /a.bin HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+    );
+    s.write_all(reqs.as_bytes()).unwrap();
+    let mut pending = Vec::new();
+    let expected: [(u16, &[u8]); 4] = [
+        (200, &a),
+        (200, &b),
+        (206, &b[1000..frame + 1000]),
+        (200, &a),
+    ];
+    for (i, (status, body)) in expected.iter().enumerate() {
+        let (got_status, head, got) = read_response(&mut s, &mut pending);
+        assert_eq!(got_status, *status, "response {i}: {head}");
+        assert!(
+            got == *body,
+            "response {i}: body differs ({} bytes)",
+            got.len()
+        );
+    }
+    // Nothing after the last response: the server closes cleanly.
+    let mut rest = Vec::new();
+    s.read_to_end(&mut rest).unwrap();
+    assert!(
+        pending.is_empty() && rest.is_empty(),
+        "extra bytes after the last response"
+    );
+    assert_eq!(h.count("GET file", "total", "200"), 3);
+    h.stop().unwrap();
+}
+
 #[test]
 fn local_curl_features_and_ab() {
     if common::require_tool("curl").is_none() || common::require_tool("ab").is_none() {

@@ -26,7 +26,7 @@ use crate::storage::{Handle, Storage, StorageError};
 use crate::timing::Timing;
 
 /// Size of the marker buffer = the largest single sendfile frame.
-pub(crate) const MARKER_LEN: usize = 1 << 20;
+pub const MARKER_LEN: usize = 1 << 20;
 
 /// Never read or written: only its address range matters (and it stays in .bss).
 static MARKER: [u8; MARKER_LEN] = [0; MARKER_LEN];

@@ -32,6 +32,7 @@ pub mod server;
 pub mod storage;
 mod timing;
 
+pub use body::MARKER_LEN as SENDFILE_FRAME_MAX;
 pub use config::{AccessLog, Backend, Config};
 pub use server::{run, serve, serve_metrics};
 

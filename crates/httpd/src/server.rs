@@ -102,13 +102,17 @@ pub async fn serve(
         sendfile: config.sendfile && is_local,
         inline_limit: config.inline_limit,
     });
+    // The sendfile markers (body.rs) depend on this builder: HTTP/1 only, and the queued
+    // ("writev") write strategy, which hands each body `Bytes` to ConnIo as the very slice
+    // the body built, never copied into a flat buffer — a copied marker would lose its
+    // address and go out as zeros (ConnIo then fails the connection instead). hyper's
+    // features are trimmed to `http1` + `server` so no other path exists; the pipelined
+    // keep-alive test in tests/httpd.rs pins the behaviour.
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
         .header_read_timeout(config.header_timeout)
         .keep_alive(true)
-        // Queue strategy: body frames reach the socket wrapper as the slices we built
-        // (required by the sendfile markers, and avoids copying large chunks).
         .writev(true)
         .max_buf_size(config.max_header_bytes.max(8192))
         .max_headers(100);
