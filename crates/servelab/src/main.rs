@@ -25,7 +25,8 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("servelab: {e:#}");
+            // One line, each cause once (library errors already include theirs).
+            eprintln!("servelab: {}", httpd::cli::error_line(e.as_ref()));
             std::process::ExitCode::FAILURE
         }
     }
