@@ -27,7 +27,9 @@ fn main() -> std::process::ExitCode {
         Err(e) => {
             // One line, each cause once (library errors already include theirs).
             eprintln!("servelab: {}", httpd::cli::error_line(e.as_ref()));
-            std::process::ExitCode::FAILURE
+            // `servelab load` distinguishes wrong data (3) and runaway loads (4).
+            e.downcast_ref::<load::Exit>()
+                .map_or(std::process::ExitCode::FAILURE, |x| x.code.into())
         }
     }
 }
