@@ -7,5 +7,7 @@
 mod common;
 mod deploy;
 mod httpd;
+mod kernel_nfs;
 mod loadgen;
 mod rustnfs;
+mod support;
