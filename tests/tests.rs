@@ -5,6 +5,7 @@
 //! message elsewhere).
 
 mod common;
+mod crash;
 mod deploy;
 mod httpd;
 mod kernel_nfs;
