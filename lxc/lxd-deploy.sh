@@ -143,8 +143,10 @@ if ! lxc info >/dev/null 2>&1; then
   # No systemd here to socket-activate it: start the daemon ourselves, detached.
   log "starting the LXD daemon (lxd --group root)"
   setsid lxd --group root --logfile "$state/lxd.log" </dev/null >/dev/null 2>&1 &
-  echo $! >"$state/lxd.pid"
+  pid=$!
   lxd waitready --timeout 60 || { cat "$state/lxd.log" >&2; unavailable "the daemon did not become ready"; }
+  # Ours only if it is still the one running (another run may have started one first).
+  kill -0 "$pid" 2>/dev/null && echo "$pid" >"$state/lxd.pid"
 fi
 touch "$state/lxd-ready"
 echo "lxd_version=$(lxd --version)"

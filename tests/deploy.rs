@@ -930,6 +930,10 @@ impl Drop for LxdDown {
     }
 }
 
+/// One LXD user at a time among these tests: the script stops a daemon it started when
+/// no instance is left, which must not happen under another test's instance.
+static LXD_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn lxd_instance_serves_scenario_b_from_its_disk_and_a_from_rustnfs_then_is_removed() {
     // The script installs and starts LXD itself; only where it cannot (exit status 3) is
@@ -943,6 +947,7 @@ fn lxd_instance_serves_scenario_b_from_its_disk_and_a_from_rustnfs_then_is_remov
         return;
     }
     let built = built();
+    let _lxd = LXD_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let data = dataset();
     let results = tempfile::tempdir().unwrap();
     // Objects named sl-deploy-e2-*, on a /24 of our own (the script refuses a used one).
@@ -1042,6 +1047,105 @@ fn lxd_instance_serves_scenario_b_from_its_disk_and_a_from_rustnfs_then_is_remov
             .status
             .success()
             || !engine_answers()
+    );
+}
+
+// ---- servelab compare --containers: host against LXD and Docker -------------------------
+
+#[test]
+fn compare_containers_prints_host_lxd_docker_tables_sysbench_memory_and_scaling() {
+    if run_text(Command::new("id").arg("-u")) != "0" {
+        assert!(!common::in_ci(), "compare --containers needs root in CI");
+        eprintln!("SKIP compare --containers: needs root (LXD, cgroups)");
+        return;
+    }
+    if find_on_path("lxd").is_none() {
+        assert!(!common::in_ci(), "lxd is not installed in CI");
+        eprintln!("SKIP compare --containers: lxd is not installed (apt-get install -y lxd)");
+        return;
+    }
+    let built = built();
+    let _lxd = LXD_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let servelab = common::workspace_bin("servelab", "servelab");
+    let results = tempfile::tempdir().unwrap();
+    let has_docker = engine_answers();
+    let started = Instant::now();
+    let out = run(Command::new(&servelab)
+        .args(["compare", "--containers", "lxd,docker", "--containers-only"])
+        .args(["--repeat", "1", "--requests", "10", "--concurrency", "4"])
+        .args(["--small-seconds", "0.3", "--small-concurrency", "4"])
+        .args(["--cpus", "1", "--clients", "1,4", "--workers", "1"])
+        .args(["--scale-seconds", "0.3", "--sysbench-seconds", "1"])
+        .args(["--large-size", "1MiB", "--image-tag", TAG])
+        .arg("--results")
+        .arg(results.path())
+        .env("SERVELAB_STATIC_DIR", &built.bin_dir));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "compare --containers failed: {}\n{stdout}\n{stderr}",
+        out.status
+    );
+    eprintln!(
+        "compare --containers took {:.1?}:\n{stdout}",
+        started.elapsed()
+    );
+    assert!(!stdout.contains("\nFailures:"), "{stdout}");
+    for needle in [
+        "| B (local disk) | host |",
+        "| B (local disk) | LXD |",
+        "### Memory per container",
+        "| LXD | instance sl-deploy-c-web",
+        "### Scaling",
+        "### httpd --workers on the host",
+    ] {
+        assert!(stdout.contains(needle), "no {needle:?} in:\n{stdout}");
+    }
+    if has_docker {
+        for needle in [
+            "| B (local disk) | Docker |",
+            "| A (NFS: rustnfs in Docker) | LXD |",
+        ] {
+            assert!(stdout.contains(needle), "no {needle:?} in:\n{stdout}");
+        }
+    } else {
+        assert!(stdout.contains("scenario A and the Docker column: no Docker engine"));
+    }
+    if find_on_path("sysbench").is_some() {
+        assert!(
+            stdout.contains("| cpu prime 20000 (events/s) |"),
+            "{stdout}"
+        );
+        assert!(stdout.contains("memory 1K blocks"), "{stdout}");
+    }
+    let run_dir = std::fs::read_dir(results.path())
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("containers.json")).unwrap())
+            .unwrap();
+    assert!(json["rows"].as_array().unwrap().len() >= 4);
+    assert!(run_dir.join("scaling-throughput.svg").exists());
+    // Nothing of ours is left in Docker or LXD, and the host's CPU cgroup is gone.
+    if has_docker {
+        let left = run_text(&mut docker(&[
+            "ps",
+            "-aq",
+            "--filter",
+            "name=sl-deploy-cmp",
+        ]));
+        assert!(left.is_empty(), "containers left: {left}");
+    }
+    assert!(!Path::new("/sys/fs/cgroup/cpu/sl-deploy-cmp-cpu").exists());
+    assert!(!Path::new("/sys/fs/cgroup/sl-deploy-cmp-cpu").exists());
+    assert!(
+        !run(Command::new("ip").args(["link", "show", "sl-deploy-c-br"]))
+            .status
+            .success()
     );
 }
 
@@ -1283,10 +1387,20 @@ fn compose_scenarios_a_and_b_differ_only_in_storage() {
     assert_eq!(s["httpd-a"]["healthcheck"], s["httpd-b"]["healthcheck"]);
     assert!(strings(&s["httpd-a"]["healthcheck"]["test"]).contains(&"--healthcheck".into()));
     assert!(strings(&s["rustnfs"]["healthcheck"]["test"]).contains(&"--healthcheck".into()));
+    // Both wait for check-data, which reads FILE through a healthy rustnfs: an empty or
+    // missing DATA_DIR stops `up` instead of serving 404s.
+    for httpd in ["httpd-a", "httpd-b"] {
+        assert_eq!(
+            s[httpd]["depends_on"]["check-data"]["condition"],
+            "service_completed_successfully"
+        );
+    }
     assert_eq!(
-        s["httpd-a"]["depends_on"]["rustnfs"]["condition"],
+        s["check-data"]["depends_on"]["rustnfs"]["condition"],
         "service_healthy"
     );
+    assert_eq!(s["rustnfs"]["volumes"][0]["type"], "bind");
+    assert_eq!(s["httpd-b"]["volumes"][0]["type"], "bind");
     let mut a = strings(&s["load-a"]["command"]);
     let mut b = strings(&s["load-b"]["command"]);
     // Same workload except the target host and the result file.
@@ -1301,6 +1415,10 @@ fn compose_scenarios_a_and_b_differ_only_in_storage() {
         }
     }
     assert_eq!(a, b);
+    assert!(
+        a.contains(&"--no-keepalive".to_string()),
+        "as compare: {a:?}"
+    );
     assert_eq!(s["tcp-server-host"]["network_mode"], "host");
     assert_eq!(s["load-tcp-host"]["network_mode"], "host");
     assert_eq!(s["rustnfs"]["environment"]["READ_ONLY"], "true");
