@@ -4,6 +4,7 @@ mod bench;
 mod cli;
 mod compare;
 mod compare_cmd;
+mod containers;
 mod load;
 mod report_cmd;
 mod servers;
