@@ -9,9 +9,7 @@ use tracing_subscriber::EnvFilter;
 fn main() -> std::process::ExitCode {
     let args = rustnfs::cli::Args::parse();
     tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
+        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         // Escape codes only for a person at a terminal, never in collected logs.
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
