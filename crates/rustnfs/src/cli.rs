@@ -72,8 +72,13 @@ impl Args {
             .export
             .ok_or_else(|| Error::Config("--export (SHARED_DIRECTORY) is required".into()))?;
         if !export.is_dir() {
+            let what = if export.exists() {
+                "not a directory"
+            } else {
+                "no such directory"
+            };
             return Err(Error::Config(format!(
-                "--export {}: not a directory",
+                "--export {}: {what}",
                 export.display()
             )));
         }
