@@ -5,7 +5,11 @@
 //! message elsewhere).
 
 mod common;
+mod crash;
 mod deploy;
 mod httpd;
+mod kernel_nfs;
 mod loadgen;
 mod rustnfs;
+mod rustnfs_hostile;
+mod support;

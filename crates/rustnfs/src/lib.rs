@@ -17,6 +17,7 @@
 //! Every call is read, bounded, parsed, answered and timed on one path inside the
 //! process: no second socket, no engine (see the README's design notes).
 
+mod buffers;
 pub mod cli;
 pub mod config;
 mod error;
@@ -59,6 +60,8 @@ pub async fn serve(
         p = local.port()
     );
     let max = config.max_connections.max(1);
+    // Never below one whole record, or that record could never be read.
+    let budget = oncrpc::Budget::new(config.max_buffer_bytes.max(2 * config.max_record));
     let permits = Arc::new(Semaphore::new(max));
     let (stop_tx, stopping) = watch::channel(false);
     let nfs = nfs::Dispatcher::new(fs.clone(), registry.clone(), local.port(), config.squash);
@@ -70,6 +73,9 @@ pub async fn serve(
         front_port: local.port(),
         permits: permits.clone(),
         stopping,
+        buffers: buffers::ReplyBuffers::new(budget.clone()),
+        budget,
+        closed: Default::default(),
     });
     guard::accept_loop(listener, guard, shutdown).await;
     info!("shutting down: finishing calls in flight");
