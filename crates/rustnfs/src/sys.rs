@@ -1,4 +1,5 @@
-//! Safe wrappers over the Linux calls the jail needs: openat2, statx, getdents64 and *at.
+//! Safe wrappers over the Linux calls the file system needs: statx, getdents64 and *at
+//! (resolution beneath the export root is the `jail` crate's).
 //!
 //! Everything here takes a directory file descriptor and a single name (or a relative path
 //! resolved with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`), so the server never follows a
@@ -7,7 +8,6 @@
 use std::ffi::CStr;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, Ordering};
 
 fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
     if r < 0 {
@@ -17,92 +17,16 @@ fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
     }
 }
 
-/// Whether the kernel has `openat2` (Linux 5.6+); cleared on the first `ENOSYS`.
-static HAVE_OPENAT2: AtomicBool = AtomicBool::new(true);
-
-/// Opens `path` (relative, `/`-separated, no `.`/`..` components) beneath `dir` without
-/// following any symbolic link and without crossing a mount point.
+/// Opens `path` (relative, `/`-separated) beneath `dir` without following any symbolic
+/// link and without crossing a mount point: the workspace's one jail, `jail::open_beneath`
+/// with `Policy::STRICT`.
 pub fn open_beneath(dir: BorrowedFd<'_>, path: &CStr, flags: i32) -> io::Result<OwnedFd> {
-    if HAVE_OPENAT2.load(Ordering::Relaxed) {
-        // SAFETY: open_how is plain data; zero is a valid value for every field.
-        let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-        how.flags = (flags | libc::O_CLOEXEC | libc::O_NOFOLLOW) as u64;
-        how.resolve = libc::RESOLVE_BENEATH
-            | libc::RESOLVE_NO_SYMLINKS
-            | libc::RESOLVE_NO_MAGICLINKS
-            | libc::RESOLVE_NO_XDEV;
-        for _ in 0..16 {
-            // SAFETY: valid fd, NUL-terminated path, and a correctly sized open_how.
-            let r = unsafe {
-                libc::syscall(
-                    libc::SYS_openat2,
-                    dir.as_raw_fd(),
-                    path.as_ptr(),
-                    &how as *const libc::open_how,
-                    std::mem::size_of::<libc::open_how>(),
-                )
-            };
-            if r >= 0 {
-                // SAFETY: the kernel returned a fresh descriptor we now own.
-                return Ok(unsafe { OwnedFd::from_raw_fd(r as i32) });
-            }
-            let e = io::Error::last_os_error();
-            match e.raw_os_error() {
-                // A concurrent rename makes RESOLVE_BENEATH ask for a retry.
-                Some(libc::EAGAIN) | Some(libc::EINTR) => continue,
-                Some(libc::ENOSYS) => {
-                    HAVE_OPENAT2.store(false, Ordering::Relaxed);
-                    break;
-                }
-                _ => return Err(e),
-            }
-        }
-        if HAVE_OPENAT2.load(Ordering::Relaxed) {
-            return Err(io::Error::from_raw_os_error(libc::EAGAIN));
-        }
-    }
-    // Fallback: one component at a time, each opened with O_NOFOLLOW.
-    let bytes = path.to_bytes();
-    let comps: Vec<&[u8]> = bytes
-        .split(|&b| b == b'/')
-        .filter(|c| !c.is_empty() && *c != b".")
-        .collect();
-    if comps.iter().any(|c| *c == b"..") {
-        return Err(io::Error::from_raw_os_error(libc::EXDEV));
-    }
-    let mut cur = dup(dir)?;
-    for (i, c) in comps.iter().enumerate() {
-        let last = i + 1 == comps.len();
-        let name = std::ffi::CString::new(*c).map_err(|_| einval())?;
-        let f = if last {
-            flags
-        } else {
-            libc::O_PATH | libc::O_DIRECTORY
-        };
-        cur = openat(cur.as_fd_b(), &name, f, 0)?;
-    }
-    if comps.is_empty() {
-        return openat(dir, c".", flags, 0);
-    }
-    Ok(cur)
-}
-
-trait AsFdB {
-    fn as_fd_b(&self) -> BorrowedFd<'_>;
-}
-impl AsFdB for OwnedFd {
-    fn as_fd_b(&self) -> BorrowedFd<'_> {
-        use std::os::fd::AsFd;
-        self.as_fd()
-    }
+    let flags = jail::OFlags::from_bits_retain(flags as u32);
+    jail::open_beneath(dir, path.to_bytes(), flags, jail::Policy::STRICT)
 }
 
 pub fn einval() -> io::Error {
     io::Error::from_raw_os_error(libc::EINVAL)
-}
-
-pub fn dup(fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
-    fd.try_clone_to_owned()
 }
 
 /// `openat(dir, name, flags | O_NOFOLLOW | O_CLOEXEC, mode)`: one name, never a symlink.

@@ -7,20 +7,20 @@
 //! inside the root work. With `follow_symlinks` the open is a plain `openat`, which can
 //! only leave the root through a symlink (request paths have no `..`). On kernels
 //! without `openat2` (< 5.6) each component is opened with `O_NOFOLLOW`, refusing every
-//! symlink. `O_NONBLOCK` keeps a FIFO in the tree from blocking a worker; anything that is
-//! not a regular file or directory is refused.
+//! symlink. Both are the workspace's one jail, `jail::open_beneath`. `O_NONBLOCK` keeps a
+//! FIFO in the tree from blocking a worker; anything that is not a regular file or
+//! directory is refused.
 //!
 //! Small reads happen inline (a page-cache hit costs microseconds, less than a hop to the
 //! blocking pool); larger ones in `spawn_blocking`.
 
 use std::ffi::CString;
 use std::fs::File;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::Bytes;
 
@@ -29,24 +29,12 @@ use super::{Entry, Handle, Kind, ListEntry, Meta, Storage, StorageError};
 /// Reads up to this size run on the calling (async) thread.
 const INLINE_READ: usize = 64 * 1024;
 
-const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
-const RESOLVE_BENEATH: u64 = 0x08;
-
-#[repr(C)]
-struct OpenHow {
-    flags: u64,
-    mode: u64,
-    resolve: u64,
-}
-
 /// Serves files under one directory.
 #[derive(Debug)]
 pub struct LocalStorage {
     root: PathBuf,
     root_fd: OwnedFd,
     follow_symlinks: bool,
-    /// Cleared the first time `openat2` answers ENOSYS.
-    has_openat2: AtomicBool,
     chunk: usize,
 }
 
@@ -71,7 +59,6 @@ impl LocalStorage {
             root: root.to_path_buf(),
             root_fd,
             follow_symlinks,
-            has_openat2: AtomicBool::new(true),
             chunk,
         })
     }
@@ -94,55 +81,13 @@ impl LocalStorage {
             let fd = unsafe { libc::openat(self.root_fd.as_raw_fd(), rel.as_ptr(), flags as i32) };
             return check_fd(fd);
         }
-        if self.has_openat2.load(Ordering::Relaxed) {
-            let how = OpenHow {
-                flags,
-                mode: 0,
-                resolve: RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
-            };
-            // SAFETY: openat2(2) with a valid open_how of the size we pass.
-            let fd = unsafe {
-                libc::syscall(
-                    libc::SYS_openat2,
-                    self.root_fd.as_raw_fd(),
-                    rel.as_ptr(),
-                    &how as *const OpenHow,
-                    std::mem::size_of::<OpenHow>(),
-                )
-            };
-            match check_fd(fd as RawFd) {
-                Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
-                    self.has_openat2.store(false, Ordering::Relaxed);
-                }
-                other => return other,
-            }
-        }
-        self.open_nofollow_walk(path, flags as i32)
-    }
-
-    /// Fallback without openat2: every component with O_NOFOLLOW (no symlinks at all).
-    fn open_nofollow_walk(&self, path: &[String], flags: i32) -> std::io::Result<OwnedFd> {
-        // SAFETY: dup of our own root descriptor.
-        let mut dir =
-            check_fd(unsafe { libc::fcntl(self.root_fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 0) })?;
-        for (i, comp) in path.iter().enumerate() {
-            let c = CString::new(comp.as_bytes())
-                .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
-            let last = i + 1 == path.len();
-            let f = if last {
-                flags | libc::O_NOFOLLOW
-            } else {
-                libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC
-            };
-            // SAFETY: openat(2) relative to a descriptor we own.
-            dir = check_fd(unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), f) })?;
-        }
-        if path.is_empty() {
-            // SAFETY: reopen the root itself for reading.
-            let c = CString::new(".").expect("static");
-            dir = check_fd(unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), flags) })?;
-        }
-        Ok(dir)
+        let flags = jail::OFlags::from_bits_retain(flags as u32);
+        jail::open_beneath(
+            self.root_fd.as_fd(),
+            rel.as_bytes(),
+            flags,
+            jail::Policy::BENEATH,
+        )
     }
 }
 
