@@ -267,8 +267,8 @@ fn a_thousand_connections_that_read_1mib_once_hold_no_buffers() {
     let root = rpc.mount_root();
     let fh = rpc.lookup(&root, b"one.bin");
     let started = Instant::now();
-    let conns = parallel(4, |_| {
-        (0..CONNECTIONS / 4)
+    let conns = parallel(8, |_| {
+        (0..CONNECTIONS / 8)
             .map(|_| {
                 let mut c = Raw::connect(srv.addr);
                 assert_eq!(c.read(&fh, 0, 1 << 20).unwrap().len(), 1 << 20);
