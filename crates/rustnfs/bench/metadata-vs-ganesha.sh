@@ -13,7 +13,8 @@ OTHER=${2:-}
 LOAD=${LOAD:-$(dirname "$BIN")/servelab}
 ROUNDS=${ROUNDS:-5}
 SECS=${SECS:-3}
-work=$(mktemp -d /tmp/rustnfs-meta.XXXXXX)
+# WORK_BASE=/dev/shm measures the servers on tmpfs, away from other disk traffic.
+work=$(mktemp -d "${WORK_BASE:-/tmp}/rustnfs-meta.XXXXXX")
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -58,16 +59,18 @@ url[ganesha]="nfs://127.0.0.1:$gport$work/www//scratch-ganesha?mountport=$mport"
 servers+=(ganesha)
 
 echo "loadavg before: $(cat /proc/loadavg)"
-echo "| round | server | clients | ops/s |"
-echo "| --- | --- | --- | --- |"
+echo "| round | server | clients | ops/s | failed |"
+echo "| --- | --- | --- | --- | --- |"
 n=${#servers[@]}
 for r in $(seq "$ROUNDS"); do
   for i in $(seq 0 $((n - 1))); do
     s=${servers[$(( (i + r) % n ))]}
     for c in 1 16; do
-      ops=$("$LOAD" load "${url[$s]}" --nfs-workload metadata --nfs-files 200 -c "$c" \
-              -z "${SECS}s" --no-progress 2>&1 | awk -F: '/Operations per second/ {print $2+0}')
-      echo "| $r | $s | $c | ${ops:-FAILED} |"
+      out=$("$LOAD" load "${url[$s]}" --nfs-workload metadata --nfs-files 200 -c "$c" \
+              -z "${SECS}s" --no-progress 2>&1 || true)
+      ops=$(awk -F: '/Operations per second/ {print $2+0}' <<<"$out")
+      failed=$(awk -F: '/Failed operations/ {print $2+0}' <<<"$out")
+      echo "| $r | $s | $c | ${ops:-none} | ${failed:-?} |"
     done
   done
 done

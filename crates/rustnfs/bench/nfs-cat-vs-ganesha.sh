@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
-# Reads a 10 MiB file N times (default 50) in a row with nfs-cat through rustnfs, through
-# rustnfs's internal engine port (no guard: the cost of the guard), and through
-# NFS-Ganesha 4.3 (VFS), alternating ROUNDS times in one run. Loopback only, free ports,
+# Reads a 10 MiB file N times (default 50) in a row with nfs-cat through rustnfs and
+# through NFS-Ganesha 4.3 (VFS), alternating ROUNDS times in one run. Loopback only, free ports,
 # a temporary directory; everything started here is stopped at the end.
 #
 #   cargo build --release -p rustnfs
@@ -32,9 +31,6 @@ rport=$(free_port)
 "$BIN" --export "$work/www" --listen "127.0.0.1:$rport" > "$work/rustnfs.out" 2> "$work/rustnfs.log" &
 rpid=$!; pids+=("$rpid")
 wait_port "$rport"
-# The engine behind the guard listens on another loopback port of the same process.
-# Only for this measurement: clients are never meant to reach it.
-eport=$(ss -ltnpH | awk -v pid="pid=$rpid," -v rp=":$rport" '$0 ~ pid && $4 !~ rp"$" && !p {split($4,a,":"); p=a[length(a)]} END {print p}')
 
 # NFS-Ganesha (VFS), configuration from shared/notes/baselines.md with free ports.
 gport=$(free_port); mport=$(free_port)
@@ -52,17 +48,16 @@ wait_port "$gport"; wait_port "$mport"; sleep 1
 
 declare -A url=(
   [rustnfs]="nfs://127.0.0.1//testfile.bin?version=3&nfsport=$rport&mountport=$rport"
-  [engine]="nfs://127.0.0.1//testfile.bin?version=3&nfsport=$eport&mountport=$eport"
   [ganesha]="nfs://127.0.0.1$work/www/testfile.bin?version=3&nfsport=$gport&mountport=$mport"
 )
-for s in rustnfs engine ganesha; do
+for s in rustnfs ganesha; do
   got=$(nfs-cat "${url[$s]}" | md5sum)
   [ "$got" = "$want" ] || { echo "$s: checksum mismatch" >&2; exit 1; }
 done
 echo "| round | server | ${N} × nfs-cat 10 MiB (s) | GB/s | ${N} × nfs-cat 4 KiB (s) |"
 echo "| --- | --- | --- | --- | --- |"
 for r in $(seq "$ROUNDS"); do
-  for s in rustnfs engine ganesha; do
+  for s in rustnfs ganesha; do
     t0=$(date +%s.%N)
     for _ in $(seq "$N"); do nfs-cat "${url[$s]}" > /dev/null; done
     t1=$(date +%s.%N)

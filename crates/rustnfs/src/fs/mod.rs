@@ -7,9 +7,11 @@
 //! `/`, `.` or `..` as a new name, and verifies every object it opens against the handle's
 //! inode and birth time, so a swap between check and use is caught.
 //!
-//! This file holds the jail (resolution of handles and names) and attributes; the
-//! procedures that change the tree are in `ops`, directory listing in `readdir`.
+//! This file holds the export and the jail's resolution of handles and names; attributes
+//! are in `attr`, the procedures that change the tree in `ops`, listing in `readdir`,
+//! the resolution of unknown handles in `resolve`.
 
+mod attr;
 pub mod handle;
 pub mod nodes;
 mod ops;
@@ -25,10 +27,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use latency::Registry;
-use nfs3_types::nfs3::{
-    FSSTAT3resok, fattr3, ftype3, nfsstat3, nfstime3, post_op_attr, sattr3, set_atime, set_mtime,
-    specdata3, wcc_attr,
-};
+use nfs3_types::nfs3::{FSSTAT3resok, fattr3, nfsstat3, post_op_attr};
 
 use crate::config::Config;
 use crate::error::{Error, nfsstat_from_io, status_label};
@@ -115,29 +114,6 @@ pub fn check_name(name: &[u8]) -> NfsResult<CString> {
         return Err(nfsstat3::NFS3ERR_NAMETOOLONG);
     }
     CString::new(name).map_err(|_| nfsstat3::NFS3ERR_ACCES)
-}
-
-fn time3(t: (i64, u32)) -> nfstime3 {
-    nfstime3 {
-        seconds: t.0.clamp(0, i64::from(u32::MAX)) as u32,
-        nseconds: t.1,
-    }
-}
-
-fn set_time(a: set_atime) -> sys::SetTime {
-    match a {
-        set_atime::DONT_CHANGE => None,
-        set_atime::SET_TO_SERVER_TIME => Some(None),
-        set_atime::SET_TO_CLIENT_TIME(t) => Some(Some((i64::from(t.seconds), t.nseconds))),
-    }
-}
-
-fn set_time_m(m: set_mtime) -> sys::SetTime {
-    match m {
-        set_mtime::DONT_CHANGE => None,
-        set_mtime::SET_TO_SERVER_TIME => Some(None),
-        set_mtime::SET_TO_CLIENT_TIME(t) => Some(Some((i64::from(t.seconds), t.nseconds))),
-    }
 }
 
 impl DirFs {
@@ -228,38 +204,6 @@ impl DirFs {
         (st.dev == self.inner.root_dev).then(|| Fh::new(st.ino, st.btime))
     }
 
-    /// NFS attributes of a stat.
-    pub fn fattr(&self, st: &Stat) -> fattr3 {
-        let type_ = match st.file_type() {
-            libc::S_IFDIR => ftype3::NF3DIR,
-            libc::S_IFLNK => ftype3::NF3LNK,
-            libc::S_IFBLK => ftype3::NF3BLK,
-            libc::S_IFCHR => ftype3::NF3CHR,
-            libc::S_IFSOCK => ftype3::NF3SOCK,
-            libc::S_IFIFO => ftype3::NF3FIFO,
-            _ => ftype3::NF3REG,
-        };
-        let (maj, min) = self.inner.root_dev;
-        fattr3 {
-            type_,
-            mode: st.mode & 0o7777,
-            nlink: st.nlink,
-            uid: st.uid,
-            gid: st.gid,
-            size: st.size,
-            used: st.blocks.saturating_mul(512),
-            rdev: specdata3 {
-                specdata1: st.rdev.0,
-                specdata2: st.rdev.1,
-            },
-            fsid: (u64::from(maj) << 32) | u64::from(min),
-            fileid: st.ino,
-            atime: time3(st.atime),
-            mtime: time3(st.mtime),
-            ctime: time3(st.ctime),
-        }
-    }
-
     fn matches(fh: &Fh, st: &Stat) -> bool {
         st.ino == fh.ino() && st.btime == fh.btime()
     }
@@ -328,40 +272,6 @@ impl DirFs {
         let file = Arc::new(File::from(fd));
         self.inner.fds.insert(fh.ino(), writable, file.clone());
         Ok(file)
-    }
-
-    /// Applies a SETATTR-style change through an fd of the object (never a path).
-    fn apply_sattr(&self, fd: &OwnedFd, st: &Stat, attr: &sattr3) -> NfsResult<()> {
-        use nfs3_types::nfs3::Nfs3Option;
-        // Refuse a size that cannot be set before changing anything else.
-        if let Nfs3Option::Some(size) = attr.size {
-            if st.is_dir() {
-                return Err(nfsstat3::NFS3ERR_ISDIR);
-            }
-            if !st.is_reg() {
-                return Err(nfsstat3::NFS3ERR_INVAL);
-            }
-            // ftruncate takes a signed offset: 2^63 and above is not a size.
-            if size > i64::MAX as u64 {
-                return Err(nfsstat3::NFS3ERR_FBIG);
-            }
-        }
-        if let Nfs3Option::Some(mode) = attr.mode {
-            sys::fchmod(fd.as_fd(), mode & 0o7777).map_err(io_err)?;
-        }
-        let (uid, gid) = self.owner_change(attr);
-        if uid != u32::MAX || gid != u32::MAX {
-            sys::lchownat(fd.as_fd(), c"", uid, gid).map_err(io_err)?;
-        }
-        if let Nfs3Option::Some(size) = attr.size {
-            let file = File::from(fd.try_clone().map_err(io_err)?);
-            file.set_len(size).map_err(io_err)?;
-        }
-        let (a, m) = (set_time(attr.atime), set_time_m(attr.mtime));
-        if a.is_some() || m.is_some() {
-            sys::lutimensat(fd.as_fd(), c"", a, m).map_err(io_err)?;
-        }
-        Ok(())
     }
 
     /// GETATTR (also the attributes every other reply carries).
@@ -510,15 +420,6 @@ impl DirFs {
     }
 }
 
-/// The pre-operation attributes of a change (RFC 1813 `wcc_attr`).
-fn wcc_of(a: &fattr3) -> wcc_attr {
-    wcc_attr {
-        size: a.size,
-        mtime: a.mtime,
-        ctime: a.ctime,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -557,7 +458,7 @@ mod tests {
             Err(nfsstat3::NFS3ERR_NOTDIR)
         );
         assert!(fs.read_into(&up, 0, 10, &mut Vec::new()).is_err());
-        let unchecked = nfs3_types::nfs3::createhow3::UNCHECKED(sattr3::default());
+        let unchecked = nfs3_types::nfs3::createhow3::UNCHECKED(Default::default());
         assert!(fs.create(&up, b"x", &unchecked).0.is_err());
         assert!(!tmp.path().join("x").exists());
         let sub = fs.lookup_sync(&root, b"sub").unwrap();

@@ -12,7 +12,8 @@ use nfs3_types::nfs3::{
     pre_op_attr, sattr3, wcc_data,
 };
 
-use super::{DirFs, Fh, Loc, MAX_IO, NfsResult, blocking, check_name, io_err, set_time, wcc_of};
+use super::attr::{set_time, set_time_m, wcc_of};
+use super::{DirFs, Fh, Loc, MAX_IO, NfsResult, blocking, check_name, io_err};
 use crate::sys::{self, Stat};
 
 /// A change's result with the directory's (or file's) before/after attributes.
@@ -98,7 +99,7 @@ impl DirFs {
             if uid != u32::MAX || gid != u32::MAX {
                 sys::lchownat(dir.as_fd(), name, uid, gid).map_err(io_err)?;
             }
-            let (a, m) = (set_time(attr.atime), super::set_time_m(attr.mtime));
+            let (a, m) = (set_time(attr.atime), set_time_m(attr.mtime));
             if a.is_some() || m.is_some() {
                 sys::lutimensat(dir.as_fd(), name, a, m).map_err(io_err)?;
             }
