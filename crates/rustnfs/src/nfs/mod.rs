@@ -5,9 +5,8 @@
 //! [`DirFs`] directly, and its reply built with `nfs3_types`; every call is timed into
 //! the registry (`total` for the call, `vfs` for the file-system work inside it). RPC
 //! errors follow RFC 5531: arguments that do not decode → `GARBAGE_ARGS`, an unknown
-//! procedure → `PROC_UNAVAIL`, an unknown program → `PROG_UNAVAIL`, a version we do not
-//! serve → `PROG_MISMATCH`, an RPC version other than 2 → `RPC_MISMATCH`, a credential
-//! flavour other than AUTH_NONE/AUTH_SYS (or a malformed AUTH_SYS) → `AUTH_ERROR`.
+//! procedure → `PROC_UNAVAIL`; the header checks (RPC version, credential, program,
+//! version) are `oncrpc`'s, the same the front door makes.
 //!
 //! - `read`: procedures that only look (GETATTR, LOOKUP, ACCESS, READLINK, READDIR,
 //!   READDIRPLUS, FSSTAT, FSINFO, PATHCONF).
@@ -29,7 +28,8 @@ use nfs3_types::nfs3::{Nfs3Result, nfsstat3, writeverf3};
 use crate::error::status_label;
 use crate::fs::{DirFs, Fh, NfsResult};
 use crate::rpc::{self, Call, MOUNT_PROG, NFS_PROG, PMAP_PROG};
-use xdr::{Args, Garbage, word};
+use oncrpc::msg::{self as rpcmsg, AcceptStat, Rejection};
+use xdr::{Args, Garbage};
 
 /// Why a call got no procedure result (the accept status, RFC 5531 §9).
 enum Refused {
@@ -117,72 +117,47 @@ impl Dispatcher {
     }
 
     fn answer(&self, call: &Call, record: &[u8], out: &mut Vec<u8>) -> &'static str {
-        let head = |i: usize| {
-            record
-                .get(i * 4..i * 4 + 4)
-                .map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-        };
-        // RPC version (word 2): only 2 exists.
-        if head(2) != 2 {
-            for w in [call.xid, 1, 1, 0, 2, 2] {
-                word(out, w);
+        // The same header checks as the front door (one implementation, `oncrpc`): a
+        // call that reaches the dispatcher some other way is refused just the same.
+        let header = match rpcmsg::decode_call(record) {
+            Ok(h) => h,
+            Err(e) => {
+                let r = e.rejection().map_or(Rejection::GarbageArgs, |(_, r)| r);
+                r.encode(out, call.xid);
+                return r.label();
             }
-            return "RPC_MISMATCH";
+        };
+        if let Err(r) = header.check(&rpc::PROGRAMS) {
+            r.encode(out, call.xid);
+            return r.label();
         }
-        let caller = match credential(&record[24.min(record.len())..call.args]) {
-            Some(c) => c,
-            None => {
-                // MSG_DENIED, AUTH_ERROR, AUTH_BADCRED.
-                for w in [call.xid, 1, 1, 1, 1] {
-                    word(out, w);
-                }
-                return "AUTH_ERROR";
-            }
-        };
         let caller = match self.squash {
             Some((uid, gid)) => Caller {
                 uid,
                 gid,
                 gids: Vec::new(),
             },
-            None => caller,
+            None => credential(header.cred.flavor, header.cred.body),
         };
-        // MSG_ACCEPTED with an AUTH_NONE verifier, then the accept status.
-        for w in [call.xid, 1, 0, 0, 0] {
-            word(out, w);
-        }
         let accept_at = out.len();
-        word(out, 0);
-        let mut args = Args::new(&record[call.args..]);
-        let versions = match call.prog {
-            NFS_PROG | MOUNT_PROG => 3,
-            PMAP_PROG => 2,
-            _ => {
-                out[accept_at + 3] = 1; // PROG_UNAVAIL
-                return "PROG_UNAVAIL";
-            }
-        };
-        if call.vers != versions {
-            out[accept_at + 3] = 2; // PROG_MISMATCH, low and high
-            word(out, versions);
-            word(out, versions);
-            return "PROG_MISMATCH";
-        }
+        rpcmsg::accepted(out, call.xid, AcceptStat::Success);
+        let mut args = Args::new(&record[header.args..]);
         let r = match call.prog {
             NFS_PROG => self.nfs(call.proc_, &caller, &mut args, out),
             MOUNT_PROG => self.mount(call.proc_, &mut args, out),
-            _ => self.pmap(call.proc_, &mut args, out),
+            PMAP_PROG => self.pmap(call.proc_, &mut args, out),
+            _ => Err(Refused::ProcUnavail),
         };
         match r {
             Ok(status) => status,
             Err(refused) => {
                 out.truncate(accept_at);
-                let (code, label) = match refused {
-                    Refused::ProcUnavail => (3, "PROC_UNAVAIL"),
-                    Refused::Garbage => (4, "GARBAGE_ARGS"),
+                let r = match refused {
+                    Refused::ProcUnavail => Rejection::ProcUnavail,
+                    Refused::Garbage => Rejection::GarbageArgs,
                 };
-                word(out, code);
-                label
+                r.encode(out, call.xid);
+                r.label()
             }
         }
     }
@@ -244,30 +219,26 @@ fn fail<T, E: Default>(s: nfsstat3) -> Nfs3Result<T, E> {
     Nfs3Result::Err((s, E::default()))
 }
 
-/// Parses the call's credential (flavour, length, body): AUTH_NONE is nobody, AUTH_SYS
-/// gives uid, gid and up to 16 groups; anything else (or a malformed body) is `None`.
-fn credential(cred: &[u8]) -> Option<Caller> {
-    let mut a = Args::new(cred);
-    let flavor = a.u32().ok()?;
-    let body = a.opaque(400).ok()?;
-    match flavor {
-        0 => Some(Caller::nobody()),
-        1 => {
-            let mut b = Args::new(body);
-            let _stamp = b.u32().ok()?;
-            let _machine = b.opaque(255).ok()?;
-            let uid = b.u32().ok()?;
-            let gid = b.u32().ok()?;
-            let n = b.u32().ok()?;
-            if n > 16 {
-                return None;
-            }
-            let gids = (0..n).map(|_| b.u32().ok()).collect::<Option<Vec<_>>>()?;
-            b.end().ok()?;
-            Some(Caller { uid, gid, gids })
-        }
-        _ => None,
+/// The caller of a call whose credential the front door accepted: AUTH_SYS gives uid,
+/// gid and groups; AUTH_NONE (or anything unreadable) is nobody.
+fn credential(flavor: u32, body: &[u8]) -> Caller {
+    if flavor != rpcmsg::flavor::AUTH_SYS {
+        return Caller::nobody();
     }
+    let parse = || -> Option<Caller> {
+        let mut b = Args::new(body);
+        let _stamp = b.u32().ok()?;
+        let _machine = b.opaque(255).ok()?;
+        let uid = b.u32().ok()?;
+        let gid = b.u32().ok()?;
+        let n = b.u32().ok()?;
+        if n > 16 {
+            return None;
+        }
+        let gids = (0..n).map(|_| b.u32().ok()).collect::<Option<Vec<_>>>()?;
+        Some(Caller { uid, gid, gids })
+    };
+    parse().unwrap_or_else(Caller::nobody)
 }
 
 #[cfg(test)]

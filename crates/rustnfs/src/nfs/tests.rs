@@ -5,6 +5,7 @@ use std::io::Cursor;
 use nfs3_types::nfs3::{READ3res, nfsstat3};
 use nfs3_types::xdr_codec::Unpack;
 
+use super::xdr::word;
 use super::*;
 use crate::config::Config;
 
