@@ -5,6 +5,8 @@ mod cli;
 mod compare;
 mod compare_cmd;
 mod load;
+mod measure;
+mod ours;
 mod report_cmd;
 mod servers;
 mod tcp_server;
