@@ -330,15 +330,16 @@ impl Drop for Pipe {
     }
 }
 
-/// Waits until `fd` is ready for `events` (or 50 ms pass).
-fn wait_fd(fd: i32, events: i16) {
+/// Waits until `fd` is ready for `events` (or has hung up), at most `timeout_ms`
+/// (-1: no limit).
+fn wait_fd(fd: i32, events: i16, timeout_ms: i32) {
     let mut p = libc::pollfd {
         fd,
         events,
         revents: 0,
     };
     // SAFETY: poll on one pollfd we own.
-    unsafe { libc::poll(&mut p, 1, 50) };
+    unsafe { libc::poll(&mut p, 1, timeout_ms) };
 }
 
 /// Splices socket → pipe without blocking inside the kernel: a blocking splice from a
@@ -348,8 +349,9 @@ fn wait_fd(fd: i32, events: i16) {
 fn splice_in(from: i32, pipe_write: i32, len: usize) -> std::io::Result<usize> {
     loop {
         // SPLICE_F_NONBLOCK covers only the pipe: a blocking socket still blocks (with
-        // the pipe locked), so wait for data first.
-        wait_fd(from, libc::POLLIN);
+        // the pipe locked, so the writer could not drain what is already queued), so
+        // wait — without a time limit — until there is data or the peer has gone.
+        wait_fd(from, libc::POLLIN, -1);
         // SAFETY: splice between descriptors the caller owns; null offsets.
         let n = unsafe {
             libc::splice(
@@ -368,7 +370,7 @@ fn splice_in(from: i32, pipe_write: i32, len: usize) -> std::io::Result<usize> {
         match e.kind() {
             std::io::ErrorKind::Interrupted => {}
             // No data yet, or the pipe is full: wait for room, then for data.
-            std::io::ErrorKind::WouldBlock => wait_fd(pipe_write, libc::POLLOUT),
+            std::io::ErrorKind::WouldBlock => wait_fd(pipe_write, libc::POLLOUT, 50),
             _ => return Err(e),
         }
     }
@@ -575,7 +577,7 @@ mod tests {
 
     #[test]
     fn bytes_arrive_intact_both_ways() {
-        for spec in ["rate=unlimited", "rate=2gbit,delay=100us"] {
+        for spec in ["rate=unlimited", "rate=2gbit,delay=100us", "delay=80ms"] {
             let relay = start(
                 "127.0.0.1:0".parse().unwrap(),
                 echo_server(),
@@ -592,6 +594,21 @@ mod tests {
             r.read_exact(&mut got).unwrap();
             writer.join().unwrap();
             assert!(got == payload, "{spec}: bytes changed in the relay");
+            // An idle pause, then a request: it must not wait for more input first (a
+            // blocking splice from an idle socket held the pipe and stalled replies).
+            std::thread::sleep(Duration::from_millis(150));
+            r.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+            let mut w = r.try_clone().unwrap();
+            let t = Instant::now();
+            w.write_all(b"ping").unwrap();
+            let mut pong = [0u8; 4];
+            r.read_exact(&mut pong).expect("the reply after a pause");
+            assert_eq!(&pong, b"ping");
+            assert!(
+                t.elapsed() < Duration::from_millis(500),
+                "{spec}: {:?}",
+                t.elapsed()
+            );
         }
     }
 
