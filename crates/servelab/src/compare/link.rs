@@ -12,8 +12,9 @@
 //! - Shaped: each direction is a reader that splices what arrives into a pipe and
 //!   books it on the link (`rate`, one clock shared by every connection in that
 //!   direction, as on one wire), and a writer that splices it on when the link has
-//!   carried it plus `delay`. The writer sleeps with a 1 ns timer slack and spins only
-//!   the last microseconds, so delays are exact to tens of microseconds.
+//!   carried it plus `delay`. The writer sleeps on the kernel's high-resolution timer
+//!   with a 1 ns timer slack, minus its recent wakeup lateness, so delays are right to
+//!   tens of microseconds on average.
 
 use std::fmt;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -433,8 +434,9 @@ fn shaped_pump(from: Option<TcpStream>, to: &TcpStream, spec: LinkSpec, clock: A
     // SAFETY: prctl(PR_SET_TIMERSLACK) on this thread only; 1 ns asks for exact wakeups.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1, 0, 0, 0) };
     let mut pending: Option<(Instant, usize)> = None;
+    let mut lateness = Duration::ZERO;
     'out: while let Some((release, mut left)) = pending.take().or_else(|| rx.recv().ok()) {
-        sleep_until(release);
+        sleep_until(release, &mut lateness);
         // Everything else already due goes out in the same splice: at 5 Gbit/s a piece
         // is due every few tens of microseconds, and one wakeup per piece is too many
         // on a busy machine.
@@ -459,26 +461,38 @@ fn shaped_pump(from: Option<TcpStream>, to: &TcpStream, spec: LinkSpec, clock: A
     drop(reader);
 }
 
-/// Sleeps until `t`: the kernel's high-resolution sleep for all but the last 50 µs, then
-/// a yielding spin (a wakeup can come a little late; it must not come early).
-fn sleep_until(t: Instant) {
-    const SPIN: Duration = Duration::from_micros(50);
+/// Sleeps until `t` on the kernel's high-resolution timer (the thread's timer slack is
+/// 1 ns). A wakeup comes some microseconds late — more on a busy machine — so the sleep
+/// ends early by the recent average lateness (`lateness`, kept per writer), which puts
+/// releases on time on average. No spinning: on a busy machine a spinning thread only
+/// delays the others.
+fn sleep_until(t: Instant, lateness: &mut Duration) {
     let now = Instant::now();
     if t <= now {
         return;
     }
-    if t - now > SPIN {
-        std::thread::sleep(t - now - SPIN);
+    let wanted = t - now;
+    let asked = wanted.saturating_sub(*lateness);
+    if asked.is_zero() {
+        return;
     }
-    while Instant::now() < t {
-        std::thread::yield_now();
-    }
+    let start = Instant::now();
+    std::thread::sleep(asked);
+    let late = start.elapsed().saturating_sub(asked);
+    // An exponential average over the last ~8 wakeups, capped so one long stall (the
+    // process descheduled) cannot make later releases early by much.
+    let late = late.min(Duration::from_micros(200));
+    *lateness = (*lateness * 7 + late) / 8;
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::io::{Read as _, Write as _};
+
+    /// The figure tests measure time and throughput: one at a time, so they do not
+    /// measure each other.
+    static FIGURES: Mutex<()> = Mutex::new(());
 
     #[test]
     fn specs_parse_and_print() {
@@ -543,23 +557,33 @@ mod tests {
         (addr, rx)
     }
 
-    /// Median round trip of a 100-byte ping over `addr`.
-    fn median_rtt(addr: SocketAddr, pings: usize) -> Duration {
-        let mut s = TcpStream::connect(addr).unwrap();
-        s.set_nodelay(true).unwrap();
+    /// Median round trips of a 100-byte ping over `a` and over `b`, the pings
+    /// alternating between the two so the machine's noise falls on both alike.
+    fn paired_rtts(a: SocketAddr, b: SocketAddr, pings: usize) -> (Duration, Duration) {
+        let mut conns = [
+            TcpStream::connect(a).unwrap(),
+            TcpStream::connect(b).unwrap(),
+        ];
+        let mut times = [Vec::new(), Vec::new()];
         let mut buf = [0u8; 100];
-        let mut times = Vec::new();
         for i in 0..pings + 3 {
-            let t = Instant::now();
-            s.write_all(&[i as u8; 100]).unwrap();
-            s.read_exact(&mut buf).unwrap();
-            assert_eq!(buf[0], i as u8);
-            if i >= 3 {
-                times.push(t.elapsed());
+            for (k, s) in conns.iter_mut().enumerate() {
+                s.set_nodelay(true).unwrap();
+                let t = Instant::now();
+                s.write_all(&[i as u8; 100]).unwrap();
+                s.read_exact(&mut buf).unwrap();
+                assert_eq!(buf[0], i as u8);
+                if i >= 3 {
+                    times[k].push(t.elapsed());
+                }
             }
         }
-        times.sort();
-        times[times.len() / 2]
+        let mut med = |v: &mut Vec<Duration>| {
+            v.sort();
+            v[v.len() / 2]
+        };
+        let (x, y) = times.split_at_mut(1);
+        (med(&mut x[0]), med(&mut y[0]))
     }
 
     /// Bits per second the far end received from one stream sent for about `secs`.
@@ -577,6 +601,7 @@ mod tests {
 
     #[test]
     fn bytes_arrive_intact_both_ways() {
+        let _one_at_a_time = FIGURES.lock();
         for spec in ["rate=unlimited", "rate=2gbit,delay=100us", "delay=80ms"] {
             let relay = start(
                 "127.0.0.1:0".parse().unwrap(),
@@ -617,20 +642,20 @@ mod tests {
     /// not the few tens of microseconds the shaping threads cost over plain splice).
     #[test]
     fn delay_adds_twice_d_to_a_round_trip() {
+        let _one_at_a_time = FIGURES.lock();
         let upstream = echo_server();
         let no_delay = LinkSpec {
             rate_bits_per_sec: Some(1_000_000_000_000),
             delay: Duration::ZERO,
         };
         let control = start("127.0.0.1:0".parse().unwrap(), upstream, no_delay).unwrap();
-        let base = median_rtt(control.addr, 30);
         for d_us in [250u64, 1000] {
             let spec = LinkSpec {
                 rate_bits_per_sec: None,
                 delay: Duration::from_micros(d_us),
             };
             let relay = start("127.0.0.1:0".parse().unwrap(), upstream, spec).unwrap();
-            let rtt = median_rtt(relay.addr, 30);
+            let (base, rtt) = paired_rtts(control.addr, relay.addr, 40);
             let added = rtt.saturating_sub(base).as_secs_f64() * 1e6;
             let want = 2.0 * d_us as f64;
             assert!(
@@ -647,6 +672,7 @@ mod tests {
     /// regresses (the old one held 1 Gbit/s to 0.32).
     #[test]
     fn rate_is_carried_by_one_stream() {
+        let _one_at_a_time = FIGURES.lock();
         let (upstream, sink) = sink_server();
         // The same machinery with no rate limit: what this machine can relay right now.
         let unlimited = LinkSpec {
@@ -691,6 +717,7 @@ mod tests {
     /// loopback carries directly (splice, no user-space copy).
     #[test]
     fn unshaped_relay_is_cheap() {
+        let _one_at_a_time = FIGURES.lock();
         let (upstream, sink) = sink_server();
         let relay = start(
             "127.0.0.1:0".parse().unwrap(),
