@@ -578,7 +578,7 @@ mod tests {
                 }
             }
         }
-        let mut med = |v: &mut Vec<Duration>| {
+        let med = |v: &mut Vec<Duration>| {
             v.sort();
             v[v.len() / 2]
         };
