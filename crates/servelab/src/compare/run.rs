@@ -562,7 +562,14 @@ impl<'a> RunContext<'a> {
             .reference
             .as_ref()
             .filter(|_| !a.reference.is_empty())
-            .map(|r| crosscheck::summarise(r, &a.reference, median_run.requests_per_sec));
+            .map(|r| {
+                let busy = a
+                    .runs
+                    .iter()
+                    .filter(|x| x.noise.is_some_and(|n| n.busy))
+                    .count();
+                crosscheck::summarise(r, &a.reference, median_run.requests_per_sec, busy)
+            });
         self.report.http.push(HttpRow {
             workload: w.name.into(),
             scenario: sc.name.clone(),
