@@ -5,9 +5,9 @@ use std::path::PathBuf;
 use anyhow::{Context as _, bail};
 use clap::Args;
 
-use crate::compare::dataset::DatasetSpec;
 use crate::compare::link::LinkSpec;
 use crate::compare::run::{BaselineChoice, CompareOptions};
+use lab::dataset::DatasetSpec;
 
 /// Scenario A (httpd reading through NFS from rustnfs) against scenario B (httpd reading
 /// local disk), plus nginx, Apache and NFS-Ganesha when installed, on loopback.
@@ -66,6 +66,15 @@ pub struct CompareArgs {
     /// the NFS server.
     #[arg(long, default_value_t = 1000)]
     pub nfs_cache_ms: u64,
+    /// Threads of servelab's load generator. One, like `wrk -t 1` and `ab`: on a small
+    /// machine a client thread per core takes the CPU the server needs, and the servers
+    /// that suffer most from that are not the same ones in every run.
+    #[arg(long, default_value_t = 1)]
+    pub client_threads: usize,
+    /// Do not run `ab` (large file) and `wrk` (small file) beside servelab's load
+    /// generator.
+    #[arg(long)]
+    pub no_cross_check: bool,
     /// Where runs are written: `<DIR>/<date>-<host>/`.
     #[arg(long, default_value = "results", value_name = "DIR")]
     pub results: PathBuf,
@@ -84,9 +93,10 @@ impl CompareArgs {
             || self.concurrency == 0
             || self.small_concurrency == 0
             || self.nfs_clients == 0
+            || self.client_threads == 0
         {
             bail!(
-                "--requests, --concurrency, --small-concurrency and --nfs-clients must be at least 1"
+                "--requests, --concurrency, --small-concurrency, --nfs-clients and --client-threads must be at least 1"
             );
         }
         for (name, v) in [
@@ -135,6 +145,8 @@ impl CompareArgs {
             cold: self.cold,
             link,
             nfs_cache_ms: self.nfs_cache_ms,
+            client_threads: self.client_threads,
+            cross_check: !self.no_cross_check,
             results: self.results,
         })
     }
@@ -145,11 +157,10 @@ pub fn run(mut args: CompareArgs) -> anyhow::Result<()> {
     containers.parse().map_err(anyhow::Error::msg)?;
     let options = args.into_options()?;
     let dir = if containers.containers_only {
-        crate::compare::run::unique_run_dir(&options.results).map_err(anyhow::Error::msg)?
+        crate::compare::run::unique_run_dir(&options.results)?
     } else {
-        let (report, dir) = crate::compare::run::run(&options)
-            .map_err(anyhow::Error::msg)
-            .context("servelab compare failed")?;
+        let (report, dir) =
+            crate::compare::run::run(&options).context("servelab compare failed")?;
         print!("{}", crate::compare::markdown::render(&report));
         println!(
             "\nWritten: {}/report.md, report.json and the SVG plots.",

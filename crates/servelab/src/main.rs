@@ -6,6 +6,8 @@ mod compare;
 mod compare_cmd;
 mod containers;
 mod load;
+mod measure;
+mod ours;
 mod report_cmd;
 mod servers;
 mod tcp_server;

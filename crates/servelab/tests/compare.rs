@@ -72,6 +72,7 @@ fn short_compare_reports_every_scenario() {
         "throughput.svg",
         "latency-large.svg",
         "latency-small.svg",
+        "memory.svg",
     ] {
         assert!(
             run_dir.join(file).is_file(),
@@ -128,8 +129,37 @@ fn short_compare_reports_every_scenario() {
             assert_eq!(m["failed"], 0, "{scenario} {workload} had failures");
             assert_eq!(m["non_2xx"], 0, "{scenario} {workload} had non-2xx answers");
             assert_eq!(row["runs"].as_array().unwrap().len(), 2);
+            // What the server cost, per workload and per run, and the noise around it.
+            let cost = &row["cost"];
+            assert!(
+                cost["peak_rss_bytes"].as_u64().unwrap() > 0,
+                "{scenario}: {cost}"
+            );
+            // CPU time comes in clock ticks (10 ms): twenty 1 MiB responses may cost less
+            // than one, half a second of keep-alive requests never does.
+            let cpu = cost["cpu_user_s"].as_f64().unwrap() + cost["cpu_system_s"].as_f64().unwrap();
+            assert!(
+                cpu >= 0.0 && (workload == "large" || cpu > 0.0),
+                "{scenario}: {cost}"
+            );
+            assert!(cost["peak_open_fds"].as_u64().unwrap() > 0);
+            for run in row["runs"].as_array().unwrap() {
+                assert!(run["noise"]["before"]["load1"].as_f64().is_some(), "{run}");
+                assert!(run["cost"]["rss_over_time"].as_array().unwrap().len() >= 2);
+            }
+            // The reference client beside ours, when installed.
+            let tool = if workload == "large" { "ab" } else { "wrk" };
+            if has(tool) {
+                let r = &row["reference"];
+                assert_eq!(r["tool"], tool, "{scenario} {workload}: {row}");
+                assert!(r["median_per_sec"].as_f64().unwrap() > 0.0);
+                assert!(r["agreement"].as_f64().unwrap() > 0.0);
+            } else {
+                assert!(!in_ci(), "{tool} must be installed in CI");
+            }
         }
     }
+    assert!(report["flags"].is_array());
     // The large workload moved exactly requests × file size.
     let b_large = rows
         .iter()
@@ -177,11 +207,25 @@ fn short_compare_reports_every_scenario() {
             .any(|t| t["path"] == "loopback" && t["bits_per_sec"].as_f64().unwrap() > 1e8)
     );
     assert_eq!(tcp.len(), 3, "loopback, relay control and shaped link");
+    // Issue 12 §2: the shaped link carries its rate (it carried a third of it before),
+    // or as much as the control relay could on a machine too busy for 1 Gbit/s.
+    let control = tcp[1]["bits_per_sec"].as_f64().unwrap();
+    let shaped = &tcp[2];
+    let rate = shaped["expected_bits_per_sec"].as_f64().unwrap();
+    assert_eq!(rate, 1e9);
+    let got = shaped["bits_per_sec"].as_f64().unwrap();
+    assert!(
+        got >= 0.9 * rate.min(control) && got <= 1.15 * rate,
+        "rate=1gbit carried {got:.3e} bit/s (control {control:.3e})"
+    );
+    assert!(report["link_path"].as_str().unwrap().contains("relay"));
 
     // The Markdown table a student pastes: Δ% against B on every other row.
     assert!(stdout.contains("| B (local) |"), "{stdout}");
     assert!(stdout.contains("Δ% req/s vs B"));
     assert!(stdout.contains("## Where the time goes"));
+    assert!(stdout.contains("## What each scenario costs"));
+    assert!(stdout.contains("## Noise"));
 
     // And `servelab report DIR` re-renders the same Markdown from the JSON.
     let md_before = std::fs::read_to_string(run_dir.join("report.md")).unwrap();

@@ -3,16 +3,17 @@
 //! repeated, written as raw CSV, a setup note and a summary with the ratios.
 //!
 //! # Layout
-//! - [`tools`]: running and parsing `wrk`, `ab`, `iperf3`.
+//! - [`names`]: tool and server names as the CSV writes them.
 //! - [`suite`]: the servers, the matrix of cases and the interleaved measuring loop.
 //! - [`summary`]: medians, spreads, ratios against the bars; `summary.md` and the CSV.
 //!
-//! Servers and peers come from `compare` (`baselines`, `process`, `memory`, `dataset`,
-//! `environment`): the suite only decides what to measure and in which order.
+//! Peers, tools (`wrk`, `ab`, `iperf3`), datasets, the environment and the sampler come
+//! from the `lab` crate, the load-generator wrapper from [`crate::measure`]: the suite
+//! only decides what to measure and in which order.
 
+pub mod names;
 pub mod suite;
 pub mod summary;
-pub mod tools;
 
 use std::path::PathBuf;
 
@@ -101,9 +102,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             "servelab bench: WARNING: this is a debug build; run `cargo run --release -p servelab -- bench` for numbers that mean something"
         );
     }
-    let dir = suite::run(&opts)
-        .map_err(anyhow::Error::msg)
-        .context("benchmark suite")?;
+    let dir = suite::run(&opts).context("benchmark suite")?;
     let summary = std::fs::read_to_string(dir.join("summary.md")).unwrap_or_default();
     println!("{summary}");
     eprintln!("servelab bench: results in {}", dir.display());

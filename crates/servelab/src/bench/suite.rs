@@ -8,16 +8,21 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use loadgen::{LoadPlan, NfsWorkload, Schedule};
+use anyhow::{Context as _, anyhow, bail};
+use lab::dataset::{self, DatasetSpec};
+use lab::environment::Environment;
+use lab::find_program;
+use lab::peers::{self, Baseline, ExternalServer};
+use lab::process::Supervised;
+use lab::sampler::{self, Sampler, Target};
+use lab::tools::{self, Measured};
+use loadgen::{NfsWorkload, Schedule};
 
 use super::BenchOptions;
-use super::summary::{self, Row};
-use super::tools::{self, ChildGuard, Measured};
-use crate::compare::baselines::{self, Baseline, ExternalServer, find_program};
-use crate::compare::dataset::{self, DatasetSpec};
-use crate::compare::environment::Environment;
-use crate::compare::memory::{self, PeakSampler};
-use crate::compare::process::{self, ServerProcess};
+use super::names::*;
+use super::summary::{self, Row, Skip};
+use crate::measure::Load;
+use crate::ours::ServerProcess;
 
 /// The parts of the suite `--groups` selects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,21 +46,6 @@ impl Group {
         }
     }
 }
-
-/// Tool names as they appear in the CSV.
-pub const LOAD: &str = "servelab-load";
-pub const WRK: &str = "wrk";
-pub const AB: &str = "ab";
-pub const IPERF3: &str = "iperf3";
-pub const NFS_CAT: &str = "nfs-cat";
-
-/// Server names as they appear in the CSV.
-pub const HTTPD_LOCAL: &str = "httpd-local";
-pub const HTTPD_NFS: &str = "httpd-nfs";
-pub const NGINX: &str = "nginx";
-pub const APACHE: &str = "apache";
-pub const RUSTNFS: &str = "rustnfs";
-pub const GANESHA: &str = "ganesha";
 
 /// Where the boot-like file set lives inside the export, and its shape.
 const BOOT_DIR: &str = "boot";
@@ -155,13 +145,12 @@ impl NfsCase {
 
 /// Runs the suite and writes `results.csv`, `setup.md` and `summary.md`; returns the
 /// directory.
-pub fn run(opts: &BenchOptions) -> Result<PathBuf, String> {
+pub fn run(opts: &BenchOptions) -> anyhow::Result<PathBuf> {
     let out = match &opts.out {
         Some(d) => {
-            std::fs::create_dir_all(d)
-                .map_err(|e| format!("cannot create {}: {e}", d.display()))?;
+            std::fs::create_dir_all(d).with_context(|| format!("cannot create {}", d.display()))?;
             if d.join("results.csv").exists() {
-                return Err(format!("{} already holds a run", d.display()));
+                bail!("{} already holds a run", d.display());
             }
             d.clone()
         }
@@ -169,7 +158,7 @@ pub fn run(opts: &BenchOptions) -> Result<PathBuf, String> {
     };
     let log_dir = out.join("logs");
     std::fs::create_dir_all(&log_dir)
-        .map_err(|e| format!("cannot create {}: {e}", log_dir.display()))?;
+        .map_err(|e| anyhow!("cannot create {}: {e}", log_dir.display()))?;
     eprintln!("servelab bench: writing to {}", out.display());
     let load_before = loadavg();
     let started = Instant::now();
@@ -180,7 +169,7 @@ pub fn run(opts: &BenchOptions) -> Result<PathBuf, String> {
     let tmp = tempfile::Builder::new()
         .prefix("servelab-bench-")
         .tempdir()
-        .map_err(|e| format!("cannot create a temporary directory: {e}"))?;
+        .map_err(|e| anyhow!("cannot create a temporary directory: {e}"))?;
     let root = tmp.path().join("www");
     let info = dataset::generate(
         &root,
@@ -189,18 +178,18 @@ pub fn run(opts: &BenchOptions) -> Result<PathBuf, String> {
             ..DatasetSpec::default()
         },
     )
-    .map_err(|e| format!("cannot generate the dataset: {e}"))?;
-    write_boot_set(&root).map_err(|e| format!("cannot write the boot file set: {e}"))?;
+    .map_err(|e| anyhow!("cannot generate the dataset: {e}"))?;
+    write_boot_set(&root).map_err(|e| anyhow!("cannot write the boot file set: {e}"))?;
     for s in [RUSTNFS, GANESHA] {
         let d = root.join(format!("scratch-{s}"));
-        std::fs::create_dir_all(&d).map_err(|e| format!("cannot create {}: {e}", d.display()))?;
+        std::fs::create_dir_all(&d).map_err(|e| anyhow!("cannot create {}: {e}", d.display()))?;
         use std::os::unix::fs::PermissionsExt as _;
         let _ = std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o777));
     }
     let root_s = root.display().to_string();
 
     let mut rows: Vec<Row> = Vec::new();
-    let mut skipped: Vec<(String, String)> = Vec::new();
+    let mut skipped: Vec<Skip> = Vec::new();
     let mut notes: Vec<String> = Vec::new();
     let wants = |g: Group| opts.groups.contains(&g);
 
@@ -227,27 +216,30 @@ pub fn run(opts: &BenchOptions) -> Result<PathBuf, String> {
     let idle_httpd = settle_rss(httpd_local.pid());
     let idle_httpd_nfs = settle_rss(httpd_nfs.pid());
     let mut start_peer =
-        |b: Baseline, f: &dyn Fn() -> Result<ExternalServer, String>| -> Option<ExternalServer> {
+        |b: Baseline, f: &dyn Fn() -> lab::Result<ExternalServer>| -> Option<ExternalServer> {
             if let Err(why) = b.detect() {
-                skipped.push((b.name().into(), why));
+                skipped.push(Skip::new(b.name(), why));
                 return None;
             }
             match f() {
                 Ok(s) => Some(s),
                 Err(e) => {
-                    skipped.push((b.name().into(), format!("installed but did not start: {e}")));
+                    skipped.push(Skip::new(
+                        b.name(),
+                        format!("installed but did not start: {e}"),
+                    ));
                     None
                 }
             }
         };
-    let nginx = start_peer(Baseline::Nginx, &|| baselines::start_nginx(&root));
+    let nginx = start_peer(Baseline::Nginx, &|| peers::start_nginx(&root));
     let apache = if wants(Group::Http) {
-        start_peer(Baseline::Apache, &|| baselines::start_apache(&root))
+        start_peer(Baseline::Apache, &|| peers::start_apache(&root))
     } else {
         None
     };
     let ganesha = if wants(Group::Nfs) {
-        start_peer(Baseline::Ganesha, &|| baselines::start_ganesha(&root))
+        start_peer(Baseline::Ganesha, &|| peers::start_ganesha(&root))
     } else {
         None
     };
@@ -307,37 +299,33 @@ pub fn run(opts: &BenchOptions) -> Result<PathBuf, String> {
     if has("wrk") {
         http_tools.push(WRK);
     } else {
-        skipped.push((
-            WRK.into(),
-            "wrk is not installed (apt-get install wrk)".into(),
-        ));
+        skipped.push(Skip::new(WRK, "wrk is not installed (apt-get install wrk)"));
     }
     let has_ab = has("ab");
     if !has_ab && wants(Group::Loadgen) {
-        skipped.push((
-            AB.into(),
-            "ab is not installed (apt-get install apache2-utils)".into(),
+        skipped.push(Skip::new(
+            AB,
+            "ab is not installed (apt-get install apache2-utils)",
         ));
     }
     let has_iperf3 = has("iperf3");
     if !has_iperf3 && wants(Group::Loadgen) {
-        skipped.push((IPERF3.into(), "iperf3 is not installed".into()));
+        skipped.push(Skip::new(IPERF3, "iperf3 is not installed"));
     }
     let has_nfs_cat = has("nfs-cat");
     if !has_nfs_cat && wants(Group::Nfs) {
-        skipped.push((
-            NFS_CAT.into(),
-            "nfs-cat is not installed (libnfs-utils)".into(),
+        skipped.push(Skip::new(
+            NFS_CAT,
+            "nfs-cat is not installed (libnfs-utils)",
         ));
     }
 
     // --- same bytes + warm-up ----------------------------------------------------------
     for file in [&info.large_file, &info.small_file] {
         let on_disk =
-            std::fs::read(root.join(file)).map_err(|e| format!("cannot read {file}: {e}"))?;
+            std::fs::read(root.join(file)).map_err(|e| anyhow!("cannot read {file}: {e}"))?;
         for s in &http_servers {
-            match crate::compare::httpget::get(s.addr, &format!("/{file}"), Duration::from_secs(30))
-            {
+            match lab::http::get(s.addr, &format!("/{file}"), Duration::from_secs(30)) {
                 Ok((200, body)) if body == on_disk => {}
                 Ok((status, body)) => notes.push(format!(
                     "{}: GET /{file} answered {status} with {} bytes that differ from the file",
@@ -352,7 +340,9 @@ pub fn run(opts: &BenchOptions) -> Result<PathBuf, String> {
         let mut warm = vec![dataset::LARGE_FILE.to_string()];
         warm.extend((0..BOOT_LARGE).map(|i| format!("{BOOT_DIR}/l{i}.bin")));
         for f in warm {
-            let _ = nfs_load(&s.url(&f), NfsWorkload::Read, 1, Schedule::Count(80));
+            // Each 10 MiB file read twice in 1 MiB READs: warm page cache and connections;
+            // more only made the quick suite slow on a busy machine.
+            let _ = nfs_load(&s.url(&f), NfsWorkload::Read, 1, Schedule::Count(20));
         }
     }
 
@@ -426,13 +416,14 @@ pub fn run(opts: &BenchOptions) -> Result<PathBuf, String> {
                             s.addr,
                             if case.large { &large_path } else { &small_path }
                         );
-                        let sampler = PeakSampler::start(s.pid);
+                        let sampler = Sampler::start(Target::Tree(s.pid));
                         let d = case.seconds(secs);
                         let result = match tool {
-                            WRK => tools::wrk(&url, case.concurrency, d, case.keepalive),
+                            WRK => tools::wrk(&url, case.concurrency, d, case.keepalive)
+                                .map_err(|e| e.to_string()),
                             _ => http_load(&url, case.concurrency, d, case.keepalive),
                         };
-                        let peak = sampler.finish();
+                        let peak = sampler.finish().peak_rss_bytes;
                         rows.push(Row::new(
                             rep1,
                             "http",
@@ -456,7 +447,7 @@ pub fn run(opts: &BenchOptions) -> Result<PathBuf, String> {
                         "servelab bench: {rep1}/{} nfs  {label:<22} {:<12} {LOAD}",
                         opts.repeat, s.name
                     );
-                    let sampler = PeakSampler::start(s.pid);
+                    let sampler = Sampler::start(Target::Tree(s.pid));
                     let d = Schedule::Duration(Duration::from_secs_f64(secs));
                     let result = match case {
                         NfsCase::SeqRead(c) => {
@@ -470,7 +461,7 @@ pub fn run(opts: &BenchOptions) -> Result<PathBuf, String> {
                         ),
                         NfsCase::BootSet => boot_set(s, secs),
                     };
-                    let peak = sampler.finish();
+                    let peak = sampler.finish().peak_rss_bytes;
                     rows.push(Row::new(
                         rep1,
                         "nfs",
@@ -490,9 +481,9 @@ pub fn run(opts: &BenchOptions) -> Result<PathBuf, String> {
                         "servelab bench: {rep1}/{} nfs  seq read 10MiB c=1       {:<12} {NFS_CAT}",
                         opts.repeat, s.name
                     );
-                    let sampler = PeakSampler::start(s.pid);
+                    let sampler = Sampler::start(Target::Tree(s.pid));
                     let result = nfs_cat(&s.libnfs_url("testfile.bin"), info.large_bytes);
-                    let peak = sampler.finish();
+                    let peak = sampler.finish().peak_rss_bytes;
                     rows.push(Row::new(
                         rep1,
                         "nfs",
@@ -527,8 +518,8 @@ pub fn run(opts: &BenchOptions) -> Result<PathBuf, String> {
                                 opts.repeat
                             );
                             let result = match tool {
-                                WRK => tools::wrk(&url, c, secs, true),
-                                AB => tools::ab(&url, c, secs, true),
+                                WRK => tools::wrk(&url, c, secs, true).map_err(|e| e.to_string()),
+                                AB => tools::ab(&url, c, secs, true).map_err(|e| e.to_string()),
                                 _ => http_load(&url, c, secs, true),
                             };
                             rows.push(Row::new(
@@ -549,7 +540,7 @@ pub fn run(opts: &BenchOptions) -> Result<PathBuf, String> {
                     opts.repeat
                 );
                 let result = match tool {
-                    IPERF3 => tools::iperf3(secs),
+                    IPERF3 => tools::iperf3(secs).map_err(|e| e.to_string()),
                     _ => tcp_load(secs, &log_dir),
                 };
                 let server = if tool == IPERF3 {
@@ -571,9 +562,9 @@ pub fn run(opts: &BenchOptions) -> Result<PathBuf, String> {
         }
     }
     if wants(Group::Loadgen) && nginx.is_none() {
-        skipped.push((
-            "load generators on nginx".into(),
-            "nginx is not available".into(),
+        skipped.push(Skip::new(
+            "load generators on nginx",
+            "nginx is not available",
         ));
     }
 
@@ -619,15 +610,14 @@ pub fn run(opts: &BenchOptions) -> Result<PathBuf, String> {
         started.elapsed(),
         &notes,
     );
-    std::fs::write(out.join("setup.md"), setup)
-        .map_err(|e| format!("cannot write setup.md: {e}"))?;
+    std::fs::write(out.join("setup.md"), setup).context("cannot write setup.md")?;
     std::fs::write(out.join("results.csv"), summary::csv(&rows))
-        .map_err(|e| format!("cannot write results.csv: {e}"))?;
+        .context("cannot write results.csv")?;
     std::fs::write(
         out.join("summary.md"),
         summary::render(&rows, &skipped, &env, opts, &load_before, &load_after),
     )
-    .map_err(|e| format!("cannot write summary.md: {e}"))?;
+    .map_err(|e| anyhow!("cannot write summary.md: {e}"))?;
     Ok(out)
 }
 
@@ -644,27 +634,16 @@ fn http_load(
     seconds: f64,
     keepalive: bool,
 ) -> Result<Measured, String> {
-    let mut plan = LoadPlan::new(
-        url,
-        Schedule::Duration(Duration::from_secs_f64(seconds)),
-        concurrency,
-    )
-    .map_err(|e| e.to_string())?;
-    plan.options.keepalive = keepalive;
-    plan.options.timeout = Duration::from_secs(10);
-    let r = loadgen::run(plan).map_err(|e| e.to_string())?;
-    to_measured(&r)
+    Load::for_seconds(url, seconds, concurrency)
+        .keepalive(keepalive)
+        .run()
+        .map(|r| to_measured(&r))
+        .map_err(|e| format!("{e:#}"))
 }
 
-fn to_measured(r: &loadgen::Report) -> Result<Measured, String> {
-    if r.requests == 0 {
-        return Err(r
-            .first_error
-            .clone()
-            .unwrap_or_else(|| "no request completed".into()));
-    }
+fn to_measured(r: &loadgen::Report) -> Measured {
     let total = r.total();
-    Ok(Measured {
+    Measured {
         seconds: r.duration.as_secs_f64(),
         requests: r.requests,
         errors: r.failed() + r.non_2xx,
@@ -672,7 +651,8 @@ fn to_measured(r: &loadgen::Report) -> Result<Measured, String> {
         bytes_per_sec: r.bytes_per_sec(),
         p50_ms: total.as_ref().map(|s| s.quantile_seconds(0.5) * 1e3),
         p99_ms: total.as_ref().map(|s| s.quantile_seconds(0.99) * 1e3),
-    })
+        client_cpu_s: None,
+    }
 }
 
 fn nfs_load(
@@ -681,19 +661,12 @@ fn nfs_load(
     clients: usize,
     schedule: Schedule,
 ) -> Result<Measured, String> {
-    let mut plan = LoadPlan::new(url, schedule, clients).map_err(|e| e.to_string())?;
-    plan.options.nfs_workload = workload;
-    plan.options.nfs_files = 200;
-    plan.options.block_size = NFS_BLOCK;
-    plan.options.timeout = Duration::from_secs(10);
-    let r = loadgen::run(plan).map_err(|e| e.to_string())?;
-    if r.failed() == r.requests {
-        return Err(r
-            .first_error
-            .clone()
-            .unwrap_or_else(|| "no operation completed".into()));
-    }
-    to_measured(&r)
+    Load::new(url, schedule, clients)
+        .nfs(workload)
+        .block_size(NFS_BLOCK)
+        .run()
+        .map(|r| to_measured(&r))
+        .map_err(|e| format!("{e:#}"))
 }
 
 /// 16 clients at once, each with its own connection and thread: 12 read one small file
@@ -710,16 +683,11 @@ fn boot_set(s: &NfsServer, seconds: f64) -> Result<Measured, String> {
             .map(|f| {
                 let url = s.url(f);
                 scope.spawn(move || {
-                    let mut plan = LoadPlan::new(
-                        &url,
-                        Schedule::Duration(Duration::from_secs_f64(seconds)),
-                        1,
-                    )
-                    .map_err(|e| e.to_string())?;
-                    plan.options.threads = 1;
-                    plan.options.block_size = NFS_BLOCK;
-                    plan.options.timeout = Duration::from_secs(10);
-                    loadgen::run(plan).map_err(|e| e.to_string())
+                    Load::for_seconds(url, seconds, 1)
+                        .threads(1)
+                        .block_size(NFS_BLOCK)
+                        .run()
+                        .map_err(|e| format!("{e:#}"))
                 })
             })
             .collect();
@@ -794,6 +762,7 @@ fn nfs_cat(url: &str, expect: u64) -> Result<Measured, String> {
         bytes_per_sec: (expect * u64::from(TIMES)) as f64 / secs,
         p50_ms: Some(each[each.len() / 2]),
         p99_ms: each.last().copied(),
+        client_cpu_s: None,
     })
 }
 
@@ -801,9 +770,10 @@ fn nfs_cat(url: &str, expect: u64) -> Result<Measured, String> {
 /// child process, like iperf3's client against `iperf3 -s`.
 fn tcp_load(seconds: f64, log_dir: &Path) -> Result<Measured, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find servelab itself: {e}"))?;
-    let port = baselines::free_port()?;
+    let port = lab::free_port().map_err(|e| e.to_string())?;
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let log = std::fs::File::create(log_dir.join("tcp-server.log")).map_err(|e| e.to_string())?;
+    let log_path = log_dir.join("tcp-server.log");
+    let log = std::fs::File::create(&log_path).map_err(|e| e.to_string())?;
     let mut cmd = Command::new(exe);
     cmd.arg("tcp-server")
         .arg("--listen")
@@ -812,27 +782,17 @@ fn tcp_load(seconds: f64, log_dir: &Path) -> Result<Measured, String> {
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(log);
-    process::die_with_parent(&mut cmd);
-    let _server = ChildGuard(
-        cmd.spawn()
-            .map_err(|e| format!("cannot start tcp-server: {e}"))?,
-    );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_err() {
-        if Instant::now() > deadline {
-            return Err("servelab tcp-server did not listen within 10 s".into());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let mut plan = LoadPlan::new(
-        &format!("tcp://{addr}"),
-        Schedule::Duration(Duration::from_secs_f64(seconds)),
-        1,
-    )
-    .map_err(|e| e.to_string())?;
-    plan.options.block_size = 128 * 1024;
-    let r = loadgen::run(plan).map_err(|e| e.to_string())?;
-    to_measured(&r)
+    let mut server = Supervised::spawn("servelab tcp-server", &mut cmd, Some(&log_path))
+        .map_err(|e| e.to_string())?
+        .with_grace(Duration::from_secs(2));
+    server
+        .wait_ready(&[addr], Duration::from_secs(10))
+        .map_err(|e| e.to_string())?;
+    Load::for_seconds(format!("tcp://{addr}"), seconds, 1)
+        .block_size(128 * 1024)
+        .run()
+        .map(|r| to_measured(&r))
+        .map_err(|e| format!("{e:#}"))
 }
 
 /// The boot-like set: 12 small files of 1–64 KiB and 4 large ones of 10 MiB.
@@ -861,7 +821,7 @@ fn write_boot_set(root: &Path) -> std::io::Result<()> {
 /// Resident memory after a short quiet moment (so a burst just before does not count).
 fn settle_rss(pid: u32) -> u64 {
     std::thread::sleep(Duration::from_millis(300));
-    memory::tree_rss_bytes(pid)
+    sampler::tree_rss_bytes(pid)
 }
 
 /// `/proc/loadavg`'s first three fields.

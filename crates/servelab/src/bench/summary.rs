@@ -5,11 +5,47 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use lab::dataset::DatasetInfo;
+use lab::environment::Environment;
+use lab::tools::Measured;
+
 use super::BenchOptions;
-use super::suite::{self, LOAD};
-use super::tools::Measured;
-use crate::compare::dataset::DatasetInfo;
-use crate::compare::environment::Environment;
+use super::names::{self as suite, LOAD};
+
+/// Something the suite did not measure, and why.
+#[derive(Debug, Clone)]
+pub struct Skip {
+    pub what: String,
+    pub why: String,
+}
+
+impl Skip {
+    pub fn new(what: impl Into<String>, why: impl std::fmt::Display) -> Skip {
+        Skip {
+            what: what.into(),
+            why: why.to_string(),
+        }
+    }
+}
+
+/// How the cases of one bar fared.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BarOverview {
+    pub family: String,
+    pub met: usize,
+    pub cases: usize,
+    pub lowest: f64,
+    pub highest: f64,
+    pub target: f64,
+}
+
+/// A memory limit and what was measured against it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemoryCheck {
+    pub what: String,
+    pub measured: u64,
+    pub limit: u64,
+}
 
 /// One measurement (one CSV line).
 #[derive(Debug, Clone)]
@@ -414,32 +450,33 @@ fn family_of_nfs(case: &str) -> String {
 
 /// One line per bar: how many of its cases (sizes × keep-alive × c × tool) met it, and
 /// the lowest and highest median ratio among them.
-pub fn overview(ratios: &[Ratio]) -> Vec<(String, usize, usize, f64, f64, f64)> {
-    let mut out: Vec<(String, usize, usize, f64, f64, f64)> = Vec::new();
+pub fn overview(ratios: &[Ratio]) -> Vec<BarOverview> {
+    let mut out: Vec<BarOverview> = Vec::new();
     for r in ratios {
         let Some(target) = r.target else { continue };
-        match out.iter_mut().find(|o| o.0 == r.family) {
+        let met = usize::from(r.met() == Some(true));
+        match out.iter_mut().find(|o| o.family == r.family) {
             Some(o) => {
-                o.1 += usize::from(r.met() == Some(true));
-                o.2 += 1;
-                o.3 = o.3.min(r.median);
-                o.4 = o.4.max(r.median);
+                o.met += met;
+                o.cases += 1;
+                o.lowest = o.lowest.min(r.median);
+                o.highest = o.highest.max(r.median);
             }
-            None => out.push((
-                r.family.clone(),
-                usize::from(r.met() == Some(true)),
-                1,
-                r.median,
-                r.median,
+            None => out.push(BarOverview {
+                family: r.family.clone(),
+                met,
+                cases: 1,
+                lowest: r.median,
+                highest: r.median,
                 target,
-            )),
+            }),
         }
     }
     out
 }
 
 /// Memory limits: (what, measured bytes, limit bytes).
-pub fn memory_checks(rows: &[Row]) -> Vec<(String, u64, u64)> {
+pub fn memory_checks(rows: &[Row]) -> Vec<MemoryCheck> {
     let mib = 1u64 << 20;
     let mb = 1_000_000u64;
     let mut out = Vec::new();
@@ -449,7 +486,11 @@ pub fn memory_checks(rows: &[Row]) -> Vec<(String, u64, u64)> {
         .filter_map(|r| r.peak_rss)
         .max()
     {
-        out.push(("rustnfs idle RSS".into(), v, 10 * mb));
+        out.push(MemoryCheck {
+            what: "rustnfs idle RSS".into(),
+            measured: v,
+            limit: 10 * mb,
+        });
     }
     let peak = |group: &str, server: &str, c: usize| {
         rows.iter()
@@ -458,11 +499,19 @@ pub fn memory_checks(rows: &[Row]) -> Vec<(String, u64, u64)> {
             .max()
     };
     if let Some(v) = peak("nfs", suite::RUSTNFS, 16) {
-        out.push(("rustnfs peak RSS with 16 clients".into(), v, 64 * mb));
+        out.push(MemoryCheck {
+            what: "rustnfs peak RSS with 16 clients".into(),
+            measured: v,
+            limit: 64 * mb,
+        });
     }
     for s in [suite::HTTPD_LOCAL, suite::HTTPD_NFS] {
         if let Some(v) = peak("http", s, 100) {
-            out.push((format!("{s} peak RSS at c = 100"), v, 32 * mb));
+            out.push(MemoryCheck {
+                what: format!("{s} peak RSS at c = 100"),
+                measured: v,
+                limit: 32 * mb,
+            });
         }
     }
     let _ = mib;
@@ -494,7 +543,7 @@ fn si(v: f64) -> String {
 /// `summary.md`.
 pub fn render(
     rows: &[Row],
-    skipped: &[(String, String)],
+    skipped: &[Skip],
     env: &Environment,
     opts: &BenchOptions,
     load_before: &str,
@@ -528,13 +577,26 @@ pub fn render(
         "| bar | target | cases met | median ratio, lowest–highest case |"
     );
     let _ = writeln!(s, "|---|---:|---:|---:|");
-    for (family, met, n, lo, hi, target) in overview(&rs) {
+    for BarOverview {
+        family,
+        met,
+        cases: n,
+        lowest: lo,
+        highest: hi,
+        target,
+    } in overview(&rs)
+    {
         let _ = writeln!(
             s,
             "| {family} | ≥ {target:.2} | {met}/{n} | {lo:.2}–{hi:.2} |"
         );
     }
-    for (what, v, limit) in memory_checks(rows) {
+    for MemoryCheck {
+        what,
+        measured: v,
+        limit,
+    } in memory_checks(rows)
+    {
         let _ = writeln!(
             s,
             "| {what} | < {:.0} MB | {} | {:.1} MB |",
@@ -562,7 +624,12 @@ pub fn render(
             }
         );
     }
-    for (what, v, limit) in memory_checks(rows) {
+    for MemoryCheck {
+        what,
+        measured: v,
+        limit,
+    } in memory_checks(rows)
+    {
         let _ = writeln!(
             s,
             "| {what} | {:.1} MB | | < {:.0} MB | {} |",
@@ -685,7 +752,7 @@ pub fn render(
     let failed: Vec<&Row> = rows.iter().filter(|r| !r.ok()).collect();
     if !skipped.is_empty() || !failed.is_empty() {
         let _ = writeln!(s, "\n## Skipped and failed\n");
-        for (what, why) in skipped {
+        for Skip { what, why } in skipped {
             let _ = writeln!(s, "- skipped {what}: {why}");
         }
         for r in failed {
@@ -732,6 +799,7 @@ mod tests {
                 bytes_per_sec: bytes,
                 p50_ms: Some(0.1),
                 p99_ms: Some(1.0),
+                client_cpu_s: None,
             }),
             Some(5_000_000),
         )
@@ -807,14 +875,14 @@ mod tests {
         let ov = overview(&rs);
         let small = ov
             .iter()
-            .find(|o| o.0 == "httpd-local / nginx, 4 KiB, req/s")
+            .find(|o| o.family == "httpd-local / nginx, 4 KiB, req/s")
             .unwrap();
-        assert_eq!((small.1, small.2), (1, 1));
+        assert_eq!((small.met, small.cases), (1, 1));
         let large = ov
             .iter()
-            .find(|o| o.0 == "httpd-local / nginx, 10 MiB, bytes/s")
+            .find(|o| o.family == "httpd-local / nginx, 10 MiB, bytes/s")
             .unwrap();
-        assert_eq!((large.1, large.2, large.5), (0, 1, 0.95));
+        assert_eq!((large.met, large.cases, large.target), (0, 1, 0.95));
     }
 
     #[test]

@@ -36,14 +36,31 @@ pub fn render(report: &Report) -> String {
             .iter()
             .find(|r| r.scenario == REFERENCE_SCENARIO)
             .map(|r| r.median.requests_per_sec);
+        let reference_tool = rows
+            .iter()
+            .find_map(|r| r.reference.as_ref().map(|x| x.tool.clone()));
+        let ref_head = reference_tool
+            .as_ref()
+            .map(|t| format!(" {t} req/s | servelab ÷ {t} | {t} Δ% vs B |"))
+            .unwrap_or_default();
         let _ = writeln!(
             out,
-            "| Scenario | Requests/s (spread) | Transfer rate MB/s | Mean ms | Median ms | p99 ms | Longest ms | Failed | Non-2xx | Δ% req/s vs B | Server peak RSS MB |"
+            "| Scenario | Requests/s (spread) | Transfer rate MB/s | Mean ms | Median ms | p99 ms | Longest ms | Failed | Non-2xx | Δ% req/s vs B | Server peak RSS MB |{ref_head}"
         );
         let _ = writeln!(
             out,
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|{}",
+            if reference_tool.is_some() {
+                "---:|---:|---:|"
+            } else {
+                ""
+            }
         );
+        let b_ref = rows
+            .iter()
+            .find(|r| r.scenario == REFERENCE_SCENARIO)
+            .and_then(|r| r.reference.as_ref())
+            .map(|x| x.median_per_sec);
         for r in &rows {
             let m = &r.median;
             let delta = match reference {
@@ -53,9 +70,22 @@ pub fn render(report: &Report) -> String {
                 Some(_) if r.scenario == REFERENCE_SCENARIO => "—".into(),
                 _ => "n/a".into(),
             };
+            let ref_cells = match (&reference_tool, &r.reference) {
+                (None, _) => String::new(),
+                (Some(_), None) => " n/a | n/a | n/a |".into(),
+                (Some(_), Some(x)) => {
+                    let d = match b_ref {
+                        Some(b) if b > 0.0 && r.scenario != REFERENCE_SCENARIO => {
+                            format!("{:+.1}%", (x.median_per_sec - b) / b * 100.0)
+                        }
+                        _ => "—".into(),
+                    };
+                    format!(" {:.1} | {:.2} | {d} |", x.median_per_sec, x.agreement)
+                }
+            };
             let _ = writeln!(
                 out,
-                "| {} | {:.1} ({:.1}–{:.1}) | {:.1} | {:.2} | {:.2} | {:.2} | {:.2} | {} | {} | {} | {} |",
+                "| {} | {:.1} ({:.1}–{:.1}) | {:.1} | {:.2} | {:.2} | {:.2} | {:.2} | {} | {} | {} | {} |{ref_cells}",
                 r.scenario,
                 m.requests_per_sec,
                 r.rps_min,
@@ -71,6 +101,127 @@ pub fn render(report: &Report) -> String {
                 r.server_peak_rss_bytes
                     .map_or("n/a".to_string(), |b| format!("{:.1}", b as f64 / 1e6))
             );
+        }
+        let _ = writeln!(out);
+        if let Some(x) = rows.iter().find_map(|r| r.reference.as_ref()) {
+            let _ = writeln!(
+                out,
+                "Cross-check: `{}` ran on the same URL right after `servelab load` in every slot \
+                 (medians of runs; `servelab ÷ {}` = agreement). Percentiles above are servelab \
+                 load's, to the last body byte.\n",
+                x.command, x.tool
+            );
+            for r in &rows {
+                if let Some(x) = &r.reference
+                    && let Some(note) = &x.note
+                {
+                    let _ = writeln!(
+                        out,
+                        "- {}: servelab load and {} differ by {:+.0} % — {note} ({} CPU {:.2} s per {:.2} s run).",
+                        r.scenario,
+                        x.tool,
+                        (x.agreement - 1.0) * 100.0,
+                        x.tool,
+                        x.median_client_cpu_s,
+                        x.median_seconds
+                    );
+                }
+            }
+            let _ = writeln!(out);
+        }
+    }
+
+    if report.http.iter().any(|r| r.cost.is_some()) {
+        let _ = writeln!(
+            out,
+            "## What each scenario costs (server side, median run)\n"
+        );
+        let _ = writeln!(
+            out,
+            "The HTTP server's process tree (workers included), sampled from `/proc` every \
+             50 ms during each run: resident memory, CPU seconds, CPU per request and per GB \
+             of body served, context switches, open file descriptors. NFS servers behind A \
+             are not included. Memory over time: `memory.svg`.\n"
+        );
+        let _ = writeln!(
+            out,
+            "| Workload | Scenario | Peak RSS MB | Mean RSS MB | CPU user s | CPU sys s | CPU µs/request | CPU s/GB | Ctx switches vol/invol | Peak open fds |"
+        );
+        let _ = writeln!(out, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+        for r in &report.http {
+            if let Some(c) = &r.cost {
+                let _ = writeln!(
+                    out,
+                    "| {} | {} | {:.1} | {:.1} | {:.3} | {:.3} | {:.1} | {:.2} | {}/{} | {} |",
+                    r.workload,
+                    r.scenario,
+                    c.peak_rss_bytes as f64 / 1e6,
+                    c.mean_rss_bytes as f64 / 1e6,
+                    c.cpu_user_s,
+                    c.cpu_system_s,
+                    c.cpu_us_per_request,
+                    c.cpu_s_per_gb,
+                    c.voluntary_switches,
+                    c.involuntary_switches,
+                    c.peak_open_fds
+                );
+            }
+        }
+        let _ = writeln!(out);
+    }
+
+    if report
+        .http
+        .iter()
+        .any(|r| r.runs.iter().any(|x| x.noise.is_some()))
+    {
+        let _ = writeln!(out, "## Noise (load average around each run)\n");
+        let _ = writeln!(
+            out,
+            "1-minute load average and CPU pressure (`/proc/pressure/cpu` some avg10) just \
+             before and just after each run; a run is *busy* when the load exceeded {:.1} per \
+             core ({} cores) on either side.\n",
+            lab::environment::BUSY_LOAD_PER_CORE,
+            report.environment.cores
+        );
+        let _ = writeln!(
+            out,
+            "| Workload | Scenario | Load before (min–max) | Load after (min–max) | CPU pressure % (max) | Busy runs |"
+        );
+        let _ = writeln!(out, "|---|---|---:|---:|---:|---:|");
+        for r in &report.http {
+            let n: Vec<_> = r.runs.iter().filter_map(|x| x.noise).collect();
+            if n.is_empty() {
+                continue;
+            }
+            let range = |f: fn(&super::model::RunNoise) -> f64| {
+                let lo = n.iter().map(f).fold(f64::INFINITY, f64::min);
+                let hi = n.iter().map(f).fold(0.0, f64::max);
+                format!("{lo:.2}–{hi:.2}")
+            };
+            let pressure = n
+                .iter()
+                .filter_map(|x| x.after.cpu_pressure_avg10.or(x.before.cpu_pressure_avg10))
+                .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} | {}/{} |",
+                r.workload,
+                r.scenario,
+                range(|x| x.before.load1),
+                range(|x| x.after.load1),
+                pressure.map_or("n/a".into(), |p| format!("{p:.1}")),
+                n.iter().filter(|x| x.busy).count(),
+                n.len()
+            );
+        }
+        let _ = writeln!(out);
+    }
+
+    if !report.flags.is_empty() {
+        let _ = writeln!(out, "## Checks that failed\n");
+        for f in &report.flags {
+            let _ = writeln!(out, "- ⚠ {f}");
         }
         let _ = writeln!(out);
     }
@@ -165,17 +316,24 @@ pub fn render(report: &Report) -> String {
             out,
             "## Network ceiling (raw TCP, `servelab load tcp://`)\n"
         );
-        let _ = writeln!(out, "| Path | Streams | Gbit/s (spread) |");
-        let _ = writeln!(out, "|---|---:|---:|");
+        let _ = writeln!(
+            out,
+            "| Path | Streams | Gbit/s (spread) | Of the link's rate |"
+        );
+        let _ = writeln!(out, "|---|---:|---:|---:|");
         for t in &report.tcp {
             let _ = writeln!(
                 out,
-                "| {} | {} | {:.2} ({:.2}–{:.2}) |",
+                "| {} | {} | {:.2} ({:.2}–{:.2}) | {} |",
                 t.path,
                 t.streams,
                 t.bits_per_sec / 1e9,
                 t.bits_min / 1e9,
-                t.bits_max / 1e9
+                t.bits_max / 1e9,
+                t.expected_bits_per_sec.map_or("—".into(), |r| format!(
+                    "{:.0} %",
+                    t.bits_per_sec / r * 100.0
+                ))
             );
         }
         let _ = writeln!(out);
@@ -237,7 +395,14 @@ pub fn render(report: &Report) -> String {
         ds.seed.map(|s| format!(", seed {s}")).unwrap_or_default()
     );
     if let Some(link) = &report.settings.link {
-        let _ = writeln!(out, "| Emulated link (A's NFS traffic) | {link} |");
+        let _ = writeln!(
+            out,
+            "| Emulated link (A's NFS traffic) | {link} ({}) |",
+            report.link_path.as_deref().unwrap_or("userspace relay")
+        );
+    }
+    if let Some(t) = report.settings.client_threads {
+        let _ = writeln!(out, "| servelab load threads | {t} |");
     }
     let _ = writeln!(
         out,

@@ -2,24 +2,20 @@
 //! reading local disk), with baselines, in one command.
 //!
 //! # Layout
-//! - [`dataset`]: the seeded files every scenario serves.
-//! - [`baselines`]: nginx, Apache, NFS-Ganesha started next to our servers when present.
-//! - [`link`]: the userspace relay that emulates a network link for A's NFS traffic.
-//! - [`environment`]: what the machine was.
+//! - [`scenarios`]: what runs — the list of scenario specs and how each is started.
+//! - [`run`]: the orchestration over a run context, phase by phase.
+//! - [`crosscheck`]: the same workloads by `ab` and `wrk`, and the report's self-checks.
+//! - [`link`]: the emulated network link for A's NFS traffic.
 //! - [`model`]: the results as data (`report.json`).
 //! - [`markdown`], [`plots`]: `report.md` and the SVG plots.
-//! - [`process`], [`httpget`], [`memory`]: our servers as child processes, scraping
-//!   their metrics, sampling their memory.
-//! - [`run`]: the orchestration.
+//!
+//! Peers, process supervision, datasets, the environment note and the sampler are the
+//! `lab` crate's; our own servers as children are [`crate::ours`].
 
-pub mod baselines;
-pub mod dataset;
-pub mod environment;
-pub mod httpget;
+pub mod crosscheck;
 pub mod link;
 pub mod markdown;
-pub mod memory;
 pub mod model;
 pub mod plots;
-pub mod process;
 pub mod run;
+pub mod scenarios;

@@ -5,8 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::dataset::DatasetInfo;
-use super::environment::Environment;
+use lab::dataset::DatasetInfo;
+use lab::environment::{Environment, Noise};
 
 /// Bumped when a field changes meaning or goes away.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -33,6 +33,13 @@ pub struct Report {
     pub skipped: Vec<Skipped>,
     /// Scenarios that started but failed; the others still ran.
     pub failures: Vec<Failure>,
+    /// How the emulated link was built, when `--link` was given.
+    #[serde(default)]
+    pub link_path: Option<String>,
+    /// Checks of the report against itself: ratios a reference client contradicts, runs
+    /// taken on a busy machine.
+    #[serde(default)]
+    pub flags: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -51,6 +58,9 @@ pub struct Settings {
     /// How long httpd's NFS backend reuses handles, attributes and small files (ms).
     #[serde(default = "default_nfs_cache_ms")]
     pub nfs_cache_ms: u64,
+    /// Threads of servelab's load generator.
+    #[serde(default)]
+    pub client_threads: Option<usize>,
 }
 
 fn default_nfs_cache_ms() -> u64 {
@@ -71,6 +81,62 @@ pub struct HttpRun {
     pub p50_ms: f64,
     pub p99_ms: f64,
     pub max_ms: f64,
+    /// How busy the machine was just before and just after this run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noise: Option<RunNoise>,
+    /// What the server process(es) cost during this run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<Cost>,
+}
+
+/// Load average and CPU pressure around one run.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+pub struct RunNoise {
+    pub before: Noise,
+    pub after: Noise,
+    /// More runnable tasks than cores before or after the run.
+    pub busy: bool,
+}
+
+/// What a server cost during one run: memory, CPU, switches, files; per request and per
+/// GB served. Sampled from `/proc` (process tree) or a cgroup.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Cost {
+    pub peak_rss_bytes: u64,
+    pub mean_rss_bytes: u64,
+    pub cpu_user_s: f64,
+    pub cpu_system_s: f64,
+    /// CPU seconds (user + system) per request, in microseconds.
+    pub cpu_us_per_request: f64,
+    /// CPU seconds per GB (10^9 bytes) of body served.
+    pub cpu_s_per_gb: f64,
+    pub voluntary_switches: u64,
+    pub involuntary_switches: u64,
+    pub peak_open_fds: u64,
+    /// (seconds since the run began, resident bytes), at most ~100 points.
+    #[serde(default)]
+    pub rss_over_time: Vec<(f64, u64)>,
+}
+
+/// The same workload measured by a reference client (`ab`, `wrk`) right after ours.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ReferenceCheck {
+    /// `ab` or `wrk`.
+    pub tool: String,
+    /// The command line, with the scenario's URL as `URL`.
+    pub command: String,
+    /// Requests/s of each run, in the order run.
+    pub runs_per_sec: Vec<f64>,
+    pub median_per_sec: f64,
+    pub median_transfer_bytes_per_sec: f64,
+    /// CPU seconds (user + system) the tool itself used per run, median; a single-
+    /// threaded tool near one second per second of run is the bottleneck.
+    pub median_client_cpu_s: f64,
+    pub median_seconds: f64,
+    /// Our requests/s divided by the tool's.
+    pub agreement: f64,
+    /// Why they differ, when they do by more than 15 %.
+    pub note: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -86,10 +152,17 @@ pub struct HttpRow {
     /// Lowest and highest requests/s over the runs.
     pub rps_min: f64,
     pub rps_max: f64,
-    /// Latency curve of all runs merged: (percentile 0–100, ms).
+    /// Latency curve: (percentile 0–100, ms), each point the median over the runs (the
+    /// same statistic as the table).
     pub percentiles: Vec<(f64, f64)>,
-    /// Peak resident memory of the server process(es) during the runs, when known.
+    /// Peak resident memory of the server process(es) during this workload's runs.
     pub server_peak_rss_bytes: Option<u64>,
+    /// Median over the runs of what the server cost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<Cost>,
+    /// The same workload by `ab` (large) or `wrk` (small), when installed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<ReferenceCheck>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -114,6 +187,9 @@ pub struct TcpRow {
     pub bits_per_sec: f64,
     pub bits_min: f64,
     pub bits_max: f64,
+    /// The emulated link's rate, when the path has one.
+    #[serde(default)]
+    pub expected_bits_per_sec: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -188,6 +264,68 @@ impl HttpRun {
             p50_ms: m(|r| r.p50_ms),
             p99_ms: m(|r| r.p99_ms),
             max_ms: m(|r| r.max_ms),
+            noise: None,
+            cost: Cost::median_of(runs.iter().filter_map(|r| r.cost.as_ref())),
+        }
+    }
+}
+
+impl Cost {
+    /// Field-by-field median; the memory curve of the run with the median peak.
+    pub fn median_of<'a>(costs: impl Iterator<Item = &'a Cost>) -> Option<Cost> {
+        let costs: Vec<&Cost> = costs.collect();
+        if costs.is_empty() {
+            return None;
+        }
+        let m = |f: fn(&Cost) -> f64| median(&mut costs.iter().map(|c| f(c)).collect::<Vec<_>>());
+        let peak = m(|c| c.peak_rss_bytes as f64);
+        let curve = costs
+            .iter()
+            .min_by(|a, b| {
+                (a.peak_rss_bytes as f64 - peak)
+                    .abs()
+                    .total_cmp(&(b.peak_rss_bytes as f64 - peak).abs())
+            })
+            .map(|c| c.rss_over_time.clone())
+            .unwrap_or_default();
+        Some(Cost {
+            peak_rss_bytes: peak.round() as u64,
+            mean_rss_bytes: m(|c| c.mean_rss_bytes as f64).round() as u64,
+            cpu_user_s: m(|c| c.cpu_user_s),
+            cpu_system_s: m(|c| c.cpu_system_s),
+            cpu_us_per_request: m(|c| c.cpu_us_per_request),
+            cpu_s_per_gb: m(|c| c.cpu_s_per_gb),
+            voluntary_switches: m(|c| c.voluntary_switches as f64).round() as u64,
+            involuntary_switches: m(|c| c.involuntary_switches as f64).round() as u64,
+            peak_open_fds: m(|c| c.peak_open_fds as f64).round() as u64,
+            rss_over_time: curve,
+        })
+    }
+
+    /// From a sampler's [`lab::sampler::Usage`] over a run that served `requests`
+    /// requests and `bytes` body bytes.
+    pub fn from_usage(u: &lab::sampler::Usage, requests: u64, bytes: u64) -> Cost {
+        let cpu = u.cpu_s();
+        let step = u.rss_samples.len().div_ceil(100).max(1);
+        Cost {
+            peak_rss_bytes: u.peak_rss_bytes,
+            mean_rss_bytes: u.mean_rss_bytes,
+            cpu_user_s: u.cpu_user_s,
+            cpu_system_s: u.cpu_system_s,
+            cpu_us_per_request: if requests > 0 {
+                cpu / requests as f64 * 1e6
+            } else {
+                0.0
+            },
+            cpu_s_per_gb: if bytes > 0 {
+                cpu / (bytes as f64 / 1e9)
+            } else {
+                0.0
+            },
+            voluntary_switches: u.voluntary_switches,
+            involuntary_switches: u.involuntary_switches,
+            peak_open_fds: u.peak_open_fds,
+            rss_over_time: u.rss_samples.iter().step_by(step).copied().collect(),
         }
     }
 }

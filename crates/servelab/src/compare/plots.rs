@@ -1,4 +1,5 @@
-//! SVG plots of a [`Report`]: latency percentiles per scenario and throughput bars.
+//! SVG plots of a [`Report`]: latency percentiles per scenario (medians of runs, the
+//! tables' statistic), throughput bars, and server memory over a run.
 
 use std::path::{Path, PathBuf};
 
@@ -32,7 +33,82 @@ pub fn write_all(report: &Report, dir: &Path) -> Result<Vec<PathBuf>, String> {
         throughput_bars(report, &path)?;
         written.push(path);
     }
+    if report
+        .http
+        .iter()
+        .any(|r| r.cost.as_ref().is_some_and(|c| c.rss_over_time.len() > 1))
+    {
+        let path = dir.join("memory.svg");
+        memory_over_time(report, &path)?;
+        written.push(path);
+    }
     Ok(written)
+}
+
+/// Resident memory (MB) of each scenario's server over its median run, one panel per
+/// workload.
+fn memory_over_time(report: &Report, path: &Path) -> Result<(), String> {
+    let mut workloads: Vec<&str> = report.http.iter().map(|r| r.workload.as_str()).collect();
+    workloads.dedup();
+    let root = SVGBackend::new(path, (900, 360 * workloads.len() as u32)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    let panels = root.split_evenly((workloads.len(), 1));
+    for (panel, workload) in panels.iter().zip(&workloads) {
+        let rows: Vec<_> = report
+            .http
+            .iter()
+            .filter(|r| r.workload == *workload)
+            .filter_map(|r| {
+                r.cost
+                    .as_ref()
+                    .map(|c| (r.scenario.as_str(), &c.rss_over_time))
+            })
+            .filter(|(_, c)| !c.is_empty())
+            .collect();
+        let t_max = rows
+            .iter()
+            .flat_map(|(_, c)| c.iter().map(|p| p.0))
+            .fold(0.1f64, f64::max);
+        let mb_max = rows
+            .iter()
+            .flat_map(|(_, c)| c.iter().map(|p| p.1 as f64 / 1e6))
+            .fold(1.0f64, f64::max)
+            * 1.15;
+        let mut chart = ChartBuilder::on(panel)
+            .caption(
+                format!("Server resident memory — {workload} workload (median run)"),
+                ("sans-serif", 20),
+            )
+            .margin(15)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0.0..t_max, 0.0..mb_max)
+            .map_err(|e| e.to_string())?;
+        chart
+            .configure_mesh()
+            .x_desc("seconds into the run")
+            .y_desc("RSS MB")
+            .draw()
+            .map_err(|e| e.to_string())?;
+        for (i, (name, curve)) in rows.iter().enumerate() {
+            let color = PALETTE[i % PALETTE.len()];
+            chart
+                .draw_series(LineSeries::new(
+                    curve.iter().map(|p| (p.0, p.1 as f64 / 1e6)),
+                    color.stroke_width(2),
+                ))
+                .map_err(|e| e.to_string())?
+                .label(name.to_string())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color));
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()
+            .map_err(|e| e.to_string())?;
+    }
+    root.present().map_err(|e| e.to_string())
 }
 
 /// Latency (ms, log scale) against percentile, one line per scenario.

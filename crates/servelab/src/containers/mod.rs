@@ -25,8 +25,8 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use loadgen::{LoadPlan, Schedule};
 
-use crate::compare::dataset::{self, DatasetInfo, DatasetSpec};
-use crate::compare::memory::tree_rss_bytes;
+use lab::dataset::{self, DatasetInfo, DatasetSpec};
+use lab::sampler::tree_rss_bytes;
 use report::*;
 
 /// The options of the container comparison and the sweeps (flattened into `compare`).
@@ -212,7 +212,7 @@ struct HostHttpd {
 
 impl HostHttpd {
     fn start(bin: &Path, args: &[String]) -> Result<HostHttpd, String> {
-        let port = crate::compare::baselines::free_port()?;
+        let port = lab::free_port().map_err(|e| e.to_string())?;
         let child = Command::new(bin)
             .args(["--listen", &format!("127.0.0.1:{port}")])
             .args(args)
@@ -221,7 +221,7 @@ impl HostHttpd {
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
-        crate::compare::process::register_child(child.id());
+        lab::process::register(child.id());
         let h = HostHttpd {
             child,
             url: format!("http://127.0.0.1:{port}"),
@@ -233,7 +233,7 @@ impl HostHttpd {
 
 impl Drop for HostHttpd {
     fn drop(&mut self) {
-        crate::compare::process::unregister_child(self.child.id());
+        lab::process::unregister(self.child.id());
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -423,7 +423,7 @@ pub fn run(args: &ContainerArgs, w: &Workloads, out_dir: &Path) -> Result<String
                 .trim_start_matches("http://")
                 .parse()
                 .map_err(|e| format!("{url}: {e}"))?;
-            match crate::compare::httpget::get(
+            match lab::http::get(
                 addr,
                 &format!("/{}", info.large_file),
                 Duration::from_secs(60),

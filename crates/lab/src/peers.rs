@@ -2,17 +2,20 @@
 //! Apache serving the dataset over HTTP, NFS-Ganesha exporting it over NFSv3.
 //!
 //! Each is started in the foreground from a configuration written into a private
-//! directory, on free loopback ports, and killed when its [`ExternalServer`] is dropped.
+//! directory, on free loopback ports, and stopped when its [`ExternalServer`] is dropped.
 //! The configurations are the ones in `shared/notes/baselines.md`, tried on a 2-core
 //! Debian 12 machine.
 
 use std::fmt;
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+
+use crate::process::Supervised;
+use crate::{LabError, Result, find_program, free_port, is_root};
 
 /// The peers `compare` knows how to start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -52,44 +55,52 @@ impl Baseline {
     }
 
     /// Where the program is, or why this baseline cannot run here.
-    pub fn detect(self) -> Result<PathBuf, String> {
+    pub fn detect(self) -> Result<PathBuf> {
         match self {
-            Baseline::Nginx => find_program("nginx")
-                .ok_or_else(|| "nginx is not installed (apt-get install nginx)".into()),
-            Baseline::Apache => find_program("apache2")
-                .ok_or_else(|| "apache2 is not installed (apt-get install apache2)".into()),
+            Baseline::Nginx => find_program("nginx").ok_or_else(|| {
+                LabError::Missing("nginx is not installed (apt-get install nginx)".into())
+            }),
+            Baseline::Apache => find_program("apache2").ok_or_else(|| {
+                LabError::Missing("apache2 is not installed (apt-get install apache2)".into())
+            }),
             Baseline::Ganesha => {
                 let ganesha = find_program("ganesha.nfsd").ok_or_else(|| {
-                    "NFS-Ganesha is not installed (apt-get install nfs-ganesha nfs-ganesha-vfs)"
-                        .to_string()
+                    LabError::Missing(
+                        "NFS-Ganesha is not installed (apt-get install nfs-ganesha nfs-ganesha-vfs)"
+                            .into(),
+                    )
                 })?;
                 find_program("rpcbind").ok_or_else(|| {
-                    "rpcbind is not installed; Ganesha 4 aborts without it (apt-get install rpcbind)"
-                        .to_string()
+                    LabError::Missing(
+                        "rpcbind is not installed; Ganesha 4 aborts without it (apt-get install rpcbind)"
+                            .into(),
+                    )
                 })?;
                 if !Path::new("/usr/lib/x86_64-linux-gnu/ganesha/libfsalvfs.so").exists()
                     && !Path::new("/usr/lib/ganesha/libfsalvfs.so").exists()
                 {
-                    return Err(
+                    return Err(LabError::Missing(
                         "Ganesha's VFS backend is missing (apt-get install nfs-ganesha-vfs)".into(),
-                    );
+                    ));
                 }
                 Ok(ganesha)
             }
             Baseline::KernelNfs => {
                 let helper = find_program("mount.nfs").ok_or_else(|| {
-                    "no kernel NFS client on this machine (mount.nfs not found; apt-get install nfs-common where the kernel has NFS)"
-                        .to_string()
+                    LabError::Missing(
+                        "no kernel NFS client on this machine (mount.nfs not found; apt-get install nfs-common where the kernel has NFS)"
+                            .into(),
+                    )
                 })?;
                 let has_fs = std::fs::read_to_string("/proc/filesystems")
                     .is_ok_and(|t| t.lines().any(|l| l.trim_end().ends_with("\tnfs")));
                 if !has_fs {
-                    return Err(
+                    return Err(LabError::Missing(
                         "the kernel has no NFS client (no `nfs` in /proc/filesystems)".into(),
-                    );
+                    ));
                 }
                 if !is_root() {
-                    return Err("mounting NFS needs root".into());
+                    return Err(LabError::Missing("mounting NFS needs root".into()));
                 }
                 Ok(helper)
             }
@@ -103,42 +114,24 @@ impl fmt::Display for Baseline {
     }
 }
 
-/// A running third-party server; killed (and waited for) on drop.
+/// A running third-party server; stopped (SIGTERM, 5 s, SIGKILL) on drop.
 pub struct ExternalServer {
     pub addr: SocketAddr,
     /// The second port of servers that have one (Ganesha's MOUNT port).
     pub extra_port: Option<u16>,
-    child: Child,
+    // Field order matters: the child stops before its work directory goes.
+    child: Supervised,
     _workdir: tempfile::TempDir,
 }
 
 impl ExternalServer {
     pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-}
-
-impl Drop for ExternalServer {
-    fn drop(&mut self) {
-        super::process::unregister_child(self.child.id());
-        // SIGTERM first so nginx/Apache/Ganesha stop their workers; then make sure.
-        unsafe {
-            libc::kill(self.child.id() as i32, libc::SIGTERM);
-        }
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.child.pid()
     }
 }
 
 /// Starts nginx serving `root` on a free loopback port (sendfile on, 2 workers).
-pub fn start_nginx(root: &Path) -> Result<ExternalServer, String> {
+pub fn start_nginx(root: &Path) -> Result<ExternalServer> {
     let program = Baseline::Nginx.detect()?;
     let dir = workdir("nginx")?;
     let port = free_port()?;
@@ -154,23 +147,17 @@ pub fn start_nginx(root: &Path) -> Result<ExternalServer, String> {
         root.display()
     );
     let conf_path = dir.path().join("nginx.conf");
-    std::fs::write(&conf_path, conf).map_err(|e| format!("cannot write nginx config: {e}"))?;
-    let child = spawn_dying_with_parent(
-        Command::new(program)
-            .arg("-c")
-            .arg(&conf_path)
-            .arg("-e")
-            .arg(dir.path().join("error.log"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null()),
-    )
-    .map_err(|e| format!("cannot start nginx: {e}"))?;
-    finish_start("nginx", child, dir, port, None, "error.log")
+    write_config(&conf_path, &conf)?;
+    let mut cmd = Command::new(program);
+    cmd.arg("-c")
+        .arg(&conf_path)
+        .arg("-e")
+        .arg(dir.path().join("error.log"));
+    finish_start("nginx", cmd, dir, port, None, "error.log")
 }
 
 /// Starts Apache 2.4 (event MPM, sendfile on) serving `root` on a free loopback port.
-pub fn start_apache(root: &Path) -> Result<ExternalServer, String> {
+pub fn start_apache(root: &Path) -> Result<ExternalServer> {
     let program = Baseline::Apache.detect()?;
     let dir = workdir("apache")?;
     let port = free_port()?;
@@ -193,28 +180,42 @@ pub fn start_apache(root: &Path) -> Result<ExternalServer, String> {
          TypesConfig /etc/mime.types\nEnableSendfile On\nMaxKeepAliveRequests 0\n"
     );
     let conf_path = dir.path().join("apache.conf");
-    std::fs::write(&conf_path, conf).map_err(|e| format!("cannot write Apache config: {e}"))?;
+    write_config(&conf_path, &conf)?;
     // Apache's children run as www-data: they must be able to enter the work directory.
     make_traversable(dir.path());
-    let child = spawn_dying_with_parent(
-        Command::new(program)
-            .arg("-f")
-            .arg(&conf_path)
-            .arg("-DFOREGROUND")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null()),
-    )
-    .map_err(|e| format!("cannot start apache2: {e}"))?;
-    finish_start("apache", child, dir, port, None, "error.log")
+    let mut cmd = Command::new(program);
+    cmd.arg("-f").arg(&conf_path).arg("-DFOREGROUND");
+    finish_start("apache", cmd, dir, port, None, "error.log")
 }
+
+/// Where Ganesha start-ups are serialised across processes (see [`start_ganesha`]).
+const GANESHA_LOCK: &str = "/tmp/servelab-ganesha-start.lock";
 
 /// Starts NFS-Ganesha (VFS backend, NFSv3 over TCP) exporting `root`; starts `rpcbind`
 /// first when none runs, since Ganesha 4 aborts if it cannot register.
 /// `addr` is the NFS port, `extra_port` the MOUNT port.
-pub fn start_ganesha(root: &Path) -> Result<ExternalServer, String> {
+///
+/// Two Ganeshas registering with rpcbind at the same moment make one of them abort (seen
+/// when tests and a comparison run side by side), so start-ups hold an exclusive lock on
+/// a shared file, and a failed start is retried on fresh ports (three attempts).
+pub fn start_ganesha(root: &Path) -> Result<ExternalServer> {
     let program = Baseline::Ganesha.detect()?;
     ensure_rpcbind()?;
+    let lock = std::fs::File::create(GANESHA_LOCK)
+        .map_err(|e| LabError::io(format!("cannot open {GANESHA_LOCK}"), e))?;
+    // SAFETY: flock(2) on a descriptor we own; the lock is released when `lock` drops.
+    unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) };
+    let mut last = None;
+    for _ in 0..3 {
+        match try_start_ganesha(&program, root) {
+            Ok(s) => return Ok(s),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.expect("three attempts were made"))
+}
+
+fn try_start_ganesha(program: &Path, root: &Path) -> Result<ExternalServer> {
     let dir = workdir("ganesha")?;
     let nfs_port = free_port()?;
     let mnt_port = free_port()?;
@@ -231,149 +232,87 @@ pub fn start_ganesha(root: &Path) -> Result<ExternalServer, String> {
         root.display()
     );
     let conf_path = dir.path().join("ganesha.conf");
-    std::fs::write(&conf_path, conf).map_err(|e| format!("cannot write Ganesha config: {e}"))?;
-    let child = spawn_dying_with_parent(
-        Command::new(program)
-            .arg("-F")
-            .arg("-f")
-            .arg(&conf_path)
-            .arg("-L")
-            .arg(dir.path().join("ganesha.log"))
-            .arg("-p")
-            .arg(dir.path().join("ganesha.pid"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null()),
-    )
-    .map_err(|e| format!("cannot start ganesha.nfsd: {e}"))?;
-    finish_start(
-        "ganesha",
-        child,
-        dir,
-        nfs_port,
-        Some(mnt_port),
-        "ganesha.log",
-    )
+    write_config(&conf_path, &conf)?;
+    let mut cmd = Command::new(program);
+    cmd.arg("-F")
+        .arg("-f")
+        .arg(&conf_path)
+        .arg("-L")
+        .arg(dir.path().join("ganesha.log"))
+        .arg("-p")
+        .arg(dir.path().join("ganesha.pid"));
+    finish_start("ganesha", cmd, dir, nfs_port, Some(mnt_port), "ganesha.log")
 }
 
-/// Waits until the server accepts on `port` (or exits, or 15 s pass).
+/// Starts the server and waits until it accepts on `port` (and `extra_port`) or exits,
+/// or 15 s pass.
 fn finish_start(
     name: &'static str,
-    mut child: Child,
+    mut cmd: Command,
     dir: tempfile::TempDir,
     port: u16,
     extra_port: Option<u16>,
     log: &str,
-) -> Result<ExternalServer, String> {
+) -> Result<ExternalServer> {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let log_path = dir.path().join(log);
+    let mut child =
+        Supervised::spawn(name, &mut cmd, Some(&log_path))?.with_grace(Duration::from_secs(5));
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let ports_up = TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
-            && extra_port.is_none_or(|p| {
-                TcpStream::connect_timeout(
-                    &SocketAddr::from(([127, 0, 0, 1], p)),
-                    Duration::from_millis(200),
-                )
-                .is_ok()
-            });
-        if ports_up {
-            super::process::register_child(child.id());
-            return Ok(ExternalServer {
-                addr,
-                extra_port,
-                child,
-                _workdir: dir,
-            });
-        }
-        let exited = child.try_wait().ok().flatten();
-        if exited.is_some() || Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            let log_tail = std::fs::read_to_string(dir.path().join(log))
-                .map(|t| tail(&t, 5))
-                .unwrap_or_default();
-            let why = match exited {
-                Some(status) => format!("exited with {status}"),
-                None => format!("did not accept on port {port} within 15 s"),
-            };
-            return Err(format!("{name} {why}; its log ends:\n{log_tail}"));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let mut ready = vec![addr];
+    ready.extend(extra_port.map(|p| SocketAddr::from(([127, 0, 0, 1], p))));
+    child.wait_ready(&ready, Duration::from_secs(15))?;
+    Ok(ExternalServer {
+        addr,
+        extra_port,
+        child,
+        _workdir: dir,
+    })
 }
 
-fn spawn_dying_with_parent(cmd: &mut Command) -> std::io::Result<Child> {
-    super::process::die_with_parent(cmd);
-    cmd.spawn()
+fn write_config(path: &Path, text: &str) -> Result<()> {
+    std::fs::write(path, text)
+        .map_err(|e| LabError::io(format!("cannot write {}", path.display()), e))
 }
 
-fn ensure_rpcbind() -> Result<(), String> {
-    if TcpStream::connect_timeout(
-        &SocketAddr::from(([127, 0, 0, 1], 111)),
-        Duration::from_millis(300),
-    )
-    .is_ok()
-    {
+fn ensure_rpcbind() -> Result<()> {
+    let port111 = SocketAddr::from(([127, 0, 0, 1], 111));
+    if TcpStream::connect_timeout(&port111, Duration::from_millis(300)).is_ok() {
         return Ok(());
     }
-    let program = find_program("rpcbind").ok_or("rpcbind is not installed")?;
-    // `rpcbind -w` daemonizes and stays up after we exit: other runs reuse it.
-    let status = Command::new(program)
+    let program = find_program("rpcbind")
+        .ok_or_else(|| LabError::Missing("rpcbind is not installed".into()))?;
+    // `rpcbind -w` daemonizes and stays up after we exit: other runs reuse it. A second
+    // one started at the same moment by another process just fails, so its status is
+    // not the verdict — whether port 111 answers is.
+    let _ = Command::new(program)
         .arg("-w")
-        .status()
-        .map_err(|e| format!("cannot start rpcbind: {e}"))?;
-    if !status.success() {
-        return Err(format!("rpcbind -w failed: {status}"));
-    }
+        .stderr(Stdio::null())
+        .status();
     let deadline = Instant::now() + Duration::from_secs(5);
     while Instant::now() < deadline {
-        if TcpStream::connect_timeout(
-            &SocketAddr::from(([127, 0, 0, 1], 111)),
-            Duration::from_millis(200),
-        )
-        .is_ok()
-        {
+        if TcpStream::connect_timeout(&port111, Duration::from_millis(200)).is_ok() {
             return Ok(());
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    Err("rpcbind started but does not answer on port 111".into())
+    Err(LabError::Failed(
+        "rpcbind was started but does not answer on port 111".into(),
+    ))
 }
 
-fn workdir(name: &str) -> Result<tempfile::TempDir, String> {
+fn workdir(name: &str) -> Result<tempfile::TempDir> {
     tempfile::Builder::new()
         .prefix(&format!("servelab-{name}-"))
         .tempdir()
-        .map_err(|e| format!("cannot create a work directory for {name}: {e}"))
+        .map_err(|e| LabError::io(format!("cannot create a work directory for {name}"), e))
 }
 
 fn make_traversable(dir: &Path) {
     use std::os::unix::fs::PermissionsExt as _;
     let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777));
-}
-
-pub fn free_port() -> Result<u16, String> {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(|e| format!("no free port: {e}"))
-}
-
-pub fn find_program(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain(["/usr/sbin".into(), "/sbin".into(), "/usr/bin".into()])
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-}
-
-fn is_root() -> bool {
-    unsafe { libc::geteuid() == 0 }
-}
-
-fn tail(text: &str, lines: usize) -> String {
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
 }
 
 #[cfg(test)]

@@ -1,4 +1,5 @@
-//! What the machine was when a comparison ran: CPU, memory, kernel, versions, cache state.
+//! What the machine was when a comparison ran — CPU, memory, kernel, versions, cache
+//! state — and how busy it was around each run ([`Noise`]).
 
 use std::process::Command;
 
@@ -72,8 +73,75 @@ fn read_trimmed(path: &str) -> String {
         .unwrap_or_default()
 }
 
+/// How busy the machine was at one moment: the load average and, where the kernel has
+/// it, CPU pressure (`/proc/pressure/cpu`: the share of time some runnable task waited).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Noise {
+    pub load1: f64,
+    pub load5: f64,
+    pub load15: f64,
+    /// `some avg10` of `/proc/pressure/cpu`, percent.
+    pub cpu_pressure_avg10: Option<f64>,
+    pub cores: usize,
+}
+
+/// A run is flagged when the machine had more runnable work than cores around it.
+pub const BUSY_LOAD_PER_CORE: f64 = 1.0;
+
+impl Noise {
+    pub fn now() -> Noise {
+        let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+        let mut f = load
+            .split_whitespace()
+            .map(|v| v.parse::<f64>().unwrap_or(0.0));
+        let pressure = std::fs::read_to_string("/proc/pressure/cpu")
+            .ok()
+            .and_then(|t| parse_pressure_avg10(&t));
+        Noise {
+            load1: f.next().unwrap_or(0.0),
+            load5: f.next().unwrap_or(0.0),
+            load15: f.next().unwrap_or(0.0),
+            cpu_pressure_avg10: pressure,
+            cores: crate::cores(),
+        }
+    }
+
+    pub fn load_per_core(&self) -> f64 {
+        self.load1 / self.cores.max(1) as f64
+    }
+
+    /// More than [`BUSY_LOAD_PER_CORE`] runnable tasks per core (1-minute average).
+    pub fn busy(&self) -> bool {
+        self.load_per_core() > BUSY_LOAD_PER_CORE
+    }
+}
+
+impl std::fmt::Display for Noise {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "load {:.2} {:.2} {:.2}",
+            self.load1, self.load5, self.load15
+        )?;
+        if let Some(p) = self.cpu_pressure_avg10 {
+            write!(f, ", cpu pressure {p:.1} %")?;
+        }
+        Ok(())
+    }
+}
+
+/// `some avg10=1.23 avg60=…` → 1.23.
+fn parse_pressure_avg10(text: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with("some"))?
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("avg10="))?
+        .parse()
+        .ok()
+}
+
 /// Versions of the peers a comparison may use, each asked the way it answers.
-fn tool_versions() -> Vec<(String, String)> {
+pub fn tool_versions() -> Vec<(String, String)> {
     let probes: [(&str, &[&str]); 6] = [
         ("nginx", &["-v"]),
         ("apache2", &["-v"]),
@@ -139,6 +207,33 @@ mod tests {
         assert_eq!(civil_from_days(0), (1970, 1, 1));
         assert_eq!(civil_from_days(20_422), (2025, 11, 30));
         assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+    }
+
+    #[test]
+    fn noise_reads_load_and_pressure() {
+        assert_eq!(
+            parse_pressure_avg10(
+                "some avg10=2.50 avg60=1.00 avg300=0.10 total=1\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
+            ),
+            Some(2.5)
+        );
+        let n = Noise::now();
+        assert!(n.cores >= 1 && n.load1 >= 0.0);
+        let busy = Noise {
+            load1: 4.5,
+            cores: 2,
+            ..Noise::default()
+        };
+        assert!(busy.busy());
+        assert!(
+            !Noise {
+                load1: 1.5,
+                cores: 2,
+                ..Noise::default()
+            }
+            .busy()
+        );
+        assert!(busy.to_string().starts_with("load 4.50"));
     }
 
     #[test]

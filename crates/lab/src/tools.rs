@@ -4,7 +4,8 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::compare::baselines::find_program;
+use crate::process::{Supervised, die_with_parent};
+use crate::{Result, cores, find_program, free_port};
 
 /// What one run of any tool (or of `servelab load`) measured.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -17,17 +18,27 @@ pub struct Measured {
     pub bytes_per_sec: f64,
     pub p50_ms: Option<f64>,
     pub p99_ms: Option<f64>,
+    /// CPU seconds (user + system) the tool itself used, when it ran as a child.
+    pub client_cpu_s: Option<f64>,
 }
 
-/// `wrk -t T -c C -d D --latency [-H 'Connection: close'] URL`.
-pub fn wrk(
+/// `wrk -t T -c C -d D --latency [-H 'Connection: close'] URL`, one thread per core.
+pub fn wrk(url: &str, connections: usize, seconds: f64, keepalive: bool) -> Result<Measured> {
+    wrk_threads(url, cores(), connections, seconds, keepalive)
+}
+
+/// `wrk` with `threads` threads (at most one per connection).
+pub fn wrk_threads(
     url: &str,
+    threads: usize,
     connections: usize,
     seconds: f64,
     keepalive: bool,
-) -> Result<Measured, String> {
-    let program = find_program("wrk").ok_or("wrk is not installed")?;
-    let threads = connections.clamp(1, cores());
+) -> Result<Measured> {
+    let program = find_program("wrk").ok_or_else(|| {
+        crate::LabError::Missing("wrk is not installed (apt-get install wrk)".into())
+    })?;
+    let threads = threads.clamp(1, connections.max(1));
     let mut cmd = Command::new(program);
     cmd.arg("-t")
         .arg(threads.to_string())
@@ -43,18 +54,40 @@ pub fn wrk(
         cmd.arg("-H").arg("Connection: close");
     }
     cmd.arg(url);
-    let out = run(&mut cmd, seconds + 30.0)?;
-    parse_wrk(&out)
+    let (out, cpu) = run_timed(&mut cmd, seconds + 30.0)?;
+    let mut m = parse_wrk(&out)?;
+    m.client_cpu_s = Some(cpu);
+    Ok(m)
+}
+
+/// `ab -n N -c C [-k] URL`: exactly the original experiment's command.
+pub fn ab_count(url: &str, requests: u64, concurrency: usize, keepalive: bool) -> Result<Measured> {
+    let program = find_program("ab").ok_or_else(|| {
+        crate::LabError::Missing("ab is not installed (apt-get install apache2-utils)".into())
+    })?;
+    let mut cmd = Command::new(program);
+    cmd.arg("-q")
+        .arg("-n")
+        .arg(requests.to_string())
+        .arg("-c")
+        .arg(concurrency.to_string())
+        .arg("-s")
+        .arg("30");
+    if keepalive {
+        cmd.arg("-k");
+    }
+    cmd.arg(url);
+    let (out, cpu) = run_timed(&mut cmd, 300.0)?;
+    let mut m = parse_ab(&out)?;
+    m.client_cpu_s = Some(cpu);
+    Ok(m)
 }
 
 /// `ab -q -c C -t D -n HUGE [-k] URL` (time-bounded; `-n` only lifts ab's 50,000 cap).
-pub fn ab(
-    url: &str,
-    concurrency: usize,
-    seconds: f64,
-    keepalive: bool,
-) -> Result<Measured, String> {
-    let program = find_program("ab").ok_or("ab is not installed (apache2-utils)")?;
+pub fn ab(url: &str, concurrency: usize, seconds: f64, keepalive: bool) -> Result<Measured> {
+    let program = find_program("ab").ok_or_else(|| {
+        crate::LabError::Missing("ab is not installed (apt-get install apache2-utils)".into())
+    })?;
     let mut cmd = Command::new(program);
     cmd.arg("-q")
         .arg("-c")
@@ -69,23 +102,26 @@ pub fn ab(
         cmd.arg("-k");
     }
     cmd.arg(url);
-    let out = run(&mut cmd, seconds + 30.0)?;
-    parse_ab(&out)
+    let (out, cpu) = run_timed(&mut cmd, seconds + 30.0)?;
+    let mut m = parse_ab(&out)?;
+    m.client_cpu_s = Some(cpu);
+    Ok(m)
 }
 
 /// `iperf3 -c 127.0.0.1 -p PORT -t D -J` against a one-off `iperf3 -s -1` it starts.
-pub fn iperf3(seconds: f64) -> Result<Measured, String> {
-    let program = find_program("iperf3").ok_or("iperf3 is not installed")?;
-    let port = crate::compare::baselines::free_port()?;
+pub fn iperf3(seconds: f64) -> Result<Measured> {
+    let program = find_program("iperf3")
+        .ok_or_else(|| crate::LabError::Missing("iperf3 is not installed".into()))?;
+    let port = free_port()?;
     // No `-1`: a readiness probe would count as its one client. The guard kills it.
-    let _server = ChildGuard(
-        spawn(
-            Command::new(&program)
-                .args(["-s", "-B", "127.0.0.1", "-p"])
-                .arg(port.to_string()),
-        )
-        .map_err(|e| format!("cannot start iperf3 -s: {e}"))?,
-    );
+    let mut server = Command::new(&program);
+    server
+        .args(["-s", "-B", "127.0.0.1", "-p"])
+        .arg(port.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let _server = Supervised::spawn("iperf3 -s", &mut server, None)?.with_grace(Duration::ZERO);
     let client = || {
         run(
             Command::new(&program)
@@ -97,26 +133,17 @@ pub fn iperf3(seconds: f64) -> Result<Measured, String> {
         )
         .and_then(|out| parse_iperf3(&out))
     };
-    let mut out = Err(String::new());
-    for attempt in 0..20 {
-        std::thread::sleep(Duration::from_millis(if attempt == 0 { 200 } else { 250 }));
-        out = client();
+    let mut out = client();
+    for _ in 0..20 {
         match &out {
-            Err(e) if e.contains("Connection refused") => continue,
+            Err(e) if e.to_string().contains("Connection refused") => {
+                std::thread::sleep(Duration::from_millis(250));
+                out = client();
+            }
             _ => break,
         }
     }
     out
-}
-
-/// A child process killed (and reaped) on drop.
-pub struct ChildGuard(pub std::process::Child);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 trait WaitTimeout {
@@ -136,22 +163,34 @@ impl WaitTimeout for std::process::Child {
     }
 }
 
-fn spawn(cmd: &mut Command) -> std::io::Result<std::process::Child> {
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    crate::compare::process::die_with_parent(cmd);
-    cmd.spawn()
+/// CPU seconds used by this process's reaped children so far.
+fn children_cpu_s() -> f64 {
+    // SAFETY: getrusage writes into the struct we pass; zeroed is a valid rusage.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) };
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    t(ru.ru_utime) + t(ru.ru_stime)
+}
+
+/// As [`run`], also returning the CPU seconds the tool used (children reaped meanwhile
+/// would count too: tools run one at a time).
+pub fn run_timed(cmd: &mut Command, limit_s: f64) -> Result<(String, f64)> {
+    let before = children_cpu_s();
+    let out = run(cmd, limit_s)?;
+    Ok((out, (children_cpu_s() - before).max(0.0)))
 }
 
 /// Runs a tool to completion within `limit_s` seconds; its stdout (stderr on failure).
-pub fn run(cmd: &mut Command, limit_s: f64) -> Result<String, String> {
+pub fn run(cmd: &mut Command, limit_s: f64) -> Result<String> {
     let name = cmd.get_program().to_string_lossy().into_owned();
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    crate::compare::process::die_with_parent(cmd);
-    let mut child = cmd.spawn().map_err(|e| format!("cannot run {name}: {e}"))?;
+    die_with_parent(cmd);
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| crate::LabError::io(format!("cannot run {name}"), e))?;
     let (mut so, mut se) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
     let t_out = std::thread::spawn(move || {
         let mut s = String::new();
@@ -168,7 +207,7 @@ pub fn run(cmd: &mut Command, limit_s: f64) -> Result<String, String> {
         None => {
             let _ = child.kill();
             let _ = child.wait();
-            return Err(format!("{name} did not finish within {limit_s:.0} s"));
+            return Err(format!("{name} did not finish within {limit_s:.0} s").into());
         }
     };
     let stdout = t_out.join().unwrap_or_default();
@@ -177,7 +216,8 @@ pub fn run(cmd: &mut Command, limit_s: f64) -> Result<String, String> {
         return Err(format!(
             "{name} failed ({status}): {}",
             first_lines(&format!("{stderr}{stdout}"), 3)
-        ));
+        )
+        .into());
     }
     Ok(stdout)
 }
@@ -188,10 +228,6 @@ fn first_lines(text: &str, n: usize) -> String {
         .take(n)
         .collect::<Vec<_>>()
         .join(" | ")
-}
-
-fn cores() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// `1.23ms`, `456.00us`, `2.00s`, `1.5m` → milliseconds.
@@ -228,7 +264,7 @@ fn wrk_bytes(text: &str) -> Option<f64> {
 }
 
 /// Reads wrk's text report (with `--latency`).
-pub fn parse_wrk(out: &str) -> Result<Measured, String> {
+pub fn parse_wrk(out: &str) -> Result<Measured> {
     let mut m = Measured::default();
     let mut saw_rate = false;
     for line in out.lines() {
@@ -275,13 +311,13 @@ pub fn parse_wrk(out: &str) -> Result<Measured, String> {
         }
     }
     if !saw_rate || m.requests == 0 {
-        return Err(format!("wrk completed no request: {}", first_lines(out, 4)));
+        return Err(format!("wrk completed no request: {}", first_lines(out, 4)).into());
     }
     Ok(m)
 }
 
 /// Reads ab's report.
-pub fn parse_ab(out: &str) -> Result<Measured, String> {
+pub fn parse_ab(out: &str) -> Result<Measured> {
     let mut m = Measured::default();
     let num = |v: &str| -> Option<f64> { v.split_whitespace().next()?.parse().ok() };
     let mut in_percentiles = false;
@@ -310,17 +346,17 @@ pub fn parse_ab(out: &str) -> Result<Measured, String> {
         }
     }
     if m.requests == 0 || m.per_sec == 0.0 {
-        return Err(format!("ab completed no request: {}", first_lines(out, 4)));
+        return Err(format!("ab completed no request: {}", first_lines(out, 4)).into());
     }
     Ok(m)
 }
 
 /// Reads `iperf3 -J`: the receiver's bits per second.
-pub fn parse_iperf3(out: &str) -> Result<Measured, String> {
+pub fn parse_iperf3(out: &str) -> Result<Measured> {
     let v: serde_json::Value =
         serde_json::from_str(out).map_err(|e| format!("iperf3 -J output is not JSON: {e}"))?;
     if let Some(err) = v.get("error").and_then(|e| e.as_str()) {
-        return Err(format!("iperf3: {err}"));
+        return Err(format!("iperf3: {err}").into());
     }
     let sum = &v["end"]["sum_received"];
     let bits = sum["bits_per_second"]
@@ -334,6 +370,7 @@ pub fn parse_iperf3(out: &str) -> Result<Measured, String> {
         bytes_per_sec: bits / 8.0,
         p50_ms: None,
         p99_ms: None,
+        client_cpu_s: None,
     })
 }
 

@@ -1,0 +1,126 @@
+//! `lab`: the harness every servelab measurement and end-to-end test stands on.
+//!
+//! # Layout
+//! - [`process`]: child processes under supervision — killed by the kernel when we die,
+//!   waited for until they accept connections (with their log's tail when they do not),
+//!   stopped with SIGTERM → grace → SIGKILL, listed in one registry of live children.
+//! - [`peers`]: third-party servers started next to ours: nginx, Apache, NFS-Ganesha
+//!   (with rpcbind, serialised across processes and retried).
+//! - [`tools`]: the reference clients `wrk`, `ab`, `iperf3` — run, parsed, versioned.
+//! - [`dataset`]: the one seeded dataset generator.
+//! - [`environment`]: what the machine was, and how busy ([`environment::Noise`]).
+//! - [`sampler`]: RSS, CPU, context switches and open files of a process tree (or a
+//!   cgroup), sampled during a run.
+//! - [`http`]: one small blocking HTTP/1.0 GET for scraping and byte checks.
+//! - [`free_port`], [`find_program`], [`in_ci`]: the small things every caller needs.
+
+pub mod dataset;
+pub mod environment;
+pub mod http;
+pub mod peers;
+pub mod process;
+pub mod sampler;
+pub mod tools;
+
+use std::path::PathBuf;
+
+/// What can go wrong in the harness. Messages are one line a user can act on (a child's
+/// log tail follows on its own lines).
+#[derive(Debug, thiserror::Error)]
+pub enum LabError {
+    /// A program or feature this machine lacks; the text says how to get it.
+    #[error("{0}")]
+    Missing(String),
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A child exited before it was ready.
+    #[error("{name} exited with {status}; its log ends:\n{log_tail}")]
+    Exited {
+        name: String,
+        status: std::process::ExitStatus,
+        log_tail: String,
+    },
+    /// A child ran but did not accept connections in time.
+    #[error("{name} did not accept connections within {seconds} s; its log ends:\n{log_tail}")]
+    NotReady {
+        name: String,
+        seconds: u64,
+        log_tail: String,
+    },
+    /// A tool ran and failed, or printed something we cannot read.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl LabError {
+    pub fn io(what: impl Into<String>, source: std::io::Error) -> Self {
+        LabError::Io {
+            what: what.into(),
+            source,
+        }
+    }
+}
+
+impl From<String> for LabError {
+    fn from(s: String) -> Self {
+        LabError::Failed(s)
+    }
+}
+
+impl From<&str> for LabError {
+    fn from(s: &str) -> Self {
+        LabError::Failed(s.to_string())
+    }
+}
+
+pub type Result<T, E = LabError> = std::result::Result<T, E>;
+
+/// A TCP port on 127.0.0.1 that was free a moment ago (for programs that must be told a
+/// port rather than handed a bound listener).
+pub fn free_port() -> Result<u16> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| LabError::io("no free port on 127.0.0.1", e))
+}
+
+/// `name` on `PATH`, or in the sbin directories a non-login root shell may miss.
+pub fn find_program(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin".into(), "/sbin".into(), "/usr/bin".into()])
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+/// True under CI (`CI=true`), where every external tool must be present.
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false")
+}
+
+/// Whether this process runs as root (peers drop privileges, mounts need it).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Cores this process may use.
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_sh_and_a_port() {
+        assert!(find_program("sh").is_some());
+        assert!(find_program("no-such-program-here").is_none());
+        assert!(free_port().unwrap() > 0);
+    }
+}

@@ -1,0 +1,17 @@
+//! The names of tools and servers as they appear in the suite's CSV and summary
+//! (shared by [`super::suite`], which measures, and [`super::summary`], which reads).
+
+/// Tool names as they appear in the CSV.
+pub const LOAD: &str = "servelab-load";
+pub const WRK: &str = "wrk";
+pub const AB: &str = "ab";
+pub const IPERF3: &str = "iperf3";
+pub const NFS_CAT: &str = "nfs-cat";
+
+/// Server names as they appear in the CSV.
+pub const HTTPD_LOCAL: &str = "httpd-local";
+pub const HTTPD_NFS: &str = "httpd-nfs";
+pub const NGINX: &str = "nginx";
+pub const APACHE: &str = "apache";
+pub const RUSTNFS: &str = "rustnfs";
+pub const GANESHA: &str = "ganesha";

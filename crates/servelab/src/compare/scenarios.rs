@@ -1,0 +1,224 @@
+//! What a comparison runs: the list of HTTP scenario specs (B, A through rustnfs, A
+//! across the emulated link, A through Ganesha, nginx, Apache) and how each is started.
+//!
+//! A new kind of scenario (a container, a CPU limit) is a new [`Launch`] variant and a
+//! spec pushed onto the list; the measuring loops do not change.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use lab::peers::{self, Baseline, ExternalServer};
+use lab::sampler::Target;
+
+use super::link::{Link, LinkSpec};
+use super::markdown::REFERENCE_SCENARIO;
+use crate::ours::ServerProcess;
+
+/// How a scenario's HTTP server is started.
+#[derive(Debug, Clone)]
+pub enum Launch {
+    /// `servelab httpd --root DATASET`.
+    HttpdLocal,
+    /// `servelab httpd --nfs` reading from rustnfs, optionally across an emulated link.
+    HttpdRustnfs { link: Option<LinkSpec> },
+    /// `servelab httpd --nfs` reading from NFS-Ganesha.
+    HttpdGanesha,
+    /// nginx or Apache on the dataset.
+    Peer(Baseline),
+}
+
+/// One HTTP scenario to run.
+#[derive(Debug, Clone)]
+pub struct ScenarioSpec {
+    pub name: String,
+    pub description: String,
+    pub launch: Launch,
+}
+
+/// The scenarios of a run, B first.
+pub fn specs(link: Option<LinkSpec>, ganesha: bool, peers: &[Baseline]) -> Vec<ScenarioSpec> {
+    let mut v = vec![
+        ScenarioSpec {
+            name: REFERENCE_SCENARIO.into(),
+            description: "httpd --root: local disk".into(),
+            launch: Launch::HttpdLocal,
+        },
+        ScenarioSpec {
+            name: "A (NFS: rustnfs)".into(),
+            description: "httpd --nfs: built-in NFSv3 client → rustnfs".into(),
+            launch: Launch::HttpdRustnfs { link: None },
+        },
+    ];
+    if let Some(spec) = link {
+        v.push(ScenarioSpec {
+            name: "A (NFS: rustnfs, relay, unshaped control)".into(),
+            description: "httpd --nfs → userspace relay (no delay, no rate limit) → rustnfs".into(),
+            launch: Launch::HttpdRustnfs {
+                link: Some(LinkSpec::unshaped()),
+            },
+        });
+        v.push(ScenarioSpec {
+            name: format!("A (NFS: rustnfs, {spec})"),
+            description: format!("httpd --nfs → emulated link ({spec}) → rustnfs"),
+            launch: Launch::HttpdRustnfs { link: Some(spec) },
+        });
+    }
+    if ganesha {
+        v.push(ScenarioSpec {
+            name: "A (NFS: ganesha)".into(),
+            description: "httpd --nfs: built-in NFSv3 client → NFS-Ganesha (VFS)".into(),
+            launch: Launch::HttpdGanesha,
+        });
+    }
+    for b in peers {
+        v.push(ScenarioSpec {
+            name: b.name().into(),
+            description: format!(
+                "{} serving the dataset from local disk (sendfile on)",
+                b.name()
+            ),
+            launch: Launch::Peer(*b),
+        });
+    }
+    v
+}
+
+/// A started HTTP scenario.
+pub struct HttpScenario {
+    pub name: String,
+    pub description: String,
+    pub addr: SocketAddr,
+    /// Our httpd: scraped for its phase breakdown.
+    pub ours: Option<ServerProcess>,
+    /// A baseline: only its cost is sampled; held so it runs as long as the scenario.
+    pub _peer: Option<ExternalServer>,
+    /// The NFS server behind it is rustnfs (for procedure latencies).
+    pub behind_rustnfs: bool,
+    /// The emulated link its NFS traffic crosses, held as long as the scenario.
+    pub _link: Option<Link>,
+    /// What the cost sampler reads: the process tree, or a cgroup for a container.
+    pub target: Target,
+}
+
+/// What starting scenarios needs from the run.
+pub struct StartEnv<'a> {
+    pub root: &'a Path,
+    pub log_dir: &'a Path,
+    pub rustnfs: Option<&'a ServerProcess>,
+    pub ganesha: Option<&'a ExternalServer>,
+    pub nfs_cache_ms: u64,
+}
+
+/// Starts one scenario.
+pub fn start(spec: &ScenarioSpec, env: &StartEnv<'_>) -> anyhow::Result<HttpScenario> {
+    let root_arg = env.root.display().to_string();
+    let mut link = None;
+    let (args, behind_rustnfs) = match &spec.launch {
+        Launch::HttpdLocal => (vec!["--root".to_string(), root_arg], false),
+        Launch::HttpdRustnfs { link: l } => {
+            let nfs = env
+                .rustnfs
+                .ok_or_else(|| anyhow::anyhow!("rustnfs is not running"))?;
+            let addr = match l {
+                None => nfs.addr,
+                Some(s) => {
+                    let started = Link::start(nfs.addr, *s)?;
+                    let a = started.addr;
+                    link = Some(started);
+                    a
+                }
+            };
+            (nfs_args(format!("nfs://{addr}/"), env.nfs_cache_ms), true)
+        }
+        Launch::HttpdGanesha => {
+            let g = env
+                .ganesha
+                .ok_or_else(|| anyhow::anyhow!("NFS-Ganesha is not running"))?;
+            let url = format!(
+                "nfs://{}{}?mountport={}",
+                g.addr,
+                root_arg,
+                g.extra_port.unwrap_or(0)
+            );
+            (nfs_args(url, env.nfs_cache_ms), false)
+        }
+        Launch::Peer(b) => {
+            let server = start_peer(*b, env.root)?;
+            return Ok(HttpScenario {
+                name: spec.name.clone(),
+                description: spec.description.clone(),
+                addr: server.addr,
+                target: Target::Tree(server.pid()),
+                ours: None,
+                _peer: Some(server),
+                behind_rustnfs: false,
+                _link: None,
+            });
+        }
+    };
+    let p = ServerProcess::start(&spec.name, "httpd", &args, env.log_dir)?;
+    Ok(HttpScenario {
+        name: spec.name.clone(),
+        description: match &link {
+            Some(l) => format!("{} [{}]", spec.description, l.path_note()),
+            None => spec.description.clone(),
+        },
+        addr: p.addr,
+        target: Target::Tree(p.pid()),
+        ours: Some(p),
+        _peer: None,
+        behind_rustnfs,
+        _link: link,
+    })
+}
+
+fn start_peer(b: Baseline, root: &Path) -> lab::Result<ExternalServer> {
+    match b {
+        Baseline::Nginx => peers::start_nginx(root),
+        Baseline::Apache => peers::start_apache(root),
+        Baseline::Ganesha => peers::start_ganesha(root),
+        Baseline::KernelNfs => Err(lab::LabError::Missing(
+            "compare does not mount file systems itself".into(),
+        )),
+    }
+}
+
+/// `httpd` arguments for scenario A: the export and the NFS cache lifetime.
+fn nfs_args(url: String, cache_ms: u64) -> Vec<String> {
+    vec![
+        "--nfs".into(),
+        url,
+        "--nfs-attr-ttl-ms".into(),
+        cache_ms.to_string(),
+    ]
+}
+
+/// A directory inside the export for the NFS metadata run, removed afterwards so a
+/// user's own dataset is left as it was.
+pub struct ScratchDir {
+    path: PathBuf,
+    pub name: String,
+}
+
+impl ScratchDir {
+    pub fn create(root: &Path) -> anyhow::Result<Self> {
+        use std::os::unix::fs::PermissionsExt as _;
+        let name = format!(".servelab-scratch-{}", std::process::id());
+        let path = root.join(&name);
+        std::fs::create_dir_all(&path)
+            .and_then(|_| std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o777)))
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "cannot create {}: {e} (the NFS metadata run needs a writable dataset)",
+                    path.display()
+                )
+            })?;
+        Ok(ScratchDir { path, name })
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
