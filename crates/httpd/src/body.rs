@@ -58,6 +58,14 @@ pub(crate) struct ConnShared {
     /// The connection task's waker, parked by [`crate::conn_io::ConnIo`] while its I/O is
     /// pending, so an abort takes effect without waiting for the socket.
     waker: Mutex<Option<std::task::Waker>>,
+    /// When the socket last moved a byte, in ms since [`epoch`].
+    progress_ms: std::sync::atomic::AtomicU64,
+}
+
+/// The process's clock origin for [`ConnShared`]'s progress time.
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
 }
 
 impl ConnShared {
@@ -72,6 +80,21 @@ impl ConnShared {
         if let Some(w) = self.waker.lock().take() {
             w.wake();
         }
+    }
+
+    /// Records that the socket moved bytes now.
+    pub(crate) fn progressed(&self) {
+        let ms = epoch().elapsed().as_millis() as u64;
+        self.progress_ms
+            .store(ms, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// How long the socket has moved no byte.
+    fn idle_for(&self) -> Duration {
+        let last = self.progress_ms.load(std::sync::atomic::Ordering::Relaxed);
+        epoch()
+            .elapsed()
+            .saturating_sub(Duration::from_millis(last))
     }
 
     pub(crate) fn aborted(&self) -> bool {
@@ -114,18 +137,18 @@ const BUDGET_UNIT: usize = 64 << 10;
 /// A client draining 1 MiB in 200 ms (5 MiB/s) is never taken for stalled.
 const STALL_AFTER: Duration = Duration::from_millis(200);
 
-/// A stalled frame that still holds shared budget after this long (the stalled budget
-/// was full) gets its connection closed: the shared budget is what draining clients
-/// need, and a client that has not read for this long is the one to lose.
+/// A stalled frame that still holds shared budget (the stalled budget was full) on a
+/// socket that has moved no byte for this long gets its connection closed: the shared
+/// budget is what draining clients need. A slow client that still reads is never cut.
 const STALL_CLOSE: Duration = Duration::from_millis(1500);
 
 /// How often a streamed body's watchdog looks for a stall.
 const STALL_CHECK: Duration = Duration::from_millis(50);
 
 /// What frames of stalled responses may hold, outside [`STREAM_BUDGET_BYTES`], so all
-/// streamed bodies together hold at most 32 MiB. Stalled clients mostly stop early,
-/// holding one frame of a few [`START_CHUNK`]s each: about a hundred of them fit.
-pub const STALLED_BUDGET_BYTES: usize = 16 << 20;
+/// streamed bodies together hold at most 24 MiB. Stalled clients mostly stop early,
+/// holding one frame of a few [`START_CHUNK`]s each: dozens of them fit.
+pub const STALLED_BUDGET_BYTES: usize = 8 << 20;
 
 /// Read-ahead a body starts with; it doubles (up to the backend's `read_ahead`) each time
 /// the body is polled with all its earlier frames written, i.e. once its socket has shown
@@ -273,6 +296,7 @@ async fn watchdog(state: Arc<Mutex<StreamState>>) {
             stuck |= shared && t.handed.elapsed() >= STALL_AFTER;
             close |= shared && t.handed.elapsed() >= STALL_CLOSE;
         }
+        close &= st.conn.idle_for() >= STALL_CLOSE;
         if close {
             tracing::debug!("stalled response holds shared budget: closing its connection");
             st.conn.abort();

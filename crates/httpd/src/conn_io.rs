@@ -33,6 +33,7 @@ pub(crate) struct ConnIo {
 
 impl ConnIo {
     pub(crate) fn new(stream: TcpStream, queue: SendQueue, idle: Duration) -> ConnIo {
+        queue.progressed();
         ConnIo {
             stream,
             queue,
@@ -60,6 +61,7 @@ impl ConnIo {
 
     fn progress(&mut self) {
         self.last_progress = Instant::now();
+        self.queue.progressed();
     }
 
     /// Fails every operation once a stalled body asked for the connection to close.
