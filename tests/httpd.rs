@@ -1107,8 +1107,8 @@ fn stalled_readers_do_not_starve_other_downloads() {
         // Let their socket buffers fill and the server notice that they do not drain:
         // newcomers that all stall at once wait their turn for the budget, and those
         // still holding shared budget when the stalled budget is full are closed after
-        // 1.5 s, so a burst of 48 takes a few seconds to absorb.
-        std::thread::sleep(Duration::from_millis(1000 + 100 * n as u64));
+        // 3 s without a byte moved, so a burst of 48 takes some seconds to absorb.
+        std::thread::sleep(Duration::from_millis(1000 + 150 * n as u64));
         let (status, body, took) = timed_get(h.addr, "/testfile.bin");
         assert_eq!(status, 200, "{n} stalled clients");
         assert!(

@@ -140,7 +140,7 @@ const STALL_AFTER: Duration = Duration::from_millis(200);
 /// A stalled frame that still holds shared budget (the stalled budget was full) on a
 /// socket that has moved no byte for this long gets its connection closed: the shared
 /// budget is what draining clients need. A slow client that still reads is never cut.
-const STALL_CLOSE: Duration = Duration::from_millis(1500);
+const STALL_CLOSE: Duration = Duration::from_secs(3);
 
 /// How often a streamed body's watchdog looks for a stall.
 const STALL_CHECK: Duration = Duration::from_millis(50);
