@@ -1104,8 +1104,11 @@ fn stalled_readers_do_not_starve_other_downloads() {
         while stalled.len() < n {
             stalled.push(stalled_client(h.addr, "/testfile.bin"));
         }
-        // Let their socket buffers fill and the server notice that they do not drain.
-        std::thread::sleep(Duration::from_millis(1000 + 80 * n as u64));
+        // Let their socket buffers fill and the server notice that they do not drain:
+        // newcomers that all stall at once wait their turn for the budget, and those
+        // still holding shared budget when the stalled budget is full are closed after
+        // 3 s without a byte moved, so a burst of 48 takes some seconds to absorb.
+        std::thread::sleep(Duration::from_millis(1000 + 150 * n as u64));
         let (status, body, took) = timed_get(h.addr, "/testfile.bin");
         assert_eq!(status, 200, "{n} stalled clients");
         assert!(

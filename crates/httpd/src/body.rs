@@ -49,8 +49,68 @@ pub(crate) struct SendJob {
     pub timing: Arc<Timing>,
 }
 
-/// Per-connection FIFO of pending sendfile jobs.
-pub(crate) type SendQueue = Arc<Mutex<VecDeque<SendJob>>>;
+/// What one connection's bodies share with its socket: the FIFO of pending sendfile jobs,
+/// and a way for a stalled body to have the connection closed.
+#[derive(Default)]
+pub(crate) struct ConnShared {
+    jobs: Mutex<VecDeque<SendJob>>,
+    abort: std::sync::atomic::AtomicBool,
+    /// The connection task's waker, parked by [`crate::conn_io::ConnIo`] while its I/O is
+    /// pending, so an abort takes effect without waiting for the socket.
+    waker: Mutex<Option<std::task::Waker>>,
+    /// When the socket last moved a byte, in ms since [`epoch`].
+    progress_ms: std::sync::atomic::AtomicU64,
+}
+
+/// The process's clock origin for [`ConnShared`]'s progress time.
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+impl ConnShared {
+    /// The pending sendfile jobs.
+    pub(crate) fn lock(&self) -> parking_lot::MutexGuard<'_, VecDeque<SendJob>> {
+        self.jobs.lock()
+    }
+
+    /// Asks the connection to close now (its next I/O fails).
+    fn abort(&self) {
+        self.abort.store(true, std::sync::atomic::Ordering::Release);
+        if let Some(w) = self.waker.lock().take() {
+            w.wake();
+        }
+    }
+
+    /// Records that the socket moved bytes now.
+    pub(crate) fn progressed(&self) {
+        let ms = epoch().elapsed().as_millis() as u64;
+        self.progress_ms
+            .store(ms, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// How long the socket has moved no byte.
+    fn idle_for(&self) -> Duration {
+        let last = self.progress_ms.load(std::sync::atomic::Ordering::Relaxed);
+        epoch()
+            .elapsed()
+            .saturating_sub(Duration::from_millis(last))
+    }
+
+    pub(crate) fn aborted(&self) -> bool {
+        self.abort.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    pub(crate) fn park(&self, waker: &std::task::Waker) {
+        let mut slot = self.waker.lock();
+        if !slot.as_ref().is_some_and(|w| w.will_wake(waker)) {
+            *slot = Some(waker.clone());
+        }
+    }
+}
+
+/// Per-connection state shared by its bodies and [`crate::conn_io::ConnIo`].
+pub(crate) type SendQueue = Arc<ConnShared>;
 
 type ReadTask = JoinHandle<Result<Bytes, StorageError>>;
 
@@ -66,29 +126,48 @@ pub const STREAM_BUDGET_BYTES: usize = 16 << 20;
 const BUDGET_UNIT: usize = 64 << 10;
 
 /// A frame handed to hyper and still not written after this long means the client's
-/// socket is not draining. The body then gives back all of its budget: read-ahead in
-/// flight or ready is dropped (and read again when the client drains), and the frames
-/// stuck in hyper stop counting against the shared budget — their memory (at most one
-/// chunk per stalled connection, as hyper is given one frame at a time) is then the
-/// connection's own, like its kernel socket buffer. For the rest of the response the
-/// body reads one chunk at a time (a client that slow gains nothing from read-ahead).
+/// socket is not draining. The body then gives back its share of the budget: read-ahead
+/// in flight or ready is dropped (and read again when the client drains), and the
+/// frames stuck in hyper move from the shared budget to the smaller
+/// [`STALLED_BUDGET_BYTES`] (where it has room), so no number of stalled clients can
+/// hold what draining ones need. Until its socket drains again the body reads one small
+/// chunk at a time, then grows its reads again as at the start.
 /// Without this, four clients that stop reading a 10 MiB download held the whole
 /// budget, and every other streamed body got `200` and no bytes until the idle timeout.
 /// A client draining 1 MiB in 200 ms (5 MiB/s) is never taken for stalled.
 const STALL_AFTER: Duration = Duration::from_millis(200);
 
+/// A stalled frame that still holds shared budget (the stalled budget was full) on a
+/// socket that has moved no byte for this long gets its connection closed: the shared
+/// budget is what draining clients need. A slow client that still reads is never cut.
+const STALL_CLOSE: Duration = Duration::from_secs(3);
+
 /// How often a streamed body's watchdog looks for a stall.
 const STALL_CHECK: Duration = Duration::from_millis(50);
 
+/// What frames of stalled responses may hold, outside [`STREAM_BUDGET_BYTES`], so all
+/// streamed bodies together hold at most 24 MiB. Stalled clients mostly stop early,
+/// holding one frame of a few [`START_CHUNK`]s each: dozens of them fit.
+pub const STALLED_BUDGET_BYTES: usize = 8 << 20;
+
 /// Read-ahead a body starts with; it doubles (up to the backend's `read_ahead`) each time
 /// the body is polled with all its earlier frames written, i.e. once its socket has shown
-/// that it drains. A client that stops reading at once so holds at most two chunks
-/// until the watchdog takes them back.
+/// that it drains.
 const START_DEPTH: usize = 2;
+
+/// The first READ of a body, doubling with the read-ahead up to the configured chunk
+/// (1 MiB): a client that stops reading at once holds two of these, not two chunks.
+/// Costs three extra READs per large response (128 + 256 + 512 KiB before 1 MiB ones).
+const START_CHUNK: usize = 128 << 10;
 
 fn stream_budget() -> &'static Arc<Semaphore> {
     static BUDGET: OnceLock<Arc<Semaphore>> = OnceLock::new();
     BUDGET.get_or_init(|| Arc::new(Semaphore::new(STREAM_BUDGET_BYTES / BUDGET_UNIT)))
+}
+
+fn stalled_budget() -> &'static Arc<Semaphore> {
+    static BUDGET: OnceLock<Arc<Semaphore>> = OnceLock::new();
+    BUDGET.get_or_init(|| Arc::new(Semaphore::new(STALLED_BUDGET_BYTES / BUDGET_UNIT)))
 }
 
 fn budget_units(len: usize) -> u32 {
@@ -154,12 +233,16 @@ struct StreamState {
     frames: VecDeque<Weak<Ticket>>,
     /// Read-ahead allowed now (see [`START_DEPTH`]).
     depth: usize,
-    /// The socket stopped draining once: one chunk at a time from then on.
+    /// Size of the next READ (see [`START_CHUNK`]).
+    chunk: usize,
+    /// The socket stopped draining: one chunk at a time until it drains.
     stalled: bool,
     /// The body is gone; the watchdog only waits for its last frames.
     closed: bool,
     /// The watchdog has been started.
     watched: bool,
+    /// The connection, to close it when a stall holds shared budget too long.
+    conn: SendQueue,
 }
 
 impl StreamState {
@@ -173,8 +256,18 @@ impl StreamState {
     fn release(&mut self) {
         self.stalled = true;
         for t in self.live_frames().collect::<Vec<_>>() {
-            t.permit.lock().take();
+            let mut permit = t.permit.lock();
+            let Some(held) = permit.as_ref() else {
+                continue;
+            };
+            let units = held.num_permits() as u32;
+            let from_shared = Arc::ptr_eq(held.semaphore(), stream_budget());
+            if from_shared && let Ok(p) = stalled_budget().clone().try_acquire_many_owned(units) {
+                *permit = Some(p);
+            }
         }
+        self.chunk = self.chunk.min(START_CHUNK);
+        self.depth = self.depth.min(START_DEPTH);
         if let Some(first) = self.inflight.front() {
             self.next = first.offset;
         }
@@ -192,15 +285,27 @@ async fn watchdog(state: Arc<Mutex<StreamState>>) {
         let mut st = state.lock();
         let mut stuck = false;
         let mut holding = false;
+        let mut close = false;
         for t in st.live_frames() {
-            let has_permit = t.permit.lock().is_some();
-            holding |= has_permit;
-            stuck |= has_permit && t.handed.elapsed() >= STALL_AFTER;
+            let shared = t
+                .permit
+                .lock()
+                .as_ref()
+                .is_some_and(|p| Arc::ptr_eq(p.semaphore(), stream_budget()));
+            holding |= shared;
+            stuck |= shared && t.handed.elapsed() >= STALL_AFTER;
+            close |= shared && t.handed.elapsed() >= STALL_CLOSE;
         }
+        close &= st.conn.idle_for() >= STALL_CLOSE;
+        if close {
+            tracing::debug!("stalled response holds shared budget: closing its connection");
+            st.conn.abort();
+        }
+        let readahead = !st.inflight.is_empty();
         if stuck {
             tracing::debug!("client socket not draining: stream budget released");
             st.release();
-        } else if st.closed && !holding {
+        } else if st.closed && !holding && !readahead {
             return;
         }
     }
@@ -263,6 +368,7 @@ impl FileBody {
         offset: u64,
         len: u64,
         chunk: usize,
+        conn: SendQueue,
     ) -> FileBody {
         let depth = storage.read_ahead().max(1);
         FileBody {
@@ -278,9 +384,11 @@ impl FileBody {
                     next: offset,
                     frames: VecDeque::new(),
                     depth: START_DEPTH.min(depth),
+                    chunk: START_CHUNK.min(chunk),
                     stalled: false,
                     closed: false,
                     watched: false,
+                    conn,
                 })),
                 permit_wait: None,
                 waiting_since: None,
@@ -369,13 +477,18 @@ impl http_body::Body for FileBody {
                 let mut st = state.lock();
                 // Every frame handed to hyper so far has been written: the socket drains.
                 if !st.frames.is_empty() && st.live_frames().next().is_none() {
-                    st.depth = (st.depth * 2).min(*depth);
+                    if st.stalled {
+                        st.stalled = false;
+                    } else {
+                        st.depth = (st.depth * 2).min(*depth);
+                        st.chunk = (st.chunk * 2).min(*chunk);
+                    }
                 }
                 let depth = if st.stalled { 1 } else { st.depth };
                 // Keep up to `depth` reads in flight so the next chunk is read while this
                 // one is being sent, as far as the process-wide stream budget allows.
                 while st.inflight.len() < depth && st.next < *end {
-                    let len = (*end - st.next).min(*chunk as u64) as usize;
+                    let len = (*end - st.next).min(st.chunk as u64) as usize;
                     let units = budget_units(len);
                     let permit = if st.inflight.is_empty() {
                         // Nothing in flight: wait for budget (FIFO, so no body starves).
@@ -496,7 +609,7 @@ mod tests {
         assert!(!is_marker(&zeros));
     }
 
-    /// Answers every READ at once with bytes naming the MiB they come from.
+    /// Answers every READ at once with bytes naming the [`START_CHUNK`] they come from.
     struct Numbered;
 
     #[async_trait::async_trait]
@@ -505,7 +618,7 @@ mod tests {
             Err(StorageError::NotFound)
         }
         async fn read(&self, _: &Handle, offset: u64, len: usize) -> Result<Bytes, StorageError> {
-            Ok(Bytes::from(vec![(offset >> 20) as u8; len]))
+            Ok(Bytes::from(vec![(offset / START_CHUNK as u64) as u8; len]))
         }
         async fn list(
             &self,
@@ -537,25 +650,31 @@ mod tests {
     /// The only test in this crate that streams, so it owns the process-wide budget.
     #[tokio::test]
     async fn a_frame_left_unwritten_gives_its_budget_back() {
-        const MIB: usize = 1 << 20;
+        const C: usize = START_CHUNK;
+        let stalled_in_use =
+            || STALLED_BUDGET_BYTES - stalled_budget().available_permits() * BUDGET_UNIT;
         let handle = Handle::Local(Arc::new(File::open("/dev/null").unwrap()));
-        let mut body = FileBody::stream(Arc::new(Numbered), handle, 0, 8 << 20, MIB);
+        let conn = SendQueue::default();
+        let mut body = FileBody::stream(Arc::new(Numbered), handle, 0, 8 << 20, 1 << 20, conn);
         let first = next_frame(&mut body).await;
-        assert_eq!((first.len(), first[0]), (MIB, 0));
+        assert_eq!((first.len(), first[0]), (C, 0));
         // The frame (not yet written, as hyper would hold it) and one read-ahead.
-        assert_eq!(stream_budget_in_use(), 2 * MIB);
-        // The socket does not drain: the watchdog takes the budget back, read-ahead too.
+        assert_eq!(stream_budget_in_use(), 2 * C);
+        // The socket does not drain: the watchdog drops the read-ahead and moves the
+        // frame to the stalled budget.
         tokio::time::sleep(STALL_AFTER + 3 * STALL_CHECK).await;
-        assert_eq!(stream_budget_in_use(), 0);
+        assert_eq!((stream_budget_in_use(), stalled_in_use()), (0, C));
         drop(first);
-        // The dropped read-ahead is read again; from now on one chunk at a time.
+        assert_eq!(stalled_in_use(), 0);
+        // The socket drained: the dropped read-ahead is read again, and the body starts
+        // over with small reads and little read-ahead.
         let second = next_frame(&mut body).await;
-        assert_eq!((second.len(), second[0]), (MIB, 1));
+        assert_eq!((second.len(), second[0]), (C, 1));
         tokio::task::yield_now().await;
-        assert_eq!(stream_budget_in_use(), MIB);
+        assert_eq!(stream_budget_in_use(), 2 * C);
         drop(second);
         let third = next_frame(&mut body).await;
-        assert_eq!(third[0], 2);
+        assert_eq!((third.len(), third[0]), (C, 2));
         drop((third, body));
         assert_eq!(stream_budget_in_use(), 0);
     }

@@ -33,6 +33,7 @@ pub(crate) struct ConnIo {
 
 impl ConnIo {
     pub(crate) fn new(stream: TcpStream, queue: SendQueue, idle: Duration) -> ConnIo {
+        queue.progressed();
         ConnIo {
             stream,
             queue,
@@ -60,10 +61,23 @@ impl ConnIo {
 
     fn progress(&mut self) {
         self.last_progress = Instant::now();
+        self.queue.progressed();
+    }
+
+    /// Fails every operation once a stalled body asked for the connection to close.
+    fn check_abort(&self) -> io::Result<()> {
+        if self.queue.aborted() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "client stopped reading while the stalled budget was full",
+            ));
+        }
+        Ok(())
     }
 
     /// Called when an operation is pending: fails once nothing has moved for `idle`.
     fn poll_idle(&mut self, cx: &mut Context<'_>) -> Poll<io::Error> {
+        self.queue.park(cx.waker());
         let deadline = self.last_progress + self.idle;
         let sleep = self
             .sleep
@@ -195,6 +209,7 @@ impl AsyncRead for ConnIo {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        this.check_abort()?;
         match Pin::new(&mut this.stream).poll_read(cx, buf) {
             Poll::Ready(r) => {
                 this.progress();
@@ -223,6 +238,7 @@ impl AsyncWrite for ConnIo {
         bufs: &[IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
+        this.check_abort()?;
         match this.write_slices(cx, bufs) {
             Poll::Ready(r) => {
                 this.progress();
@@ -240,7 +256,9 @@ impl AsyncWrite for ConnIo {
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+        let this = self.get_mut();
+        this.check_abort()?;
+        Pin::new(&mut this.stream).poll_flush(cx)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

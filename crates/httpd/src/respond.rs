@@ -476,6 +476,7 @@ async fn serve_file(
                     offset,
                     len,
                     shared.chunk,
+                    queue,
                 ),
                 "stream",
             ),
