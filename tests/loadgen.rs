@@ -275,6 +275,39 @@ fn json_report_matches_the_schema_and_merges_exactly() {
         let errors: Vec<String> = validator.iter_errors(&v).map(|e| e.to_string()).collect();
         assert!(errors.is_empty(), "{}: {errors:?}", p.display());
     }
+    // An open-loop run carries the generator's schedule lag as its own figure.
+    let open = run_bounded(
+        plan(
+            &nginx.url("/small.bin"),
+            Schedule::Rate {
+                per_second: 500.0,
+                count: Some(100),
+                duration: None,
+            },
+            2,
+        ),
+        Duration::from_secs(60),
+    )
+    .to_json();
+    let errors: Vec<String> = validator
+        .iter_errors(&open)
+        .map(|e| e.to_string())
+        .collect();
+    assert!(errors.is_empty(), "open loop: {errors:?}");
+    assert_eq!(
+        open["schedule_lag"]["count"], 100,
+        "{}",
+        open["schedule_lag"]
+    );
+    assert!(open["schedule_lag"]["p50_seconds"].as_f64().unwrap() >= 0.0);
+    assert_eq!(open["integrity_failures"], 0);
+    assert!(open["stopped"].is_null());
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&pa).unwrap()).unwrap();
+    assert!(
+        v["schedule_lag"].is_null(),
+        "a closed loop has no schedule lag"
+    );
     // The schema rejects what it should.
     let mut broken: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&pa).unwrap()).unwrap();
@@ -501,6 +534,241 @@ fn a_stall_shows_in_open_loop_percentiles_only() {
     assert!(r.phase("queue").unwrap().quantile_seconds(0.99) > 0.3);
 }
 
+// ---- open-loop pacing ------------------------------------------------------------------------
+
+/// What a trivial blocking client measures at the same arrival spacing: `conns`
+/// threads, each on its own connection, each sending a request every `conns / rate`
+/// seconds and timing write → last byte. Returns the p50 in ms. (A request that finds
+/// the server and client asleep costs more than a back-to-back one — 0.30 vs 0.13 ms
+/// at 10 ms vs 0 gaps with a plain Python client on the 2-core test machine — so this,
+/// not a back-to-back loop, is the latency an honest open loop must report.)
+fn reference_p50(addr: SocketAddr, rate: f64, conns: usize, count: usize) -> f64 {
+    let gap = Duration::from_secs_f64(conns as f64 / rate);
+    let threads: Vec<_> = (0..conns)
+        .map(|k| {
+            std::thread::spawn(move || {
+                // Staggered like the open loop's tickets.
+                std::thread::sleep(gap.mul_f64(k as f64 / conns as f64));
+                let mut s = TcpStream::connect(addr).unwrap();
+                s.set_nodelay(true).unwrap();
+                let mut buf = [0u8; 512];
+                let mut out = Vec::new();
+                for _ in 0..count / conns {
+                    let t = Instant::now();
+                    s.write_all(b"GET /x HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+                    let mut got = Vec::new();
+                    // The tiny server answers a 2-byte body: done at the head's end + 2.
+                    let complete = |got: &[u8]| {
+                        got.windows(4)
+                            .position(|w| w == b"\r\n\r\n")
+                            .is_some_and(|p| got.len() >= p + 6)
+                    };
+                    while !complete(&got) {
+                        let n = s.read(&mut buf).unwrap();
+                        assert!(n > 0, "reference client: connection closed");
+                        got.extend_from_slice(&buf[..n]);
+                    }
+                    let took = t.elapsed();
+                    out.push(took);
+                    std::thread::sleep(gap.saturating_sub(took));
+                }
+                out
+            })
+        })
+        .collect();
+    let mut all: Vec<Duration> = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    all.sort();
+    all[all.len() / 2].as_secs_f64() * 1e3
+}
+
+/// The open loop at `rate` for `count` requests over `conns` connections: p50s of
+/// `total`, of the schedule lag and of `queue` (waiting behind busy connections), in ms.
+fn open_p50(url: &str, rate: f64, conns: usize, count: u64) -> (f64, f64, f64) {
+    let p = plan(
+        url,
+        Schedule::Rate {
+            per_second: rate,
+            count: Some(count),
+            duration: None,
+        },
+        conns,
+    );
+    let r = run_bounded(p, Duration::from_secs(60));
+    assert_eq!((r.requests, r.failed()), (count, 0), "{:?}", r.first_error);
+    let lag = r
+        .schedule_lag()
+        .expect("a fixed rate reports its schedule lag");
+    assert_eq!(lag.count(), count);
+    (
+        r.total().unwrap().quantile_seconds(0.5) * 1e3,
+        lag.quantile_seconds(0.5) * 1e3,
+        r.phase("queue").unwrap().quantile_seconds(0.5) * 1e3,
+    )
+}
+
+#[test]
+fn open_loop_latency_is_the_servers_not_the_pacers() {
+    // Issue 12 §1: at 100/s the old generator reported a p50 14x the server's latency,
+    // its own timer lateness (0.5-1 ms) charged to the server. Under a fixed rate the
+    // p50 must be within 25 % of what a trivial blocking client measures at the same
+    // spacing, plus this client's own per-request cost (its closed-loop p50 minus the
+    // blocking client's, measured in the same attempt; near 0 in a release build).
+    // Each rate gets 8 attempts: other tests running beside this one stall the server
+    // at moments, and an open loop rightly shows a stalled server as queueing.
+    let server = TinyServer::start(|s, _| ok_response(s, b"ok"));
+    let url = server.url();
+    // 5,000/s needs the client to have the headroom: an unoptimised build on a busy
+    // machine may carry less, and an overloaded open loop queues by design.
+    let capacity = {
+        let r = run_bounded(
+            plan(&url, Schedule::Count(2000), 4),
+            Duration::from_secs(60),
+        );
+        r.requests_per_sec()
+    };
+    let high = 5000f64
+        .min((capacity * 0.25 / 500.0).floor() * 500.0)
+        .max(1000.0);
+    if high < 5000.0 {
+        eprintln!(
+            "NOTE: closed loop carries {capacity:.0}/s here; the high rate is {high}/s, not 5000/s"
+        );
+    }
+    let conns = 4;
+    for rate in [100.0, 1000.0, high] {
+        let count = (rate * 0.25).max(120.0) as u64;
+        let mut attempts = Vec::new();
+        let mut overloaded = 0;
+        let passed = (0..8).any(|_| {
+            let closed = {
+                let r = run_bounded(plan(&url, Schedule::Count(300), 1), Duration::from_secs(60));
+                r.total().unwrap().quantile_seconds(0.5) * 1e3
+            };
+            let closed_ref = reference_p50(server.addr, 1e9, 1, 300);
+            let overhead = (closed - closed_ref).max(0.0);
+            let reference = reference_p50(server.addr, rate, conns, count as usize);
+            let (open, lag, queue) = open_p50(&url, rate, conns, count);
+            let expected = reference + overhead;
+            let line = format!(
+                "{rate}/s: p50 {open:.3} ms vs {expected:.3} ms (blocking client {reference:.3} \
+                 + this client's cost {overhead:.3}); queue p50 {queue:.3} ms; schedule lag \
+                 p50 {lag:.3} ms"
+            );
+            eprintln!("{line}");
+            attempts.push(line);
+            // Most requests waiting behind busy connections means the server (or this
+            // client) could not keep up at that moment; the pacer's own lateness goes to
+            // the schedule lag and cannot produce that.
+            overloaded += usize::from(queue > 0.5);
+            (open / expected - 1.0).abs() <= 0.25
+        });
+        if !passed && rate > 1000.0 && overloaded == attempts.len() {
+            eprintln!(
+                "NOTE: this machine could not carry {rate}/s in {} attempts (requests queued \
+                 behind busy connections); that rate is not checked",
+                attempts.len()
+            );
+            continue;
+        }
+        assert!(
+            passed,
+            "open-loop p50 off by more than 25 % in every attempt:\n{}",
+            attempts.join("\n")
+        );
+    }
+}
+
+// ---- file:// ---------------------------------------------------------------------------------
+
+/// What a worker left behind in `dir`: names starting with `servelab-`.
+fn leftovers(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("servelab-"))
+        .collect()
+}
+
+#[test]
+fn file_reads_writes_and_metadata_in_a_temp_dir() {
+    // Issue 13 §5: the same workloads as nfs:// on a local (or bind-mounted) directory.
+    let tmp = tempfile::tempdir().unwrap();
+    let data: Vec<u8> = (0..1u32 << 20).map(|i| (i * 31 % 251) as u8).collect();
+    let file = tmp.path().join("data.bin");
+    std::fs::write(&file, &data).unwrap();
+    let expected = crc32(&data);
+
+    // 1 MiB in 64 KiB reads: 2 workers x 32 reads = two full passes each.
+    let mut p = plan(
+        &format!("file://{}", file.display()),
+        Schedule::Count(128),
+        2,
+    );
+    p.options.block_size = 64 << 10;
+    p.options.verify_crc32 = Some(expected);
+    let r = run_bounded(p.clone(), Duration::from_secs(60));
+    assert_eq!((r.requests, r.failed()), (128, 0), "{:?}", r.first_error);
+    assert_eq!(r.kind, "file");
+    assert_eq!(r.checksum_crc32, Some(expected));
+    assert_eq!(r.body_bytes, 128 * (64 << 10));
+    assert_eq!(r.latency.combined("read", "total").unwrap().count(), 128);
+    p.options.verify_crc32 = Some(expected ^ 1);
+    let r = run_bounded(p, Duration::from_secs(60));
+    assert!(failures(&r, ErrorKind::Checksum) >= 2, "{:?}", r.failures);
+    assert!(r.integrity_failures() >= 2);
+
+    // Metadata mix: 3 workers, each in its own subdirectory, 40 files each; the run
+    // ends mid-cycle, and every file and subdirectory is removed anyway.
+    let dir = tmp.path().join("meta");
+    std::fs::create_dir(&dir).unwrap();
+    let mut p = plan(
+        &format!("file://{}/", dir.display()),
+        Schedule::Count(500),
+        3,
+    );
+    p.options.nfs_workload = NfsWorkload::Metadata;
+    p.options.nfs_files = 40;
+    let r = run_bounded(p, Duration::from_secs(60));
+    assert_eq!((r.requests, r.failed()), (500, 0), "{:?}", r.first_error);
+    let count = |op: &str| r.latency.combined(op, "total").map_or(0, |s| s.count());
+    assert!(count("create") >= 120 && count("stat") >= 120 && count("unlink") >= 80);
+    assert_eq!(count("create") + count("stat") + count("unlink"), 500);
+    assert!(
+        leftovers(&dir).is_empty(),
+        "left behind: {:?}",
+        leftovers(&dir)
+    );
+
+    // Writes: 2 workers x 4 KiB blocks into a file each, removed at the end.
+    let mut p = plan(&format!("file://{}", dir.display()), Schedule::Count(40), 2);
+    p.options.nfs_workload = NfsWorkload::Write;
+    p.options.block_size = 4096;
+    let r = run_bounded(p, Duration::from_secs(60));
+    assert_eq!((r.requests, r.failed()), (40, 0), "{:?}", r.first_error);
+    assert_eq!(r.body_bytes, 40 * 4096);
+    assert!(
+        leftovers(&dir).is_empty(),
+        "left behind: {:?}",
+        leftovers(&dir)
+    );
+
+    // Wrong kinds of path are refused before any traffic.
+    let mut p = plan(&format!("file://{}", dir.display()), Schedule::Count(1), 1);
+    p.options.nfs_workload = NfsWorkload::Read;
+    assert!(matches!(loadgen::run(p), Err(loadgen::Error::Plan(_))));
+    let mut p = plan(
+        &format!("file://{}/missing", dir.display()),
+        Schedule::Count(1),
+        1,
+    );
+    p.options.nfs_workload = NfsWorkload::Metadata;
+    let err = loadgen::run(p).unwrap_err().to_string();
+    assert!(err.contains("No such file"), "{err}");
+}
+
 // ---- tcp:// ----------------------------------------------------------------------------------
 
 /// `loadgen::tcp::serve` on its own runtime; stopped on drop.
@@ -665,6 +933,25 @@ fn nfs_reads_writes_and_metadata_against_rustnfs() {
         Duration::from_secs(60),
     );
     assert_eq!(failures(&r, ErrorKind::Server), 2, "{:?}", r.failures);
+    // A missing directory stops the run after 100 identical failures (issue 12 §5)
+    // instead of mounting again and again for the whole 30 s.
+    let mut p = plan(
+        &server.url("//no-such-dir"),
+        Schedule::Duration(Duration::from_secs(30)),
+        2,
+    );
+    p.options.nfs_workload = NfsWorkload::Metadata;
+    let t = Instant::now();
+    let r = run_bounded(p, Duration::from_secs(60));
+    assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
+    assert!(
+        r.stopped
+            .as_deref()
+            .is_some_and(|s| s.contains("100 consecutive server failures")),
+        "{:?}",
+        r.stopped
+    );
+    assert!((100..=102).contains(&r.requests), "{}", r.requests);
     // (Host names are resolved at connect time, so the bad URL is a bad port.)
     let err = LoadPlan::new("nfs://127.0.0.1:99999/x", Schedule::Count(1), 1)
         .and_then(loadgen::run)

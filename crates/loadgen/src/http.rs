@@ -589,6 +589,48 @@ mod tests {
     }
 
     #[test]
+    fn parses_response_heads_for_every_framing() {
+        let head = b"HTTP/1.1 200 OK\r\nServer: x\r\nContent-Length: 5\r\nServer-Timing: a;dur=1\r\nServer-Timing: b;dur=2\r\n\r\nhello";
+        let h = parse_response_head(head).unwrap().unwrap();
+        assert_eq!(h.len, head.len() - 5);
+        assert_eq!(
+            (h.status, h.framing, h.keep_alive),
+            (200, Framing::Length(5), true)
+        );
+        assert_eq!(h.server, Some(&b"x"[..]));
+        assert_eq!(h.server_timing.as_deref(), Some("a;dur=1, b;dur=2"));
+        for split in 0..head.len() - 5 {
+            assert_eq!(parse_response_head(&head[..split]), Ok(None), "{split}");
+        }
+        let h = parse_response_head(b"HTTP/1.0 200 OK\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!((h.framing, h.keep_alive), (Framing::UntilClose, false));
+        let h = parse_response_head(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\nConnection: close\r\n\r\n",
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!((h.framing, h.keep_alive), (Framing::Chunked, false));
+        let h = parse_response_head(b"HTTP/1.1 100 Continue\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert!(h.interim);
+        let h = parse_response_head(b"HTTP/1.1 304 Not Modified\r\nContent-Length: 9\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!(h.framing, Framing::None);
+        for bad in [
+            &b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"[..],
+            b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n",
+            b"HTTX/1.1 200 OK\r\n\r\n",
+        ] {
+            assert!(parse_response_head(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
     fn rejects_malformed_chunking() {
         for bad in [
             &b"x\r\n"[..],

@@ -238,3 +238,173 @@ fn a_run_with_some_failures_still_exits_zero() {
     assert!(!text.contains("Failed requests:        0"), "{text}");
     assert!(!text.contains("Failed requests:        6"), "{text}");
 }
+
+/// A bitwise CRC-32 (IEEE), independent of the implementation under test.
+fn crc32(data: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in data {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+#[test]
+fn wrong_data_exits_3_and_says_so() {
+    // Issue 12 §5: --verify-crc32 mismatches used to exit 0.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("data.bin");
+    let data: Vec<u8> = (0..256 * 1024u32).map(|i| (i * 7 % 253) as u8).collect();
+    std::fs::write(&file, &data).unwrap();
+    let url = format!("file://{}", file.display());
+    let run = |crc: u32| {
+        servelab()
+            .args(["load", &url, "-n", "16", "-c", "1", "--block", "64k"])
+            .args(["--verify-crc32", &format!("{crc:08x}")])
+            .output()
+            .unwrap()
+    };
+    let good = run(crc32(&data));
+    assert!(
+        good.status.success(),
+        "{}",
+        String::from_utf8_lossy(&good.stderr)
+    );
+    let text = String::from_utf8_lossy(&good.stdout);
+    assert!(
+        text.contains(&format!("Data CRC-32:            {:08x}", crc32(&data))),
+        "{text}"
+    );
+
+    let bad = run(crc32(&data) ^ 1);
+    assert_eq!(bad.status.code(), Some(3), "{bad:?}");
+    let text = String::from_utf8_lossy(&bad.stdout);
+    assert!(
+        text.contains("checksum: 4"),
+        "16 reads = 4 passes, all wrong:\n{text}"
+    );
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("4 of 16 operations") && err.contains("wrong data"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_unreachable_target_stops_after_consecutive_failures() {
+    // Issue 12 §5: a closed port produced 92,820 connection attempts in 2 s.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}/x");
+    let t = Instant::now();
+    let out = servelab()
+        .args(["load", &url, "-z", "20s", "-c", "4"])
+        .output()
+        .unwrap();
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        t.elapsed()
+    );
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("stopped after 100 consecutive connect failures")
+            && err.contains("--keep-going"),
+        "{err}"
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let failed: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("Failed requests:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no failure count in:\n{text}"));
+    // 100, plus what the other workers had in flight.
+    assert!((100..=104).contains(&failed), "{failed} failures:\n{text}");
+    assert!(text.contains("Run stopped early:"), "{text}");
+
+    // --keep-going runs to the end of the schedule (and every request failed: exit 1).
+    let out = servelab()
+        .args(["load", &url, "-n", "300", "-c", "2", "--keep-going"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Failed requests:        300"), "{text}");
+
+    // A missing directory is refused before any traffic, in one line.
+    let out = servelab()
+        .args([
+            "load",
+            "file:///nonexistent-servelab-dir/",
+            "--workload",
+            "metadata",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("No such file or directory") && err.lines().count() == 1,
+        "{err}"
+    );
+}
+
+#[test]
+fn help_documents_the_exit_codes() {
+    let out = servelab().args(["load", "--help"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "Exit status:",
+        "  3  data integrity failure",
+        "  4  stopped early",
+        "--keep-going",
+        "--workload",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
+    }
+}
+
+#[test]
+fn open_loop_output_labels_what_ab_would_misread() {
+    // Issue 12 §1 and §4: ab's "Time per request" is 40x the latency in an open loop,
+    // and ab's whole-ms 99 % differs from the HDR p99; both say what they are.
+    let port = http_server();
+    let out = servelab()
+        .args([
+            "load",
+            &format!("http://127.0.0.1:{port}/x"),
+            "-q",
+            "200",
+            "-n",
+            "100",
+            "-c",
+            "4",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "[ms] (mean latency; open loop at 200/s",
+        "would say",
+        "the interval between intended starts",
+        "(ab's rule: the request at rank n*p/100, rounded to whole ms",
+        "Latency (ms; HDR-histogram quantiles",
+        "Generator schedule lag (ms)",
+        "  schedule lag    100",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
+    }
+}
