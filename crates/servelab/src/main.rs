@@ -27,7 +27,9 @@ fn main() -> std::process::ExitCode {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("servelab: {e:#}");
-            std::process::ExitCode::FAILURE
+            // `servelab load` distinguishes wrong data (3) and runaway loads (4).
+            e.downcast_ref::<load::Exit>()
+                .map_or(std::process::ExitCode::FAILURE, |x| x.code.into())
         }
     }
 }
