@@ -32,9 +32,9 @@ mod worker;
 use std::sync::Arc;
 use std::time::Instant;
 
-pub use plan::{LoadPlan, NfsWorkload, Options, Schedule, TargetUrl, parse_duration, parse_size};
 /// The workload of `nfs://` and `file://` targets (the NFS name is kept for callers).
 pub use plan::NfsWorkload as Workload;
+pub use plan::{LoadPlan, NfsWorkload, Options, Schedule, TargetUrl, parse_duration, parse_size};
 pub use report::{Report, merge_files};
 pub use sample::ErrorKind;
 

@@ -38,7 +38,12 @@ pub(crate) struct Pacer {
 }
 
 impl Pacer {
-    pub fn new(t0: Instant, per_second: f64, count: Option<u64>, duration: Option<Duration>) -> Self {
+    pub fn new(
+        t0: Instant,
+        per_second: f64,
+        count: Option<u64>,
+        duration: Option<Duration>,
+    ) -> Self {
         Pacer {
             t0,
             per_second,
