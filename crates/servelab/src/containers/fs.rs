@@ -3,12 +3,13 @@
 //! small files), run by the load generator's `file://` target on the host, inside a
 //! Docker container (the FROM-scratch servelab image) through a bind mount of the same
 //! directory, and the same mix over NFS (rustnfs exporting that directory, on loopback).
+//! Every column runs the same static `servelab load` (docker/build.sh's), as a host
+//! process or in the container.
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
 
-use loadgen::{LoadPlan, NfsWorkload, Schedule};
+use loadgen::NfsWorkload;
 
 use super::docker;
 use super::report::FsRow;
@@ -41,64 +42,30 @@ impl Drop for Killed {
     }
 }
 
-fn plan(url: &str, workload: NfsWorkload, seconds: f64) -> Result<LoadPlan, String> {
-    let mut p = LoadPlan::new(
-        url,
-        Schedule::Duration(Duration::from_secs_f64(seconds)),
-        CLIENTS,
-    )
-    .map_err(|e| e.to_string())?;
-    p.options.nfs_workload = workload;
-    p.options.nfs_files = FILES;
-    p.options.block_size = 1 << 20;
-    p.options.progress = false;
-    Ok(p)
-}
-
-/// (operations/s, MB/s) of one in-process run.
-fn run_local(url: &str, workload: NfsWorkload, seconds: f64) -> Result<(f64, f64), String> {
-    let r = loadgen::run(plan(url, workload, seconds)?).map_err(|e| e.to_string())?;
-    if r.requests == 0 || r.failed() > 0 {
-        return Err(format!(
-            "{url}: {} operations, {} failed{}",
-            r.requests,
-            r.failed(),
-            r.first_error
-                .as_deref()
-                .map(|e| format!(" ({e})"))
-                .unwrap_or_default()
-        ));
-    }
-    Ok((r.requests_per_sec(), r.bytes_per_sec() / 1e6))
-}
-
-/// The same run by `servelab load` inside a container with `dir` bind-mounted at /fs.
-fn run_docker(
-    image: &str,
+/// `servelab load URL ... --json` by the static servelab: `docker` runs it inside a
+/// container with `dir` bind-mounted at /fs (the URL then names /fs/...), `None` on the
+/// host — the same binary either way, so the columns differ only in where it runs.
+fn run_cli(
+    bin: &Path,
+    docker_image: Option<&str>,
     dir: &Path,
-    sub: &str,
+    url: &str,
     workload: NfsWorkload,
     seconds: f64,
 ) -> Result<(f64, f64), String> {
-    let volume = format!("{}:/fs", dir.display());
     let wl = if workload == NfsWorkload::Read {
         "read"
     } else {
         "metadata"
     };
     let json = format!("out-{wl}.json");
-    docker::docker(&[
-        "run",
-        "--rm",
-        "--name",
-        &format!("{}-fs", docker::PREFIX),
-        "--network",
-        "none",
-        "-v",
-        &volume,
-        image,
+    let json_arg = match docker_image {
+        Some(_) => format!("/fs/{json}"),
+        None => dir.join(&json).display().to_string(),
+    };
+    let load: Vec<String> = [
         "load",
-        &format!("file:///fs/{sub}"),
+        url,
         "-z",
         &format!("{seconds}s"),
         "-c",
@@ -111,11 +78,49 @@ fn run_docker(
         "1MiB",
         "--no-progress",
         "--json",
-        &format!("/fs/{json}"),
-    ])?;
+        &json_arg,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    match docker_image {
+        Some(image) => {
+            let volume = format!("{}:/fs", dir.display());
+            let name = format!("{}-fs", docker::PREFIX);
+            let mut all: Vec<&str> = vec![
+                "run",
+                "--rm",
+                "--name",
+                &name,
+                "--network",
+                "none",
+                "-v",
+                &volume,
+                image,
+            ];
+            all.extend(load.iter().map(String::as_str));
+            docker::docker(&all)?;
+        }
+        None => {
+            let out = Command::new(bin)
+                .args(&load)
+                .stdin(Stdio::null())
+                .output()
+                .map_err(|e| format!("{}: {e}", bin.display()))?;
+            if !out.status.success() {
+                return Err(format!(
+                    "servelab load {url}: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ));
+            }
+        }
+    }
     let text = std::fs::read_to_string(dir.join(&json)).map_err(|e| format!("{json}: {e}"))?;
     let _ = std::fs::remove_file(dir.join(&json));
     let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+    if v["failed"].as_u64().unwrap_or(0) > 0 {
+        return Err(format!("{url}: {} operations failed", v["failed"]));
+    }
     Ok((
         v["requests_per_second"].as_f64().unwrap_or(0.0),
         v["bytes_per_second"].as_f64().unwrap_or(0.0) / 1e6,
@@ -147,6 +152,7 @@ pub fn run(
             .map_err(|e| e.to_string())?;
     }
 
+    let bin = super::static_bin("servelab")?;
     // rustnfs exporting the same directory read-write on loopback, for the NFS column.
     let nfs = match super::static_bin("rustnfs") {
         Ok(bin) => {
@@ -187,14 +193,24 @@ pub fn run(
                 let pi = (k + round) % places.len();
                 let (place, url) = &places[pi];
                 eprintln!("servelab compare: fs {label} {place}");
-                let r = match pi {
-                    0 => run_local(
+                let r = match (pi, url.is_empty()) {
+                    (0, _) => run_cli(
+                        &bin,
+                        None,
+                        dir,
                         &format!("file://{}", dir.join(sub).display()),
                         workload,
                         seconds,
                     ),
-                    _ if url.is_empty() => run_docker(image.unwrap(), dir, sub, workload, seconds),
-                    _ => run_local(url, workload, seconds),
+                    (_, true) => run_cli(
+                        &bin,
+                        image,
+                        dir,
+                        &format!("file:///fs/{sub}"),
+                        workload,
+                        seconds,
+                    ),
+                    (_, false) => run_cli(&bin, None, dir, url, workload, seconds),
                 };
                 match r {
                     Ok(v) => values[pi].push(v),
