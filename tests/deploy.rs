@@ -1075,7 +1075,14 @@ fn compare_containers_prints_host_lxd_docker_tables_sysbench_memory_and_scaling(
         .args(["--repeat", "1", "--requests", "10", "--concurrency", "4"])
         .args(["--small-seconds", "0.3", "--small-concurrency", "4"])
         .args(["--cpus", "1", "--clients", "1,4", "--workers", "1"])
-        .args(["--scale-seconds", "0.3", "--sysbench-seconds", "1"])
+        .args([
+            "--scale-seconds",
+            "0.3",
+            "--sysbench-seconds",
+            "1",
+            "--fs",
+            "0.3",
+        ])
         .args(["--large-size", "1MiB", "--image-tag", TAG])
         .arg("--results")
         .arg(results.path())
@@ -1099,6 +1106,9 @@ fn compare_containers_prints_host_lxd_docker_tables_sysbench_memory_and_scaling(
         "| LXD | instance sl-deploy-c-web",
         "### Scaling",
         "### httpd --workers on the host",
+        "| metadata mix (create/stat/remove) | host (file://) |",
+        "| metadata mix (create/stat/remove) | NFS (rustnfs, loopback) |",
+        "| sequential read (1 MiB blocks) | host (file://) |",
     ] {
         assert!(stdout.contains(needle), "no {needle:?} in:\n{stdout}");
     }
@@ -1106,6 +1116,7 @@ fn compare_containers_prints_host_lxd_docker_tables_sysbench_memory_and_scaling(
         for needle in [
             "| B (local disk) | Docker |",
             "| A (NFS: rustnfs in Docker) | LXD |",
+            "| metadata mix (create/stat/remove) | Docker, bind mount (file://) |",
         ] {
             assert!(stdout.contains(needle), "no {needle:?} in:\n{stdout}");
         }

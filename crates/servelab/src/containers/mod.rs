@@ -13,6 +13,7 @@
 
 pub mod cgroup;
 pub mod docker;
+pub mod fs;
 pub mod lxd;
 pub mod report;
 pub mod sysbench;
@@ -58,6 +59,10 @@ pub struct ContainerArgs {
     /// Run only the container comparison and sweeps, not compare's main tables.
     #[arg(long)]
     pub containers_only: bool,
+    /// File-system workloads (sequential read, metadata mix) on the host, in a Docker
+    /// container through a bind mount, and over NFS: seconds per run (0 = off).
+    #[arg(long, value_name = "SECONDS", default_value_t = 0.0)]
+    pub fs: f64,
 }
 
 /// The workload sizes compare's own options give (the same for every column).
@@ -93,6 +98,7 @@ impl ContainerArgs {
             || self.cpus.is_some()
             || self.clients.is_some()
             || self.workers.is_some()
+            || self.fs > 0.0
     }
 
     /// Checks every list once; returns (engines, cpus, clients, workers).
@@ -121,6 +127,9 @@ impl ContainerArgs {
             }
         }
         engines.dedup();
+        if !(self.fs.is_finite() && (0.0..=600.0).contains(&self.fs)) {
+            return Err("--fs must be between 0 and 600 seconds".into());
+        }
         if !(self.scale_seconds.is_finite() && self.scale_seconds > 0.0) {
             return Err("--scale-seconds must be above 0".into());
         }
@@ -683,6 +692,27 @@ pub fn run(args: &ContainerArgs, w: &Workloads, out_dir: &Path) -> Result<String
                 });
             }
         }
+    }
+
+    // File-system workloads: host, Docker bind mount, NFS.
+    if args.fs > 0.0 {
+        let image = format!("servelab:{tag}");
+        let image = match docker::unavailable(&[&image]) {
+            None => Some(image),
+            Some(why) => {
+                rep.skipped
+                    .push(format!("file-system table, Docker column: {why}"));
+                None
+            }
+        };
+        fs::run(
+            &data.join(&info.large_file),
+            image.as_deref(),
+            args.fs,
+            w.repeat,
+            &mut rep.fs,
+            &mut rep.failures,
+        )?;
     }
 
     rep.loadavg_after = loadavg();

@@ -75,6 +75,15 @@ pub struct WorkersRow {
     pub median: Point,
 }
 
+#[derive(Debug, Serialize)]
+pub struct FsRow {
+    pub workload: String,
+    pub place: String,
+    pub runs: usize,
+    pub ops_per_sec: f64,
+    pub mbytes_per_sec: f64,
+}
+
 #[derive(Debug, Default, Serialize)]
 pub struct ContainerReport {
     pub settings: String,
@@ -87,6 +96,7 @@ pub struct ContainerReport {
     pub memory: Vec<MemoryRow>,
     pub scaling: Vec<ScaleRow>,
     pub workers: Vec<WorkersRow>,
+    pub fs: Vec<FsRow>,
     pub notes: Vec<String>,
     pub skipped: Vec<String>,
     pub failures: Vec<String>,
@@ -259,6 +269,34 @@ pub fn render(r: &ContainerReport) -> String {
                 o,
                 "| {} | {} | {} | {:.0} | {:.2} |",
                 w.scenario, w.workers, w.clients, w.median.requests_per_sec, w.median.p99_ms
+            );
+        }
+    }
+    if !r.fs.is_empty() {
+        let _ = writeln!(
+            o,
+            "\n### File-system workloads: host, container bind mount, NFS (4 clients)\n"
+        );
+        let _ = writeln!(o, "| workload | where | ops/s | Δ% vs host | MB/s | runs |");
+        let _ = writeln!(o, "| --- | --- | ---: | ---: | ---: | ---: |");
+        for f in &r.fs {
+            let host =
+                r.fs.iter()
+                    .find(|x| x.workload == f.workload && x.place.starts_with("host"))
+                    .map_or(0.0, |x| x.ops_per_sec);
+            let _ = writeln!(
+                o,
+                "| {} | {} | {:.0} | {} | {:.1} | {} |",
+                f.workload,
+                f.place,
+                f.ops_per_sec,
+                if f.place.starts_with("host") {
+                    "—".into()
+                } else {
+                    delta(f.ops_per_sec, host)
+                },
+                f.mbytes_per_sec,
+                f.runs
             );
         }
     }

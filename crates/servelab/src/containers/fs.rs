@@ -1,0 +1,236 @@
+//! File-system workloads, host against container (`compare --fs`): sequential read of
+//! the large file and the bonnie++ -n style metadata mix (create/stat/remove of many
+//! small files), run by the load generator's `file://` target on the host, inside a
+//! Docker container (the FROM-scratch servelab image) through a bind mount of the same
+//! directory, and the same mix over NFS (rustnfs exporting that directory, on loopback).
+//! Every column runs the same static `servelab load` (docker/build.sh's), as a host
+//! process or in the container.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use loadgen::NfsWorkload;
+
+use super::docker;
+use super::report::FsRow;
+
+/// The two workloads: (label, loadgen workload, path under the scratch directory).
+const WORKLOADS: [(&str, NfsWorkload, &str); 2] = [
+    (
+        "sequential read (1 MiB blocks)",
+        NfsWorkload::Read,
+        "seq.bin",
+    ),
+    (
+        "metadata mix (create/stat/remove)",
+        NfsWorkload::Metadata,
+        "meta",
+    ),
+];
+
+/// Clients of each run (one thread each on file://).
+const CLIENTS: usize = 4;
+/// Files each client cycles through in the metadata mix.
+const FILES: u64 = 200;
+
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `servelab load URL ... --json` by the static servelab: `docker` runs it inside a
+/// container with `dir` bind-mounted at /fs (the URL then names /fs/...), `None` on the
+/// host — the same binary either way, so the columns differ only in where it runs.
+fn run_cli(
+    bin: &Path,
+    docker_image: Option<&str>,
+    dir: &Path,
+    url: &str,
+    workload: NfsWorkload,
+    seconds: f64,
+) -> Result<(f64, f64), String> {
+    let wl = if workload == NfsWorkload::Read {
+        "read"
+    } else {
+        "metadata"
+    };
+    let json = format!("out-{wl}.json");
+    let json_arg = match docker_image {
+        Some(_) => format!("/fs/{json}"),
+        None => dir.join(&json).display().to_string(),
+    };
+    let load: Vec<String> = [
+        "load",
+        url,
+        "-z",
+        &format!("{seconds}s"),
+        "-c",
+        &CLIENTS.to_string(),
+        "--workload",
+        wl,
+        "--files",
+        &FILES.to_string(),
+        "--block",
+        "1MiB",
+        "--no-progress",
+        "--json",
+        &json_arg,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    match docker_image {
+        Some(image) => {
+            let volume = format!("{}:/fs", dir.display());
+            let name = format!("{}-fs", docker::PREFIX);
+            let mut all: Vec<&str> = vec![
+                "run",
+                "--rm",
+                "--name",
+                &name,
+                "--network",
+                "none",
+                "-v",
+                &volume,
+                image,
+            ];
+            all.extend(load.iter().map(String::as_str));
+            docker::docker(&all)?;
+        }
+        None => {
+            let out = Command::new(bin)
+                .args(&load)
+                .stdin(Stdio::null())
+                .output()
+                .map_err(|e| format!("{}: {e}", bin.display()))?;
+            if !out.status.success() {
+                return Err(format!(
+                    "servelab load {url}: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ));
+            }
+        }
+    }
+    let text = std::fs::read_to_string(dir.join(&json)).map_err(|e| format!("{json}: {e}"))?;
+    let _ = std::fs::remove_file(dir.join(&json));
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+    if v["failed"].as_u64().unwrap_or(0) > 0 {
+        return Err(format!("{url}: {} operations failed", v["failed"]));
+    }
+    Ok((
+        v["requests_per_second"].as_f64().unwrap_or(0.0),
+        v["bytes_per_second"].as_f64().unwrap_or(0.0) / 1e6,
+    ))
+}
+
+/// Runs both workloads on the host, in Docker (when `image` is given) and over NFS
+/// (when a static rustnfs is found), `rounds` interleaved rounds; medians.
+pub fn run(
+    large: &Path,
+    image: Option<&str>,
+    seconds: f64,
+    rounds: usize,
+    rows: &mut Vec<FsRow>,
+    failures: &mut Vec<String>,
+) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let scratch = tempfile::Builder::new()
+        .prefix("sl-deploy-fs-")
+        .tempdir()
+        .map_err(|e| e.to_string())?;
+    let dir = scratch.path();
+    std::fs::copy(large, dir.join("seq.bin")).map_err(|e| format!("copy: {e}"))?;
+    std::fs::create_dir(dir.join("meta")).map_err(|e| e.to_string())?;
+    // The container runs as uid 65534: it must read, create and remove here.
+    for p in [dir.to_path_buf(), dir.join("meta"), dir.join("seq.bin")] {
+        let mode = if p.is_dir() { 0o777 } else { 0o644 };
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode))
+            .map_err(|e| e.to_string())?;
+    }
+
+    let bin = super::static_bin("servelab")?;
+    // rustnfs exporting the same directory read-write on loopback, for the NFS column.
+    let nfs = match super::static_bin("rustnfs") {
+        Ok(bin) => {
+            let port = crate::compare::baselines::free_port()?;
+            let child = Command::new(bin)
+                .args(["--export"])
+                .arg(dir)
+                .args(["--listen", &format!("127.0.0.1:{port}")])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .map_err(|e| format!("rustnfs: {e}"))?;
+            let guard = Killed(child);
+            super::wait_tcp(&format!("127.0.0.1:{port}"), 10)?;
+            Some((guard, port))
+        }
+        Err(e) => {
+            failures.push(format!("file-system table, NFS column: {e}"));
+            None
+        }
+    };
+
+    for (label, workload, sub) in WORKLOADS {
+        let mut places: Vec<(&str, String)> = vec![("host (file://)", String::new())];
+        if image.is_some() {
+            places.push(("Docker, bind mount (file://)", String::new()));
+        }
+        if let Some((_, port)) = &nfs {
+            places.push((
+                "NFS (rustnfs, loopback)",
+                format!("nfs://127.0.0.1:{port}//{sub}"),
+            ));
+        }
+        let mut values: Vec<Vec<(f64, f64)>> = vec![Vec::new(); places.len()];
+        for round in 0..rounds {
+            for k in 0..places.len() {
+                let pi = (k + round) % places.len();
+                let (place, url) = &places[pi];
+                eprintln!("servelab compare: fs {label} {place}");
+                let r = match (pi, url.is_empty()) {
+                    (0, _) => run_cli(
+                        &bin,
+                        None,
+                        dir,
+                        &format!("file://{}", dir.join(sub).display()),
+                        workload,
+                        seconds,
+                    ),
+                    (_, true) => run_cli(
+                        &bin,
+                        image,
+                        dir,
+                        &format!("file:///fs/{sub}"),
+                        workload,
+                        seconds,
+                    ),
+                    (_, false) => run_cli(&bin, None, dir, url, workload, seconds),
+                };
+                match r {
+                    Ok(v) => values[pi].push(v),
+                    Err(e) => failures.push(format!("fs {label} {place}: {e}")),
+                }
+            }
+        }
+        for (pi, (place, _)) in places.iter().enumerate() {
+            let mut ops: Vec<f64> = values[pi].iter().map(|v| v.0).collect();
+            let mut mb: Vec<f64> = values[pi].iter().map(|v| v.1).collect();
+            if let (Some(o), Some(m)) = (super::median(&mut ops), super::median(&mut mb)) {
+                rows.push(FsRow {
+                    workload: label.into(),
+                    place: place.to_string(),
+                    runs: ops.len(),
+                    ops_per_sec: o,
+                    mbytes_per_sec: m,
+                });
+            }
+        }
+    }
+    Ok(())
+}
