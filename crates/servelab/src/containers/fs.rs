@@ -156,7 +156,7 @@ pub fn run(
     // rustnfs exporting the same directory read-write on loopback, for the NFS column.
     let nfs = match super::static_bin("rustnfs") {
         Ok(bin) => {
-            let port = crate::compare::baselines::free_port()?;
+            let port = lab::free_port().map_err(|e| e.to_string())?;
             let child = Command::new(bin)
                 .args(["--export"])
                 .arg(dir)
