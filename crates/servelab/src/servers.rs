@@ -11,7 +11,7 @@ pub fn run_httpd(args: httpd::cli::Args) -> anyhow::Result<()> {
 
 pub fn run_rustnfs(args: rustnfs::cli::Args) -> anyhow::Result<()> {
     // The engine behind rustnfs's guard logs every internal connection at info.
-    init_logging("info,nfs3_server=warn");
+    init_logging("info");
     args.run()?;
     Ok(())
 }

@@ -37,7 +37,8 @@ fn quick_suite_writes_csv_setup_and_summary() {
     let took = t0.elapsed();
     let stderr = String::from_utf8_lossy(&result.stderr);
     assert!(result.status.success(), "servelab bench failed: {stderr}");
-    assert!(took < Duration::from_secs(60), "quick suite took {took:?}");
+    // A bound against a runaway suite, not a benchmark: generous for a busy 2-core CI.
+    assert!(took < Duration::from_secs(240), "quick suite took {took:?}");
 
     let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
     let mut lines = csv.lines();
