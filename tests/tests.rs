@@ -9,3 +9,4 @@ mod deploy;
 mod httpd;
 mod loadgen;
 mod rustnfs;
+mod soak;

@@ -19,6 +19,9 @@ const MAX_HEAD: usize = 64 * 1024;
 const READ_BUF: usize = 256 * 1024;
 const OP: &str = "GET";
 
+#[doc(hidden)]
+pub mod fuzzing;
+
 /// Settings shared by every HTTP worker.
 #[derive(Debug)]
 pub(crate) struct HttpTarget {
@@ -182,9 +185,9 @@ enum Framing {
 
 impl HttpWorker {
     /// Reads one response; returns it and whether the connection may be reused.
-    async fn read_response(
+    async fn read_response<S: tokio::io::AsyncRead + Unpin>(
         &mut self,
-        stream: &mut TcpStream,
+        stream: &mut S,
         inst: &mut Instants,
     ) -> Result<(OpOk, bool), ReadError> {
         let buf = &mut self.buf;

@@ -25,6 +25,10 @@ mod nfs;
 mod progress;
 mod worker;
 
+/// Entry points for the fuzz targets under `fuzz/` (not a stable API).
+#[doc(hidden)]
+pub use http::fuzzing;
+
 use std::sync::Arc;
 use std::time::Instant;
 
