@@ -5,8 +5,12 @@
 //! message elsewhere).
 
 mod common;
+mod crash;
 mod deploy;
 mod httpd;
+mod kernel_nfs;
 mod loadgen;
 mod rustnfs;
+mod rustnfs_hostile;
 mod soak;
+mod support;

@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use tokio::io::{AsyncRead, ReadBuf};
 
-use super::{Chunked, HttpTarget, HttpWorker, READ_BUF, ReadError};
+use super::{ChunkedDecoder as Chunked, HttpTarget, HttpWorker, READ_BUF, ReadError};
 use crate::sample::{ErrorKind, Instants};
 
 /// One response as the worker read it.

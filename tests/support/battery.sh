@@ -1,0 +1,338 @@
+# Ordinary file work with busybox tools, run inside the test VM on a kernel NFS mount.
+# Usage: sh battery.sh all WORKDIR    — runs every item, one line each:
+#          BATTERY <name> PASS|FAIL <detail>
+#        sh battery.sh one NAME DIR   — runs one item in DIR (internal).
+# Each item runs in its own fresh directory, in a child shell killed after a bound, so
+# one hung or failing item cannot hide the others. Checks that read data back first drop
+# the page cache, so they see what the server stored, not what the client remembers.
+
+ITEMS="create append touch_existing touch_date excl_create truncate hardlink symlink rename_over_file rename_over_dir chmod cp_p tar unlink_open names df dotdot_root mount_paths rm_rf dir_many write_8m"
+
+# Entries in the big-directory item (overridable for local sizing runs).
+DIR_ENTRIES=${DIR_ENTRIES:-2000}
+
+fail() {
+	echo "$*"
+	exit 1
+}
+
+# expect WHAT GOT WANT
+expect() {
+	[ "$2" = "$3" ] || fail "$1: got '$2', want '$3'"
+}
+
+fresh() {
+	sync
+	echo 3 >/proc/sys/vm/drop_caches
+}
+
+item_create() {
+	echo hello >f || fail "echo > f failed"
+	mkdir sub || fail "mkdir failed"
+	echo inner >sub/g || fail "create in subdir failed"
+	fresh
+	expect "content" "$(cat f)" hello
+	expect "subdir content" "$(cat sub/g)" inner
+	expect "size" "$(stat -c %s f)" 6
+	echo "6 bytes, subdir ok"
+}
+
+item_append() {
+	printf a >f && printf b >>f && printf c >>f || fail "append failed"
+	fresh
+	expect "content" "$(cat f)" abc
+	expect "size" "$(stat -c %s f)" 3
+	echo "abc"
+}
+
+item_touch_existing() {
+	echo x >f || fail "create failed"
+	touch -d "2001-01-01 00:00:00" f || fail "touch -d (setup) failed"
+	touch f || fail "touch of an existing file failed"
+	now=$(date +%s)
+	m=$(stat -c %Y f)
+	[ $((now - m)) -lt 120 ] && [ $((m - now)) -lt 120 ] || fail "mtime $m not near now $now"
+	touch -c nothere || fail "touch -c of a missing name failed"
+	[ ! -e nothere ] || fail "touch -c created a file"
+	echo "mtime $m ~ now $now"
+}
+
+item_touch_date() {
+	echo x >f || fail "create failed"
+	touch -d "2001-02-03 04:05:06" f || fail "touch -d failed"
+	touch -d "1999-12-31 23:59:59" new || fail "touch -d of a new file failed"
+	fresh
+	expect "mtime" "$(stat -c %Y f)" 981173106
+	expect "mtime of new" "$(stat -c %Y new)" 946684799
+	expect "content kept" "$(cat f)" x
+	echo "mtime 981173106"
+}
+
+item_excl_create() {
+	(
+		set -C
+		echo first >f
+	) || fail "set -C create of a new file failed"
+	if (
+		set -C
+		echo second >f
+	) 2>/dev/null; then
+		fail "set -C create over an existing file succeeded"
+	fi
+	fresh
+	expect "content" "$(cat f)" first
+	echo "O_EXCL create ok, EEXIST on existing"
+}
+
+item_truncate() {
+	printf 0123456789 >f || fail "create failed"
+	truncate -s 4 f || fail "truncate -s 4 failed"
+	fresh
+	expect "size after shrink" "$(stat -c %s f)" 4
+	expect "content after shrink" "$(cat f)" 0123
+	truncate -s 100000 f || fail "truncate -s 100000 failed"
+	fresh
+	expect "size after grow" "$(stat -c %s f)" 100000
+	expect "head after grow" "$(head -c 4 f)" 0123
+	expect "non-zero bytes in the grown tail" "$(tail -c +5 f | tr -d '\000' | wc -c)" 0
+	truncate -s 0 f || fail "truncate -s 0 failed"
+	expect "size after truncate to 0" "$(stat -c %s f)" 0
+	echo "4 → 100000 → 0"
+}
+
+item_hardlink() {
+	echo data >f || fail "create failed"
+	ln f g || fail "ln failed"
+	fresh
+	expect "link count" "$(stat -c %h f)" 2
+	expect "same inode" "$(stat -c %i g)" "$(stat -c %i f)"
+	expect "content via link" "$(cat g)" data
+	rm f || fail "rm of the first name failed"
+	expect "link count after rm" "$(stat -c %h g)" 1
+	echo "nlink 2, same inode"
+}
+
+item_symlink() {
+	echo target-data >t || fail "create failed"
+	ln -s t l || fail "ln -s failed"
+	ln -s "no/such/place" dangling || fail "ln -s (dangling) failed"
+	expect "readlink" "$(readlink l)" t
+	expect "readlink dangling" "$(readlink dangling)" "no/such/place"
+	expect "read through link" "$(cat l)" target-data
+	[ -L l ] || fail "not a symlink"
+	echo "readlink ok"
+}
+
+item_rename_over_file() {
+	echo A >a && echo B >b || fail "create failed"
+	mv a b || fail "mv a b failed"
+	[ ! -e a ] || fail "a still exists"
+	fresh
+	expect "content" "$(cat b)" A
+	expect "entries" "$(ls | wc -l)" 1
+	echo "replaced"
+}
+
+item_rename_over_dir() {
+	mkdir d1 d2 || fail "mkdir failed"
+	echo x >d1/x || fail "create failed"
+	mv -T d1 d2 || fail "rename over an empty directory failed"
+	[ ! -e d1 ] || fail "d1 still exists"
+	expect "moved content" "$(cat d2/x)" x
+	mkdir d3 d4 && echo y >d4/y || fail "setup failed"
+	if mv -T d3 d4 2>/dev/null; then fail "rename over a non-empty directory succeeded"; fi
+	[ -d d3 ] && [ -e d4/y ] || fail "failed rename changed something"
+	echo "over empty ok, non-empty refused"
+}
+
+item_chmod() {
+	echo x >f || fail "create failed"
+	chmod 640 f || fail "chmod 640 failed"
+	expect "mode" "$(stat -c %a f)" 640
+	chmod 755 f || fail "chmod 755 failed"
+	mkdir d && chmod 700 d || fail "chmod of a directory failed"
+	fresh
+	expect "mode" "$(stat -c %a f)" 755
+	expect "dir mode" "$(stat -c %a d)" 700
+	echo "640 → 755"
+}
+
+item_cp_p() {
+	echo payload >src || fail "create failed"
+	chmod 604 src || fail "chmod failed"
+	touch -d "2003-04-05 06:07:08" src || fail "touch -d failed"
+	cp -p src dst || fail "cp -p failed"
+	fresh
+	expect "mtime" "$(stat -c %Y dst)" "$(stat -c %Y src)"
+	expect "mode" "$(stat -c %a dst)" 604
+	expect "content" "$(cat dst)" payload
+	echo "mtime $(stat -c %Y dst) mode 604"
+}
+
+item_tar() {
+	mkdir -p src/sub || fail "mkdir failed"
+	echo one >src/a && echo two >src/sub/b && ln -s a src/l || fail "setup failed"
+	touch -d "2002-03-04 05:06:07" src/a src/sub/b || fail "touch -d failed"
+	touch -d "2002-01-01 00:00:00" src/sub || fail "touch -d (dir) failed"
+	tar cf t.tar src || fail "tar c failed"
+	mkdir out && tar xf t.tar -C out || fail "tar x failed"
+	fresh
+	for p in a sub/b; do
+		cmp "src/$p" "out/src/$p" || fail "$p differs"
+		expect "mtime of $p" "$(stat -c %Y "out/src/$p")" "$(stat -c %Y "src/$p")"
+	done
+	# (Directory mtimes are not compared: busybox tar sets them before it extracts the
+	# directory's entries, which then update them.)
+	expect "symlink" "$(readlink out/src/l)" a
+	tar xf t.tar -C out || fail "tar x over existing files failed"
+	echo "mtimes kept"
+}
+
+item_unlink_open() {
+	echo still-here >f || fail "create failed"
+	exec 3<f
+	rm f || fail "rm failed"
+	[ ! -e f ] || fail "f still visible"
+	got=$(cat <&3)
+	exec 3<&-
+	expect "read after unlink" "$got" still-here
+	n=0
+	while [ "$(ls -A | wc -l)" != 0 ] && [ $n -lt 20 ]; do
+		sleep 0.1
+		n=$((n + 1))
+	done
+	expect "entries after close" "$(ls -A | wc -l)" 0
+	echo "read ok, silly-rename cleaned"
+}
+
+item_names() {
+	long=$(head -c 255 /dev/zero | tr '\000' n)
+	echo L >"$long" || fail "255-byte name: create failed"
+	expect "255-byte name content" "$(cat "$long")" L
+	if (echo X >"${long}x") 2>/dev/null; then fail "256-byte name accepted"; fi
+	echo S >"a b  c " || fail "spaced name: create failed"
+	expect "spaced name" "$(cat "a b  c ")" S
+	u="héllo wörld 日本語.txt"
+	echo U >"$u" || fail "UTF-8 name: create failed"
+	expect "UTF-8 name" "$(cat "$u")" U
+	# READDIR must give the names back byte for byte (busybox ls would print '?' for
+	# non-ASCII bytes, so compare what the shell's glob reads).
+	seen=0
+	for e in *; do
+		case "$e" in
+		"$u" | "$long" | "a b  c ") seen=$((seen + 1)) ;;
+		*) fail "unexpected entry '$e'" ;;
+		esac
+	done
+	expect "names listed" "$seen" 3
+	expect "entries" "$(ls -A | wc -l)" 3
+	echo "255, spaces, UTF-8 ok"
+}
+
+item_df() {
+	# -P: one line per file system even when the source name is long.
+	line=$(df -P -k "$MNT" | tail -1) || fail "df failed"
+	size=$(echo "$line" | awk '{print $(NF-4)}')
+	avail=$(echo "$line" | awk '{print $(NF-2)}')
+	[ "$size" -gt 0 ] || fail "size $size"
+	[ "$avail" -gt 0 ] || fail "avail $avail"
+	blocks=$(stat -f -c %b "$MNT") || fail "statfs failed"
+	[ "$blocks" -gt 0 ] || fail "statfs blocks $blocks"
+	echo "size ${size}k avail ${avail}k"
+}
+
+item_dotdot_root() {
+	expect "cd MNT/.." "$(cd "$MNT/.." && pwd)" /
+	[ -e "$MNT/../init" ] || fail "MNT/.. is not the VM's root"
+	expect "inode of MNT/kb/.." "$(stat -c %i "$MNT/kb/..")" "$(stat -c %i "$MNT")"
+	expect "inode of MNT/./kb/../." "$(stat -c %i "$MNT/./kb/../.")" "$(stat -c %i "$MNT")"
+	echo "root stays root"
+}
+
+item_mount_paths() {
+	# MOUNT of a path that is a symlink must be refused (NOTDIR), and MOUNT of the
+	# export's parent must not hand out anything above the export.
+	base=${EXPATH%/}
+	ln -s . lnk || fail "ln -s failed"
+	mkdir -p /mnt2
+	opts="vers=3,tcp,port=$NFSPORT,mountport=$MOUNTPORT,nolock,mountproto=tcp"
+	if mount -t nfs -o "$opts" "10.0.2.2:$base/kb/mount_paths/lnk" /mnt2 2>/dev/null; then
+		umount /mnt2
+		fail "MOUNT of a symlink succeeded"
+	fi
+	if mount -t nfs -o "$opts" "10.0.2.2:$base/.." /mnt2 2>/dev/null; then
+		above=$(ls -A /mnt2 | tr '\n' ' ')
+		umount /mnt2
+		[ "$above" = "kb " ] || fail "MOUNT of the export's parent shows: $above"
+		echo "symlink refused, parent = export root"
+	else
+		echo "symlink refused, parent refused"
+	fi
+}
+
+item_rm_rf() {
+	mkdir -p tree/a/b/c tree/d || fail "mkdir failed"
+	for d in tree tree/a tree/a/b tree/a/b/c tree/d; do
+		for i in 1 2 3 4 5; do echo "$i" >"$d/f$i" || fail "create failed"; done
+		ln -s f1 "$d/l" || fail "ln -s failed"
+	done
+	rm -rf tree || fail "rm -rf failed"
+	[ ! -e tree ] || fail "tree still exists"
+	expect "entries" "$(ls -A | wc -l)" 0
+	echo "30 files, 5 links, 5 dirs removed"
+}
+
+item_dir_many() {
+	i=0
+	while [ $i -lt "$DIR_ENTRIES" ]; do
+		: >"e$i" || fail "create e$i failed"
+		i=$((i + 1))
+	done
+	fresh
+	expect "ls count" "$(ls | wc -l)" "$DIR_ENTRIES"
+	expect "ls -l count" "$(ls -l | grep -c '^-')" "$DIR_ENTRIES"
+	[ -e "e$((DIR_ENTRIES - 1))" ] || fail "last entry missing"
+	echo "$DIR_ENTRIES entries"
+}
+
+item_write_8m() {
+	dd if=/dev/urandom of=/tmp/big bs=1M count=8 2>/dev/null || fail "dd (local) failed"
+	want=$(md5sum </tmp/big | cut -d' ' -f1)
+	cp /tmp/big big || fail "cp to NFS failed"
+	rm /tmp/big
+	fresh
+	got=$(md5sum <big | cut -d' ' -f1)
+	expect "md5 read back" "$got" "$want"
+	expect "size" "$(stat -c %s big)" 8388608
+	# The host compares this md5 with the file that landed on the export.
+	echo "md5=$want"
+}
+
+if [ "$1" = one ]; then
+	cd "$3" || exit 2
+	"item_$2"
+	exit $?
+fi
+
+if [ "$1" = all ]; then
+	W=$2
+	for name in $ITEMS; do
+		start=$(date +%s)
+		# busybox timeout leaves a watcher process behind for up to a second; it runs
+		# in / so that it never holds the mount busy.
+		if mkdir -p "$W/$name"; then
+			timeout -s KILL 90 sh "$0" one "$name" "$W/$name" >/tmp/item.out 2>&1
+			rc=$?
+		else
+			echo "cannot make work directory $W/$name" >/tmp/item.out
+			rc=2
+		fi
+		secs=$(($(date +%s) - start))
+		detail="$(tr '\n' ' ' </tmp/item.out | cut -c1-300) (${secs}s)"
+		if [ $rc = 0 ]; then
+			echo "BATTERY $name PASS $detail"
+		else
+			echo "BATTERY $name FAIL rc=$rc $detail"
+		fi
+	done
+fi
