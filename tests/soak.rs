@@ -352,6 +352,9 @@ fn write_csv(path: &Path, samples: &[Sample]) {
     std::fs::write(path, text).unwrap();
 }
 
+/// Picks one plotted quantity out of a sample.
+type Pick = dyn Fn(&Sample) -> Option<f64>;
+
 /// Three stacked panels (RSS, descriptors, p99) with one line per server, as plain SVG.
 fn write_svg(path: &Path, outcomes: &[Outcome], spec: &Spec) {
     const W: f64 = 760.0;
@@ -362,7 +365,7 @@ fn write_svg(path: &Path, outcomes: &[Outcome], spec: &Spec) {
         .iter()
         .flat_map(|o| o.samples.last().map(|s| s.t))
         .fold(1.0f64, f64::max);
-    let panels: [(&str, &dyn Fn(&Sample) -> Option<f64>); 3] = [
+    let panels: [(&str, &Pick); 3] = [
         ("RSS (MiB)", &|s| Some(s.rss_kib as f64 / 1024.0)),
         ("open descriptors", &|s| Some(s.fds as f64)),
         ("p99 per interval (ms)", &|s| s.p99_ms),
@@ -390,7 +393,7 @@ fn write_svg(path: &Path, outcomes: &[Outcome], spec: &Spec) {
         let x = |t: f64| LEFT + (W - LEFT - 20.0) * t / t_max;
         let v_max = outcomes
             .iter()
-            .flat_map(|o| o.samples.iter().filter_map(|s| get(s)))
+            .flat_map(|o| o.samples.iter().filter_map(get))
             .fold(0.0f64, f64::max)
             .max(1e-9)
             * 1.1;
