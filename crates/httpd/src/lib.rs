@@ -32,6 +32,10 @@ pub mod server;
 pub mod storage;
 mod timing;
 
+/// Entry points for the fuzz targets under `fuzz/` (not a stable API).
+#[doc(hidden)]
+pub use respond::fuzzing;
+
 pub use body::MARKER_LEN as SENDFILE_FRAME_MAX;
 pub use config::{AccessLog, Backend, Config};
 pub use server::{run, serve, serve_metrics};

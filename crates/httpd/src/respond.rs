@@ -14,6 +14,9 @@ use crate::storage::{Entry, Handle, Kind, Storage, StorageError};
 use crate::timing::{Recorder, RequestInfo, Timing};
 use crate::{listing, mime, path};
 
+#[doc(hidden)]
+pub mod fuzzing;
+
 /// What every request handler shares.
 pub(crate) struct Shared {
     pub storage: Arc<dyn Storage>,

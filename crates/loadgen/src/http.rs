@@ -20,6 +20,9 @@ const MAX_HEAD: usize = 64 * 1024;
 const READ_BUF: usize = 256 * 1024;
 const OP: &str = "GET";
 
+#[doc(hidden)]
+pub mod fuzzing;
+
 /// Settings shared by every HTTP worker.
 #[derive(Debug)]
 pub(crate) struct HttpTarget {
@@ -295,9 +298,9 @@ pub fn parse_response_head(buf: &[u8]) -> Result<Option<ResponseHead<'_>>, HeadE
 
 impl HttpWorker {
     /// Reads one response; returns it and whether the connection may be reused.
-    async fn read_response(
+    async fn read_response<S: tokio::io::AsyncRead + Unpin>(
         &mut self,
-        stream: &mut TcpStream,
+        stream: &mut S,
         inst: &mut Instants,
     ) -> Result<(OpOk, bool), ReadError> {
         let buf = &mut self.buf;

@@ -29,6 +29,10 @@ mod pace;
 mod progress;
 mod worker;
 
+/// Entry points for the fuzz targets under `fuzz/` (not a stable API).
+#[doc(hidden)]
+pub use http::fuzzing;
+
 use std::sync::Arc;
 use std::time::Instant;
 

@@ -22,7 +22,6 @@ use nfs3_client::nfs3_types::nfs3::{
 };
 use nfs3_client::nfs3_types::rpc::{auth_unix, opaque_auth};
 use nfs3_client::nfs3_types::xdr_codec::Opaque;
-use nfs3_client::tokio::TokioIo;
 use nfs3_client::{MountClient, MountError, Nfs3Client, RpcError};
 use parking_lot::{Mutex, RwLock};
 use tokio::net::TcpStream;
@@ -30,11 +29,12 @@ use tokio::sync::{Semaphore, SemaphorePermit};
 use tokio::time::Instant;
 
 use crate::fastread::{RawConn, ReadOutcome};
+use crate::rpc_io::RpcIo;
 use crate::url::{Host, endpoint};
 use crate::{Attr, DirEntry, Error, NfsUrl, Unreachable};
 use bytes::Bytes;
 
-type Conn = Nfs3Client<TokioIo<TcpStream>>;
+type Conn = Nfs3Client<RpcIo<TcpStream>>;
 
 /// Pool and timeout settings.
 #[derive(Debug, Clone)]
@@ -622,7 +622,7 @@ impl Client {
         let stream = connect_tcp(&url.host, url.nfs_port, limit).await?;
         Ok(Lease {
             conn: Nfs3Client::new_with_auth(
-                TokioIo::new(stream),
+                RpcIo::new(stream),
                 self.inner.cred.clone(),
                 opaque_auth::default(),
             ),
@@ -777,7 +777,7 @@ async fn mount(
     )
     .await?;
     let mut mc =
-        MountClient::new_with_auth(TokioIo::new(stream), cred.clone(), opaque_auth::default());
+        MountClient::new_with_auth(RpcIo::new(stream), cred.clone(), opaque_auth::default());
     let res = tokio::time::timeout_at(
         deadline,
         mc.mnt(dirpath(Opaque::borrowed(export.as_bytes()))),

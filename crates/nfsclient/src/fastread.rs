@@ -15,13 +15,13 @@ use nfs3_client::nfs3_types::rpc::{
     RPC_VERSION_2, accept_stat_data, call_body, msg_body, opaque_auth, reply_body, rpc_msg,
 };
 use nfs3_client::nfs3_types::xdr_codec::{Pack, Unpack};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::Attr;
 
 /// Largest reply record accepted (a 1 MiB READ plus headers, with room).
-const MAX_RECORD: usize = 4 << 20;
+pub(crate) const MAX_RECORD: usize = 4 << 20;
 
 /// A connection used only for READ.
 pub(crate) struct RawConn {
@@ -75,56 +75,61 @@ impl RawConn {
         oncrpc::record::finish(&mut out, at);
         self.stream.write_all(&out).await?;
 
-        let record = self.read_record().await?;
-        let mut cur = Cursor::new(&record[..]);
-        let (reply, _) = rpc_msg::unpack(&mut cur)?;
-        if reply.xid != xid {
-            // Replies come in order on this connection; a mismatch means it is confused.
-            return Err(RpcError::Io(std::io::Error::other("unexpected RPC xid")));
-        }
-        match reply.body {
-            msg_body::REPLY(reply_body::MSG_ACCEPTED(acc)) => match acc.reply_data {
-                accept_stat_data::SUCCESS => {}
-                other => {
-                    return Err(RpcError::try_from(other).unwrap_or(RpcError::SystemErr));
-                }
-            },
-            msg_body::REPLY(reply_body::MSG_DENIED(r)) => return Err(RpcError::from(r)),
-            msg_body::CALL(_) => return Err(RpcError::UnexpectedCall),
-        }
-        let (status, _) = nfsstat3::unpack(&mut cur)?;
-        let (attr, _) = post_op_attr::unpack(&mut cur)?;
-        let attr = match attr {
-            nfs3::Nfs3Option::Some(a) => Some(Attr::from(&a)),
-            nfs3::Nfs3Option::None => None,
-        };
-        if status != nfsstat3::NFS3_OK {
-            return Ok(ReadOutcome::Status(status));
-        }
-        let (_count, _) = count3::unpack(&mut cur)?;
-        let (eof, _) = bool::unpack(&mut cur)?;
-        let (n, _) = u32::unpack(&mut cur)?;
-        let start = cur.position() as usize;
-        let end = start
-            .checked_add(n as usize)
-            .filter(|&e| e <= record.len())
-            .ok_or(RpcError::WrongLength)?;
-        Ok(ReadOutcome::Data {
-            data: Bytes::from(record).slice(start..end),
-            eof,
-            attr,
-        })
+        let record = read_record(&mut self.stream).await?;
+        decode_read(record, xid)
     }
+}
 
-    /// Reads one RPC record (all its fragments) into one buffer allocated at its checked
-    /// length, without zeroing it first (the shared bounded reader).
-    async fn read_record(&mut self) -> std::io::Result<Vec<u8>> {
-        match oncrpc::RecordReader::trusting(MAX_RECORD)
-            .read(&mut self.stream)
-            .await?
-        {
-            Some(r) => Ok(r.data),
-            None => Err(std::io::ErrorKind::UnexpectedEof.into()),
-        }
+/// Reads one RPC record (all its fragments) into one buffer allocated at its checked
+/// length, without zeroing it first (the shared bounded reader).
+pub(crate) async fn read_record<S: AsyncRead + Unpin>(stream: &mut S) -> std::io::Result<Vec<u8>> {
+    match oncrpc::RecordReader::trusting(MAX_RECORD)
+        .read(stream)
+        .await?
+    {
+        Some(r) => Ok(r.data),
+        None => Err(std::io::ErrorKind::UnexpectedEof.into()),
     }
+}
+
+/// Decodes one READ reply record to the call `xid`.
+pub(crate) fn decode_read(record: Vec<u8>, xid: u32) -> Result<ReadOutcome, RpcError> {
+    let mut cur = Cursor::new(&record[..]);
+    let (reply, _) = rpc_msg::unpack(&mut cur)?;
+    if reply.xid != xid {
+        // Replies come in order on this connection; a mismatch means it is confused.
+        return Err(RpcError::Io(std::io::Error::other("unexpected RPC xid")));
+    }
+    match reply.body {
+        msg_body::REPLY(reply_body::MSG_ACCEPTED(acc)) => match acc.reply_data {
+            accept_stat_data::SUCCESS => {}
+            other => {
+                return Err(RpcError::try_from(other).unwrap_or(RpcError::SystemErr));
+            }
+        },
+        msg_body::REPLY(reply_body::MSG_DENIED(r)) => return Err(RpcError::from(r)),
+        msg_body::CALL(_) => return Err(RpcError::UnexpectedCall),
+    }
+    let (status, _) = nfsstat3::unpack(&mut cur)?;
+    let (attr, _) = post_op_attr::unpack(&mut cur)?;
+    let attr = match attr {
+        nfs3::Nfs3Option::Some(a) => Some(Attr::from(&a)),
+        nfs3::Nfs3Option::None => None,
+    };
+    if status != nfsstat3::NFS3_OK {
+        return Ok(ReadOutcome::Status(status));
+    }
+    let (_count, _) = count3::unpack(&mut cur)?;
+    let (eof, _) = bool::unpack(&mut cur)?;
+    let (n, _) = u32::unpack(&mut cur)?;
+    let start = cur.position() as usize;
+    let end = start
+        .checked_add(n as usize)
+        .filter(|&e| e <= record.len())
+        .ok_or(RpcError::WrongLength)?;
+    Ok(ReadOutcome::Data {
+        data: Bytes::from(record).slice(start..end),
+        eof,
+        attr,
+    })
 }

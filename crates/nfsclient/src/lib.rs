@@ -14,6 +14,10 @@
 pub mod attr;
 pub mod client;
 mod fastread;
+/// Entry points for the fuzz targets under `fuzz/` (not a stable API).
+#[doc(hidden)]
+pub mod fuzzing;
+mod rpc_io;
 pub mod url;
 
 pub use attr::{Attr, DirEntry, FileKind};

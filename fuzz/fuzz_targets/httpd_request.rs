@@ -1,0 +1,99 @@
+//! Fuzz target: any bytes a client sends to httpd, through hyper into its request
+//! handler, over a small served tree with a symlink that points outside it.
+#![no_main]
+
+use std::sync::OnceLock;
+
+use httpd::fuzzing::Server;
+use libfuzzer_sys::fuzz_target;
+
+/// Content of a file just outside the served root: it must never be in a reply.
+const SECRET: &[u8] = b"SECRET-OUTSIDE-THE-ROOT";
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    server: Server,
+}
+
+fn fixture() -> &'static Fixture {
+    static F: OnceLock<Fixture> = OnceLock::new();
+    F.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path().join("root");
+        std::fs::create_dir_all(root.join("dir")).unwrap();
+        std::fs::create_dir_all(root.join("list/sub")).unwrap();
+        std::fs::write(dir.path().join("secret.txt"), SECRET).unwrap();
+        std::fs::write(root.join("a.txt"), b"hello, world\n").unwrap();
+        std::fs::write(root.join("empty"), b"").unwrap();
+        // Above the fixture's 1 KiB inline limit: the streamed body path.
+        let big: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(root.join("big.bin"), big).unwrap();
+        std::fs::write(root.join("dir/index.html"), b"<p>index</p>\n").unwrap();
+        std::fs::write(root.join("list/x y.txt"), b"x\n").unwrap();
+        std::os::unix::fs::symlink("../secret.txt", root.join("out")).unwrap();
+        std::os::unix::fs::symlink("a.txt", root.join("in")).unwrap();
+        let server = Server::new(&root).expect("server");
+        Fixture { _dir: dir, server }
+    })
+}
+
+fuzz_target!(|data: &[u8]| {
+    let f = fixture();
+    let reply = f
+        .server
+        .exchange(data)
+        .expect("httpd neither answered nor closed the connection within 10 s");
+    assert!(
+        !reply.windows(SECRET.len()).any(|w| w == SECRET),
+        "a file outside the served root was sent"
+    );
+    // Every response hyper wrote must parse as HTTP/1.x, one after the other.
+    let mut rest = &reply[..];
+    while !rest.is_empty() {
+        let mut headers = [httparse::EMPTY_HEADER; 32];
+        let mut resp = httparse::Response::new(&mut headers);
+        let head = match resp.parse(rest) {
+            Ok(httparse::Status::Complete(n)) => n,
+            other => panic!("unparsable response head: {other:?}"),
+        };
+        let code = resp.code.expect("status code");
+        let len: usize = resp
+            .headers
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case("content-length"))
+            .map(|h| std::str::from_utf8(h.value).unwrap().parse().unwrap())
+            .unwrap_or(0);
+        if code == 206 {
+            let cr = resp
+                .headers
+                .iter()
+                .find(|h| h.name.eq_ignore_ascii_case("content-range"))
+                .expect("206 without Content-Range");
+            let cr = std::str::from_utf8(cr.value).unwrap();
+            let (range, size) = cr
+                .strip_prefix("bytes ")
+                .and_then(|r| r.split_once('/'))
+                .expect("Content-Range form");
+            let (a, b) = range.split_once('-').expect("range form");
+            let (a, b, size): (u64, u64, u64) = (
+                a.parse().unwrap(),
+                b.parse().unwrap(),
+                size.parse().unwrap(),
+            );
+            assert!(a <= b && b < size, "{cr}");
+            assert_eq!(b - a + 1, len as u64, "{cr} vs Content-Length {len}");
+        }
+        // A HEAD response has a Content-Length but no body: it cannot be told from the
+        // bytes alone, so stop at the first response that is not followed by its body.
+        let body_end = head + len;
+        if body_end > rest.len() {
+            break;
+        }
+        rest = &rest[body_end..];
+        if !rest.starts_with(b"HTTP/") {
+            // HEAD (no body) or a 1xx; the remaining bytes are checked as another head
+            // only when they look like one.
+            break;
+        }
+    }
+});
