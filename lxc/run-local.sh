@@ -5,13 +5,14 @@
 # network — two bridges, routed by the host. Checks the bytes, optionally loads it, reports
 # memory, and tears everything down (also on failure or Ctrl-C).
 #
-#   sudo lxc/run-local.sh DATA_DIR          # DATA_DIR holds the files to serve
+#   lxc/run-local.sh DATA_DIR               # as root; DATA_DIR holds the files to serve
 #
 # Where an engine is missing it falls back to a network namespace on the bridge (httpd
 # without lxc-execute; rustnfs as a plain process without Docker) and says so in `path=`.
 #
 # Environment (all optional):
-#   HTTPD_BIN      httpd binary (default: docker/build.sh's static build, else PATH)
+#   HTTPD_BIN      httpd binary (default: docker/build.sh's static build in
+#                  $CARGO_TARGET_DIR or <repo>/target, any target triple, else PATH)
 #   RUSTNFS_BIN    rustnfs binary, only for the no-Docker fallback (same defaults)
 #   SERVELAB_BIN   servelab binary for the load step (same defaults; no load if absent)
 #   RUSTNFS_IMAGE  Docker image (default rustnfs)
@@ -20,7 +21,9 @@
 #   MEMORY_LIMIT   httpd container's memory limit (default 1G, like the original)
 #   REQUESTS, CONCURRENCY   load step (default 100 / 10; REQUESTS=0 skips it)
 #   FILE           file to check and load (default testfile.bin)
-#   RESULTS_DIR    keep the load step's JSON there as lxc-load.json
+#   RESULTS_DIR    where the load step's JSON is kept as lxc-load.json (default
+#                  ./results, created); the load opens a new connection per request
+#                  (--no-keepalive), as `servelab compare` and `ab` do
 #   FORCE_NETNS=1  take the namespace fallback for httpd even when lxc-execute exists
 #   FORCE_NO_DOCKER=1  take the namespace fallback for rustnfs even when Docker runs
 #
@@ -38,14 +41,16 @@ file=${FILE:-testfile.bin}
 [ -f "$data_dir/$file" ] || die "$data_dir/$file does not exist"
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
+# rustc may be missing from PATH (root's PATH has no ~/.cargo/bin): then any triple.
 triple=$(rustc -vV 2>/dev/null | sed -n 's/^host: //p' || true)
+static_root=${STATIC_TARGET_DIR:-${CARGO_TARGET_DIR:-$repo/target}/static}
 find_bin() { # NAME: $NAME_BIN, else the static build, else PATH
-  local var v
+  local var v cand
   var="$(echo "$1" | tr '[:lower:]' '[:upper:]')_BIN"
   v=${!var:-}
   if [ -z "$v" ]; then
-    for cand in "${STATIC_TARGET_DIR:-${CARGO_TARGET_DIR:-$repo/target}/static}/$triple/release-static/$1" \
-      "$(command -v "$1" || true)"; do
+    for cand in "$static_root/${triple:-*}/release-static/$1" \
+      "$static_root"/*/release-static/"$1" "$(command -v "$1" || true)"; do
       if [ -n "$cand" ] && [ -x "$cand" ]; then v=$cand; break; fi
     done
   fi
@@ -95,7 +100,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 httpd_bin=$(find_bin httpd)
-[ -n "$httpd_bin" ] || die "no httpd binary (run docker/build.sh httpd, or set HTTPD_BIN)"
+[ -n "$httpd_bin" ] || die "no httpd binary in $static_root/*/release-static or PATH (run BINS_ONLY=1 docker/build.sh httpd, or set HTTPD_BIN)"
 
 # ---- which engines run here -----------------------------------------------------------
 httpd_path=netns
@@ -266,8 +271,12 @@ mem_report idle
 servelab_bin=$(find_bin servelab)
 requests=${REQUESTS:-100}
 if [ "$requests" -gt 0 ] && [ -n "$servelab_bin" ]; then
-  json=${RESULTS_DIR:-$work}/lxc-load.json
-  "$servelab_bin" load "$url" -n "$requests" -c "${CONCURRENCY:-10}" --json "$json" >&2
+  results=${RESULTS_DIR:-$PWD/results}
+  mkdir -p "$results"
+  json=$results/lxc-load.json
+  # A new connection per request, like `servelab compare`'s large-file workload and ab.
+  "$servelab_bin" load "$url" -n "$requests" -c "${CONCURRENCY:-10}" --no-keepalive \
+    --no-progress --json "$json" >&2
   echo "load_json=$json"
   mem_report load
 elif [ "$requests" -gt 0 ]; then

@@ -25,11 +25,12 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// A name unique to this process and call: containers, networks, projects.
+/// A name unique to this process and call: containers, networks, projects — all under
+/// `sl-deploy-`, the prefix this area's objects share on a machine shared with others.
 fn unique(prefix: &str) -> String {
     static N: AtomicUsize = AtomicUsize::new(0);
     format!(
-        "{prefix}{}x{}",
+        "sl-deploy-{prefix}{}x{}",
         std::process::id(),
         N.fetch_add(1, Ordering::Relaxed)
     )
@@ -550,12 +551,65 @@ fn compose_scenario_a_over_the_bridge_serves_the_same_bytes_as_scenario_b() {
     let (req_b, err_b, _) = load_counts(&results.path().join("scenario-b.json"));
     assert_eq!((req_a, err_a), (requests, 0), "scenario A load");
     assert_eq!((req_b, err_b), (requests, 0), "scenario B load");
+    for s in ["a", "b"] {
+        let (_, _, v) = load_counts(&results.path().join(format!("scenario-{s}.json")));
+        assert_eq!(
+            v["keepalive"].as_bool(),
+            Some(false),
+            "compose's load-{s} opens a new connection per request, as compare does"
+        );
+    }
     for (i, svc) in services.iter().enumerate() {
         eprintln!(
             "FIGURE compose {svc}: idle {:.2} MiB, under load {:.2} MiB (original: Apache's \
              instance 174 MB, kernel-NFS image 28 MB)",
             mib(idle[i]),
             mib(peak[i])
+        );
+    }
+}
+
+#[test]
+fn compose_up_refuses_a_data_dir_without_the_file_instead_of_serving_404s() {
+    if !docker_available("compose data check")
+        || !optional_tool("compose data check", "docker-compose")
+    {
+        return;
+    }
+    built();
+    let results = tempfile::tempdir().unwrap();
+    // Unset: compose itself refuses, naming the variable.
+    let empty = tempfile::tempdir().unwrap();
+    let mut compose = compose_project(empty.path(), results.path(), &[]);
+    compose.env.retain(|(k, _)| k != "DATA_DIR");
+    let out = run(compose.cmd(&["config", "-q"]).env_remove("DATA_DIR"));
+    assert!(!out.status.success(), "compose accepted an unset DATA_DIR");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("set DATA_DIR"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    drop(compose);
+    // Empty, and missing: `up` fails (check-data, the bind mount) and no httpd runs.
+    let missing = empty.path().join("no-such-dir");
+    for dir in [empty.path().to_path_buf(), missing] {
+        let compose = compose_project(&dir, results.path(), &[]);
+        let out = run(&mut compose.cmd(&["up", "-d", "httpd-a", "httpd-b"]));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success(),
+            "compose up served {} instead of failing:\n{stderr}",
+            dir.display()
+        );
+        eprintln!(
+            "compose up with DATA_DIR={} fails: {}",
+            dir.display(),
+            stderr.lines().last().unwrap_or("")
+        );
+        assert!(
+            !dir.exists() || dir == empty.path(),
+            "compose created {}",
+            dir.display()
         );
     }
 }
@@ -603,8 +657,23 @@ fn compose_tcp_over_the_bridge_and_over_the_host_network() {
 
 // ---- docker/stack.yml on a single-node Swarm --------------------------------------------
 
+/// The fenced `sh` blocks of docker/README.md's Swarm section, in order.
+fn readme_swarm_blocks() -> Vec<String> {
+    let text = std::fs::read_to_string(repo().join("docker/README.md")).unwrap();
+    let start = text
+        .find("## stack.yml")
+        .expect("docker/README.md has a stack.yml section");
+    let section = &text[start..];
+    let section = &section[..section[3..].find("\n## ").map_or(section.len(), |e| e + 3)];
+    section
+        .split("```sh\n")
+        .skip(1)
+        .map(|b| b.split("```").next().unwrap().to_string())
+        .collect()
+}
+
 #[test]
-fn swarm_stack_scales_to_three_replicas_and_its_merged_report_counts_every_request() {
+fn swarm_readme_block_runs_as_written_scales_to_three_replicas_and_merges_every_request() {
     if !docker_available("swarm stack")
         || common::require_tool("curl").is_none()
         || !optional_tool("swarm stack", "nsenter")
@@ -612,6 +681,18 @@ fn swarm_stack_scales_to_three_replicas_and_its_merged_report_counts_every_reque
         return;
     }
     let built = built();
+    // The README's blocks: `swarm init`, deploy-and-load, `stack rm`.
+    let blocks = readme_swarm_blocks();
+    assert_eq!(
+        blocks.len(),
+        3,
+        "docker/README.md's Swarm section: {blocks:?}"
+    );
+    assert!(
+        blocks[0].trim().starts_with("docker swarm init"),
+        "{}",
+        blocks[0]
+    );
     // Declared before `cleanup`, so the stack is removed before the swarm is left.
     let mut _swarm: Option<LeaveSwarm> = None;
     let mut cleanup = Cleanup::default();
@@ -627,73 +708,64 @@ fn swarm_stack_scales_to_three_replicas_and_its_merged_report_counts_every_reque
             .status
             .success();
         let _toggle = SWARM_TOGGLE.write().unwrap_or_else(|e| e.into_inner());
-        common::run_ok(&mut docker(&[
-            "swarm",
-            "init",
-            "--advertise-addr",
-            "127.0.0.1",
-        ]));
+        common::run_ok(Command::new("sh").arg("-c").arg(&blocks[0]));
         _swarm = Some(LeaveSwarm { had_gwbridge });
     } else if state != "active" {
         eprintln!("SKIP swarm stack: this node's swarm state is {state}");
         return;
     }
-    // Without IPVS in the kernel (as on the machine this was written on), Swarm's VIPs and
-    // routing mesh cannot balance; DNS round robin is Swarm's documented alternative.
-    let mesh = Path::new("/proc/net/ip_vs").exists();
-    let mode = if mesh { "vip" } else { "dnsrr" };
-    eprintln!(
-        "swarm endpoint mode: {mode} (routing mesh {})",
-        if mesh {
-            "on"
-        } else {
-            "unavailable: no IPVS in this kernel"
-        }
-    );
 
-    let data = dataset();
-    let results = tempfile::tempdir().unwrap();
-    let (per_task, loadgens) = (30u64, 2u64);
-    for slot in 1..=loadgens {
-        std::fs::create_dir(results.path().join(slot.to_string())).unwrap();
-    }
-    chown_tree(results.path(), 65534);
-    let stack = unique("sle2e");
+    // The README's commands, with our paths, stack name and image tag substituted.
+    let root = tempfile::tempdir().unwrap();
+    let lab = root.path().join("lab");
+    let stack = unique("sw");
     let network = format!("{stack}_lab");
-    let mesh_port = common::free_port().to_string();
-    // One `stack deploy`: httpd finds rustnfs by its service name.
-    let deploy = |httpd: u64, loadgen: u64| {
-        let mut c = docker(&["stack", "deploy", "--resolve-image", "never", "-c"]);
-        c.arg(repo().join("docker/stack.yml"));
-        if mesh {
-            c.arg("-c").arg(repo().join("docker/stack.mesh.yml"));
-            c.env("HTTPD_PORT", &mesh_port);
-        }
-        c.arg(&stack)
-            .env("TAG", TAG)
-            .env("DATA_DIR", data.path())
-            .env("RESULTS_DIR", results.path())
-            .env("ENDPOINT_MODE", mode)
-            .env("HTTPD_REPLICAS", httpd.to_string())
-            .env("LOADGEN_REPLICAS", loadgen.to_string())
-            .env("REQUESTS", per_task.to_string())
-            .env("CONCURRENCY", "4")
-            .env("FILE", "testfile.bin");
-        common::run_ok(&mut c);
+    let per_task = 30u64;
+    let subst = |block: &str| {
+        block
+            .replace("/srv/lab", &lab.display().to_string())
+            .replace("lab_", &format!("{stack}_"))
+            .replace(" lab\n", &format!(" {stack}\n"))
+            .replace(" lab ", &format!(" {stack} "))
+            .replace(
+                " servelab report",
+                &format!(" {} report", image("servelab")),
+            )
     };
     cleanup.push(docker(&["network", "rm", &network]));
     cleanup.push({
         // `stack rm` returns before the tasks are gone; wait so the network can go too.
         let mut c = Command::new("sh");
         c.arg("-c").arg(format!(
-            "docker stack rm {stack}; for i in $(seq 100); do \
+            "{}; for i in $(seq 100); do \
              [ -z \"$(docker ps -aq --filter label=com.docker.stack.namespace={stack})\" ] && break; \
-             sleep 0.2; done"
+             sleep 0.2; done",
+            subst(&blocks[2]).trim()
         ));
         c
     });
-    // Running and healthy (the images' HEALTHCHECK): an httpd task that started before
-    // rustnfs's name resolved exits and is replaced, and never counts.
+    let started = Instant::now();
+    let out = run(Command::new("bash")
+        .args(["-euo", "pipefail", "-c"])
+        .arg(subst(&blocks[1]))
+        .current_dir(repo())
+        .env("TAG", TAG)
+        .env("REQUESTS", per_task.to_string())
+        .env("CONCURRENCY", "4"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the README's Swarm block failed: {}\n{}\n{stdout}\n{}",
+        out.status,
+        subst(&blocks[1]),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!(
+        "the README's Swarm block ran in {:.1?}; its merge printed:\n{stdout}",
+        started.elapsed()
+    );
+
+    // Running and healthy (the images' HEALTHCHECK).
     let running = |svc: &str| -> Vec<String> {
         run_text(&mut docker(&[
             "ps",
@@ -717,30 +789,13 @@ fn swarm_stack_scales_to_three_replicas_and_its_merged_report_counts_every_reque
             container,
         ]))
     };
-
-    // 1. rustnfs and one httpd replica in one deploy (httpd resolves `rustnfs`);
-    //    2. scaled to three.
-    deploy(1, 0);
-    wait_for(Duration::from_secs(60), "the rustnfs task", || {
-        (running("rustnfs").len() == 1).then_some(())
-    });
-    wait_for(Duration::from_secs(60), "the first httpd replica", || {
-        (running("httpd").len() == 1).then_some(())
-    });
-    common::run_ok(&mut docker(&[
-        "service",
-        "scale",
-        "-d",
-        &format!("{stack}_httpd=3"),
-    ]));
     let replicas = wait_for(Duration::from_secs(60), "3 httpd replicas", || {
         let r = running("httpd");
         (r.len() == 3).then_some(r)
     });
-
     // Every replica serves the same bytes through the one export: curl from inside a
     // replica's network namespace (the overlay is not routed to the host).
-    let want = std::fs::read(data.path().join("small.bin")).unwrap();
+    let want = std::fs::read(lab.join("www/testfile.bin")).unwrap();
     let pid = run_text(&mut docker(&[
         "inspect",
         "-f",
@@ -748,7 +803,7 @@ fn swarm_stack_scales_to_three_replicas_and_its_merged_report_counts_every_reque
         &replicas[0],
     ]));
     for container in &replicas {
-        let url = format!("http://{}:8080/small.bin", ip_of(container));
+        let url = format!("http://{}:8080/testfile.bin", ip_of(container));
         let got = wait_for(Duration::from_secs(20), "an httpd replica to serve", || {
             let out = run(Command::new("nsenter")
                 .args(["-t", &pid, "-n", "curl", "-fsS", "--max-time", "10"])
@@ -758,49 +813,42 @@ fn swarm_stack_scales_to_three_replicas_and_its_merged_report_counts_every_reque
         assert!(got == want, "{url} served other bytes");
     }
 
-    // 3. The load generator as a replicated service; each task writes its own JSON.
-    deploy(3, loadgens);
+    // The two load tasks' JSON, merged exactly.
+    let loadgens = 2u64;
     let files: Vec<PathBuf> = (1..=loadgens)
-        .map(|slot| results.path().join(slot.to_string()).join("load.json"))
+        .map(|slot| lab.join("results").join(slot.to_string()).join("load.json"))
         .collect();
-    wait_for(
-        Duration::from_secs(120),
-        "every loadgen task's JSON",
-        || {
-            let states = run_text(&mut docker(&[
-                "service",
-                "ps",
-                "--format",
-                "{{.CurrentState}}",
-                &format!("{stack}_loadgen"),
-            ]));
-            let complete = states.lines().filter(|l| l.starts_with("Complete")).count() as u64;
-            (complete >= loadgens && files.iter().all(|f| f.exists())).then_some(())
-        },
-    );
-    let merged = results.path().join("merged.json");
-    let out = common::run_ok(
+    let merged = root.path().join("merged.json");
+    common::run_ok(
         Command::new(built.bin_dir.join("servelab"))
             .args(["report", "--merge"])
             .args(&files)
             .arg("--json")
             .arg(&merged),
     );
-    eprintln!("{}", String::from_utf8_lossy(&out.stdout));
     let (requests, failed, v) = load_counts(&merged);
     let mut sum = 0;
     for f in &files {
-        let (r, e, _) = load_counts(f);
+        let (r, e, one) = load_counts(f);
         assert_eq!((r, e), (per_task, 0), "{}", f.display());
+        assert_eq!(
+            one["keepalive"].as_bool(),
+            Some(false),
+            "the load opens a new connection per request, as compare does"
+        );
         sum += r;
     }
     assert_eq!(requests, sum, "the merged report counts every request");
     assert_eq!(requests, per_task * loadgens);
     assert_eq!(failed, 0);
     assert_eq!(v["merged_runs"].as_u64(), Some(loadgens));
+    assert!(
+        stdout.contains(&requests.to_string()),
+        "the README's merge prints the merged count {requests}:\n{stdout}"
+    );
     eprintln!(
-        "FIGURE swarm: {loadgens} loadgen tasks x {per_task} requests of testfile.bin against \
-         3 httpd replicas ({mode}) merged to {requests} requests, {:.0} req/s",
+        "FIGURE swarm (README block, dnsrr): {loadgens} loadgen tasks x {per_task} requests of \
+         testfile.bin against 3 httpd replicas merged to {requests} requests, {:.0} req/s",
         v["requests_per_second"].as_f64().unwrap_or(0.0)
     );
 }
@@ -845,11 +893,257 @@ fn lxc_httpd_in_an_application_container_reads_rustnfs_in_docker_across_bridges(
     assert_eq!(kv["result"], "ok");
     assert_eq!(kv["sha256_disk"], kv["sha256_served"]);
     assert!(kv["path"].starts_with("httpd:"), "{stdout}");
-    let (requests, errors, _) = load_counts(&results.path().join("lxc-load.json"));
+    let (requests, errors, v) = load_counts(&results.path().join("lxc-load.json"));
     assert_eq!((requests, errors), (40, 0));
+    assert_eq!(
+        v["keepalive"].as_bool(),
+        Some(false),
+        "a new connection per request"
+    );
+    assert_eq!(
+        kv["load_json"],
+        results.path().join("lxc-load.json").display().to_string(),
+        "the printed results path is the kept file"
+    );
     // The bridge and the Docker network are gone again.
     assert!(
         !run(Command::new("ip").args(["link", "show", &format!("slbr{net_id}")]))
+            .status
+            .success()
+    );
+}
+
+// ---- lxc/lxd-deploy.sh: httpd in a real LXD instance ------------------------------------
+
+/// Runs `lxd-deploy.sh down` for our prefix when dropped: teardown also on panic.
+struct LxdDown(String);
+
+impl Drop for LxdDown {
+    fn drop(&mut self) {
+        let _ = Command::new(repo().join("lxc/lxd-deploy.sh"))
+            .arg("down")
+            .env("PREFIX", &self.0)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// One LXD user at a time among these tests: the script stops a daemon it started when
+/// no instance is left, which must not happen under another test's instance.
+static LXD_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+#[test]
+fn lxd_instance_serves_scenario_b_from_its_disk_and_a_from_rustnfs_then_is_removed() {
+    // The script installs and starts LXD itself; only where it cannot (exit status 3) is
+    // this a SKIP — and in CI a failure.
+    if common::require_tool("curl").is_none() {
+        return;
+    }
+    if run_text(Command::new("id").arg("-u")) != "0" {
+        assert!(!common::in_ci(), "the LXD test needs root in CI");
+        eprintln!("SKIP lxd deploy: needs root (LXD daemon, bridge, iptables)");
+        return;
+    }
+    let built = built();
+    let _lxd = LXD_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let data = dataset();
+    let results = tempfile::tempdir().unwrap();
+    // Objects named sl-deploy-e2-*, on a /24 of our own (the script refuses a used one).
+    let prefix = "sl-deploy-e2".to_string();
+    let subnet = format!("10.203.{}", std::process::id() % 200 + 20);
+    let guard = LxdDown(prefix.clone());
+    let started = Instant::now();
+    let out = run(Command::new(repo().join("lxc/lxd-deploy.sh"))
+        .args(["run"])
+        .arg(data.path())
+        .env("PREFIX", &prefix)
+        .env("SUBNET", &subnet)
+        .env("HTTPD_BIN", built.bin_dir.join("httpd"))
+        .env("SERVELAB_BIN", built.bin_dir.join("servelab"))
+        .env("RUSTNFS_BIN", built.bin_dir.join("rustnfs"))
+        .env("RUSTNFS_IMAGE", image("rustnfs"))
+        .env("MEMORY", "256MB")
+        .env("REQUESTS", "20")
+        .env("CONCURRENCY", "4")
+        .env("RESULTS_DIR", results.path()));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if out.status.code() == Some(3) {
+        assert!(!common::in_ci(), "LXD cannot start in CI:\n{stderr}");
+        eprintln!(
+            "SKIP lxd deploy: {}",
+            stderr.lines().last().unwrap_or("LXD unavailable")
+        );
+        return;
+    }
+    assert!(
+        out.status.success(),
+        "lxc/lxd-deploy.sh run failed: {}\n{stdout}\n{stderr}",
+        out.status
+    );
+    drop(guard);
+    eprintln!(
+        "lxc/lxd-deploy.sh run took {:.1?}:\n{stdout}",
+        started.elapsed()
+    );
+    let kv: BTreeMap<&str, &str> = stdout.lines().filter_map(|l| l.split_once('=')).collect();
+    assert_eq!(kv["result"], "ok");
+    assert!(kv["path"].starts_with("httpd:lxd,rustnfs:"), "{stdout}");
+    assert_eq!(kv["sha256_b"], kv["sha256_disk"]);
+    assert_eq!(kv["sha256_a"], kv["sha256_disk"]);
+    // lxc info's memory, in bytes from the instance state, and the services' RSS.
+    let bytes = |k: &str| -> u64 {
+        kv.get(k)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {k} in:\n{stdout}"))
+    };
+    for phase in ["idle", "load"] {
+        let usage = bytes(&format!("lxd_{phase}_memory_bytes"));
+        assert!(usage > 0 && usage < 256 << 20, "{phase}: {usage} bytes");
+        for s in ["a", "b"] {
+            assert!(bytes(&format!("httpd_{s}_{phase}_rss_bytes")) > 0);
+        }
+    }
+    assert!(
+        stderr.contains("Memory (current)"),
+        "lxc info's memory block is shown:\n{stderr}"
+    );
+    for s in ["a", "b"] {
+        let (requests, failed, _) = load_counts(&results.path().join(format!("lxd-{s}.json")));
+        assert_eq!((requests, failed), (20, 0), "scenario {s}");
+    }
+    eprintln!(
+        "FIGURE lxd instance memory ({}): idle {:.2} MiB, after the loads {:.2} MiB (peak \
+         {:.2} MiB; original Apache instance: 174 MB)",
+        kv["path"],
+        mib(bytes("lxd_idle_memory_bytes")),
+        mib(bytes("lxd_load_memory_bytes")),
+        mib(bytes("lxd_load_memory_peak_bytes")),
+    );
+    // Everything it created is gone: the bridge, and (when the daemon still runs) the
+    // instance, image, profile, network and pool.
+    assert!(
+        !run(Command::new("ip").args(["link", "show", &format!("{prefix}-br")]))
+            .status
+            .success(),
+        "bridge {prefix}-br left behind"
+    );
+    if run(Command::new("lxc").arg("info")).status.success() {
+        for what in [
+            vec!["info", &format!("{prefix}-web")],
+            vec!["image", "info", &format!("{prefix}-busybox")],
+            vec!["profile", "show", &prefix],
+            vec!["network", "show", &format!("{prefix}-br")],
+            vec!["storage", "show", &format!("{prefix}-pool")],
+        ] {
+            let left = run(Command::new("lxc").args(&what)).status.success();
+            assert!(!left, "lxc {what:?} still exists");
+        }
+    }
+    assert!(
+        !run(&mut docker(&["inspect", &format!("{prefix}-rustnfs")]))
+            .status
+            .success()
+            || !engine_answers()
+    );
+}
+
+// ---- servelab compare --containers: host against LXD and Docker -------------------------
+
+#[test]
+fn compare_containers_prints_host_lxd_docker_tables_sysbench_memory_and_scaling() {
+    if run_text(Command::new("id").arg("-u")) != "0" {
+        assert!(!common::in_ci(), "compare --containers needs root in CI");
+        eprintln!("SKIP compare --containers: needs root (LXD, cgroups)");
+        return;
+    }
+    if find_on_path("lxd").is_none() {
+        assert!(!common::in_ci(), "lxd is not installed in CI");
+        eprintln!("SKIP compare --containers: lxd is not installed (apt-get install -y lxd)");
+        return;
+    }
+    let built = built();
+    let _lxd = LXD_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let servelab = common::workspace_bin("servelab", "servelab");
+    let results = tempfile::tempdir().unwrap();
+    let has_docker = engine_answers();
+    let started = Instant::now();
+    let out = run(Command::new(&servelab)
+        .args(["compare", "--containers", "lxd,docker", "--containers-only"])
+        .args(["--repeat", "1", "--requests", "10", "--concurrency", "4"])
+        .args(["--small-seconds", "0.3", "--small-concurrency", "4"])
+        .args(["--cpus", "1", "--clients", "1,4", "--workers", "1"])
+        .args(["--scale-seconds", "0.3", "--sysbench-seconds", "1"])
+        .args(["--large-size", "1MiB", "--image-tag", TAG])
+        .arg("--results")
+        .arg(results.path())
+        .env("SERVELAB_STATIC_DIR", &built.bin_dir));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "compare --containers failed: {}\n{stdout}\n{stderr}",
+        out.status
+    );
+    eprintln!(
+        "compare --containers took {:.1?}:\n{stdout}",
+        started.elapsed()
+    );
+    assert!(!stdout.contains("\nFailures:"), "{stdout}");
+    for needle in [
+        "| B (local disk) | host |",
+        "| B (local disk) | LXD |",
+        "### Memory per container",
+        "| LXD | instance sl-deploy-c-web",
+        "### Scaling",
+        "### httpd --workers on the host",
+    ] {
+        assert!(stdout.contains(needle), "no {needle:?} in:\n{stdout}");
+    }
+    if has_docker {
+        for needle in [
+            "| B (local disk) | Docker |",
+            "| A (NFS: rustnfs in Docker) | LXD |",
+        ] {
+            assert!(stdout.contains(needle), "no {needle:?} in:\n{stdout}");
+        }
+    } else {
+        assert!(stdout.contains("scenario A and the Docker column: no Docker engine"));
+    }
+    if find_on_path("sysbench").is_some() {
+        assert!(
+            stdout.contains("| cpu prime 20000 (events/s) |"),
+            "{stdout}"
+        );
+        assert!(stdout.contains("memory 1K blocks"), "{stdout}");
+    }
+    let run_dir = std::fs::read_dir(results.path())
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("containers.json")).unwrap())
+            .unwrap();
+    assert!(json["rows"].as_array().unwrap().len() >= 4);
+    assert!(run_dir.join("scaling-throughput.svg").exists());
+    // Nothing of ours is left in Docker or LXD, and the host's CPU cgroup is gone.
+    if has_docker {
+        let left = run_text(&mut docker(&[
+            "ps",
+            "-aq",
+            "--filter",
+            "name=sl-deploy-cmp",
+        ]));
+        assert!(left.is_empty(), "containers left: {left}");
+    }
+    assert!(!Path::new("/sys/fs/cgroup/cpu/sl-deploy-cmp-cpu").exists());
+    assert!(!Path::new("/sys/fs/cgroup/sl-deploy-cmp-cpu").exists());
+    assert!(
+        !run(Command::new("ip").args(["link", "show", "sl-deploy-c-br"]))
             .status
             .success()
     );
@@ -1093,10 +1387,20 @@ fn compose_scenarios_a_and_b_differ_only_in_storage() {
     assert_eq!(s["httpd-a"]["healthcheck"], s["httpd-b"]["healthcheck"]);
     assert!(strings(&s["httpd-a"]["healthcheck"]["test"]).contains(&"--healthcheck".into()));
     assert!(strings(&s["rustnfs"]["healthcheck"]["test"]).contains(&"--healthcheck".into()));
+    // Both wait for check-data, which reads FILE through a healthy rustnfs: an empty or
+    // missing DATA_DIR stops `up` instead of serving 404s.
+    for httpd in ["httpd-a", "httpd-b"] {
+        assert_eq!(
+            s[httpd]["depends_on"]["check-data"]["condition"],
+            "service_completed_successfully"
+        );
+    }
     assert_eq!(
-        s["httpd-a"]["depends_on"]["rustnfs"]["condition"],
+        s["check-data"]["depends_on"]["rustnfs"]["condition"],
         "service_healthy"
     );
+    assert_eq!(s["rustnfs"]["volumes"][0]["type"], "bind");
+    assert_eq!(s["httpd-b"]["volumes"][0]["type"], "bind");
     let mut a = strings(&s["load-a"]["command"]);
     let mut b = strings(&s["load-b"]["command"]);
     // Same workload except the target host and the result file.
@@ -1111,6 +1415,10 @@ fn compose_scenarios_a_and_b_differ_only_in_storage() {
         }
     }
     assert_eq!(a, b);
+    assert!(
+        a.contains(&"--no-keepalive".to_string()),
+        "as compare: {a:?}"
+    );
     assert_eq!(s["tcp-server-host"]["network_mode"], "host");
     assert_eq!(s["load-tcp-host"]["network_mode"], "host");
     assert_eq!(s["rustnfs"]["environment"]["READ_ONLY"], "true");

@@ -332,6 +332,90 @@ fn check_http_features(h: &Httpd, www: &Path) {
 
 // ---- local backend ----------------------------------------------------------------------------
 
+/// Reads one HTTP/1.1 response with a Content-Length body from `s`, leaving what follows.
+fn read_response(s: &mut TcpStream, pending: &mut Vec<u8>) -> (u16, String, Vec<u8>) {
+    let mut buf = vec![0u8; 256 * 1024];
+    let head_end = loop {
+        if let Some(i) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "connection closed inside a response head");
+        pending.extend_from_slice(&buf[..n]);
+    };
+    let head = String::from_utf8_lossy(&pending[..head_end]).to_string();
+    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let len: usize = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .map(|v| v.trim().parse().unwrap())
+        })
+        .expect("content-length");
+    while pending.len() < head_end + len {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "connection closed inside a body");
+        pending.extend_from_slice(&buf[..n]);
+    }
+    let body = pending[head_end..head_end + len].to_vec();
+    pending.drain(..head_end + len);
+    (status, head, body)
+}
+
+/// Guard rail of the sendfile marker trick (issue 15): pipelined keep-alive responses
+/// whose bodies cross the marker size arrive byte-exact, in order — a marker copied or
+/// reordered by hyper would show up as zeros or as the other file's bytes.
+#[test]
+fn pipelined_sendfile_responses_cross_the_marker_size_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let frame = httpd::SENDFILE_FRAME_MAX;
+    // No zero byte anywhere, so a marker sent as itself (zeros) cannot go unnoticed.
+    let pattern = |len: usize, k: usize| -> Vec<u8> {
+        (0..len).map(|i| ((i * 7 + k) % 251 + 1) as u8).collect()
+    };
+    let a = pattern(frame + 4099, 1);
+    let b = pattern(2 * frame + 1, 2);
+    std::fs::write(dir.path().join("a.bin"), &a).unwrap();
+    std::fs::write(dir.path().join("b.bin"), &b).unwrap();
+    let h = Httpd::start(httpd::Config::local(dir.path()));
+    let mut s = TcpStream::connect(h.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let range = format!("bytes=1000-{}", frame + 999);
+    let reqs = format!(
+        "GET /a.bin HTTP/1.1\r\nHost: t\r\n\r\n\
+         GET /b.bin HTTP/1.1\r\nHost: t\r\n\r\n\
+         GET /b.bin HTTP/1.1\r\nHost: t\r\nRange: {range}\r\n\r\n\
+         GET /a.bin HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+    );
+    s.write_all(reqs.as_bytes()).unwrap();
+    let mut pending = Vec::new();
+    let expected: [(u16, &[u8]); 4] = [
+        (200, &a),
+        (200, &b),
+        (206, &b[1000..frame + 1000]),
+        (200, &a),
+    ];
+    for (i, (status, body)) in expected.iter().enumerate() {
+        let (got_status, head, got) = read_response(&mut s, &mut pending);
+        assert_eq!(got_status, *status, "response {i}: {head}");
+        assert!(
+            got == *body,
+            "response {i}: body differs ({} bytes)",
+            got.len()
+        );
+    }
+    // Nothing after the last response: the server closes cleanly.
+    let mut rest = Vec::new();
+    s.read_to_end(&mut rest).unwrap();
+    assert!(
+        pending.is_empty() && rest.is_empty(),
+        "extra bytes after the last response"
+    );
+    assert_eq!(h.count("GET file", "total", "200"), 3);
+    h.stop().unwrap();
+}
+
 #[test]
 fn local_curl_features_and_ab() {
     if common::require_tool("curl").is_none() || common::require_tool("ab").is_none() {
@@ -954,6 +1038,95 @@ fn nfs_backend_matches_local(url: &str, www: &Path) {
     local.stop().unwrap();
 }
 
+/// A client that sends `GET target` and never reads: a socket with a tiny receive buffer
+/// (set before connect, so the advertised window stays small).
+fn stalled_client(addr: SocketAddr, target: &str) -> TcpStream {
+    use std::os::fd::FromRawFd;
+    let SocketAddr::V4(v4) = addr else {
+        panic!("IPv4 test address expected")
+    };
+    // SAFETY: a fresh socket we own; setsockopt/connect with correctly sized arguments;
+    // the descriptor is handed to TcpStream, which closes it.
+    let stream = unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+        let small: libc::c_int = 4096;
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&small as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+        let sa = libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: v4.port().to_be(),
+            sin_addr: libc::in_addr {
+                s_addr: u32::from(*v4.ip()).to_be(),
+            },
+            sin_zero: [0; 8],
+        };
+        let rc = libc::connect(
+            fd,
+            (&sa as *const libc::sockaddr_in).cast(),
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        );
+        assert_eq!(rc, 0, "connect: {}", std::io::Error::last_os_error());
+        TcpStream::from_raw_fd(fd)
+    };
+    let mut s = stream;
+    s.write_all(format!("GET {target} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes())
+        .unwrap();
+    s
+}
+
+/// Downloads `target` over a new connection; returns (status, body, time taken).
+fn timed_get(addr: SocketAddr, target: &str) -> (u16, Vec<u8>, Duration) {
+    let t = Instant::now();
+    let (status, _, body) = raw_get(addr, target);
+    (status, body, t.elapsed())
+}
+
+/// Issue 11 §1: clients that request a large NFS-backed file and stop reading must not
+/// hold the stream budget other downloads need (before the fix, four of them made every
+/// other large download `200` with no bytes until the 60 s idle timeout).
+#[test]
+fn stalled_readers_do_not_starve_other_downloads() {
+    let (_dir, www) = dataset();
+    let server = common::Nfsd::exporting(&www);
+    let h = Httpd::start(httpd::Config::nfs(server.export_url()));
+    let want = std::fs::read(www.join("testfile.bin")).unwrap();
+    let mid = std::fs::read(www.join("mid.bin")).unwrap();
+    let (status, body, alone) = timed_get(h.addr, "/testfile.bin");
+    assert!(status == 200 && body == want, "baseline download");
+    let mut stalled = Vec::new();
+    for n in [8, 16, 64] {
+        while stalled.len() < n {
+            stalled.push(stalled_client(h.addr, "/testfile.bin"));
+        }
+        // Let their socket buffers fill and the server notice that they do not drain.
+        std::thread::sleep(Duration::from_millis(1000 + 80 * n as u64));
+        let (status, body, took) = timed_get(h.addr, "/testfile.bin");
+        assert_eq!(status, 200, "{n} stalled clients");
+        assert!(
+            body == want,
+            "{n} stalled clients: victim got {} of {} bytes",
+            body.len(),
+            want.len()
+        );
+        eprintln!("victim with {n} stalled clients: {took:?} (alone: {alone:?})");
+        // Full speed: as fast as alone, give or take a noisy shared machine.
+        assert!(
+            took < alone * 4 + Duration::from_millis(1500),
+            "{n} stalled clients: {took:?} against {alone:?} alone"
+        );
+        let (status, body, _) = timed_get(h.addr, "/mid.bin");
+        assert!(status == 200 && body == mid, "{n} stalled: 200 KB file");
+    }
+    drop(stalled);
+    h.stop().unwrap();
+}
+
 #[test]
 fn nfs_caches_expire_after_their_ttl() {
     let (_dir, www) = dataset();
@@ -1053,6 +1226,155 @@ fn nfs_unreachable_at_start_is_a_clear_error() {
         ))
         .unwrap_err();
     assert!(err.to_string().contains("unreachable"), "{err}");
+}
+
+// ---- start-up errors (the built binaries) ------------------------------------------------
+
+/// Runs a built binary with `args` (RUST_BACKTRACE set, stderr a pipe) and expects it to
+/// exit non-zero within `within`; returns its last stderr line after checking that the
+/// output has no backtrace, no repeated cause and no colour escape.
+fn start_up_error(bin: &Path, args: &[&str], within: Duration) -> String {
+    let t = Instant::now();
+    let mut child = Child(
+        Command::new(bin)
+            .args(args)
+            .env("RUST_BACKTRACE", "1")
+            .env_remove("RUST_LOG")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let status = loop {
+        if let Some(s) = child.0.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            t.elapsed() < within,
+            "{args:?} still running after {within:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(!status.success(), "{args:?} succeeded");
+    let mut err = String::new();
+    child
+        .0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(!err.contains('\x1b'), "colour in a pipe: {err:?}");
+    assert!(
+        !err.contains("Caused by") && !err.contains("backtrace"),
+        "{args:?}: {err}"
+    );
+    let last = err.lines().last().unwrap_or_default().to_string();
+    // No part of the message is said twice ("unreachable: ...: unreachable: ...").
+    let parts: Vec<&str> = last.split(": ").collect();
+    for (i, p) in parts.iter().enumerate() {
+        assert!(!parts[i + 1..].contains(p), "repeated {p:?} in {last:?}");
+    }
+    last
+}
+
+/// Issue 11 §2: with `--metrics` and the NFS server down, httpd exits at once with one
+/// line naming the server (it used to log "metrics listening" and hang forever).
+#[test]
+fn nfs_down_with_metrics_exits_naming_the_server() {
+    let bin = common::workspace_bin("httpd", "httpd");
+    let port = common::free_port();
+    let url = format!("nfs://127.0.0.1:{port}/");
+    // The connect timeout is 2 s at most; the process must not outlive it by much.
+    let line = start_up_error(
+        &bin,
+        &[
+            "--nfs",
+            &url,
+            "--metrics",
+            "127.0.0.1:0",
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        Duration::from_secs(5),
+    );
+    assert!(line.starts_with("httpd: --nfs "), "{line}");
+    assert!(
+        line.contains(&format!("NFS server 127.0.0.1:{port} is unreachable")),
+        "{line}"
+    );
+}
+
+/// Issue 11 §6: each start-up error is one line naming the flag and the thing.
+#[test]
+fn start_up_errors_name_the_flag_and_the_thing() {
+    let httpd = common::workspace_bin("httpd", "httpd");
+    let rustnfs = common::workspace_bin("rustnfs", "rustnfs");
+    let servelab = common::workspace_bin("servelab", "servelab");
+    let (_dir, www) = dataset();
+    let root = www.display().to_string();
+    let quick = Duration::from_secs(10);
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let busy = taken.local_addr().unwrap().to_string();
+    let in_use = |flag: &str| format!("{flag} {busy}: address already in use");
+
+    let line = start_up_error(&httpd, &["--root", &root, "--listen", &busy], quick);
+    assert_eq!(line, format!("httpd: {}", in_use("--listen")));
+    let args = [
+        "--root",
+        &root,
+        "--listen",
+        "127.0.0.1:0",
+        "--metrics",
+        &busy,
+    ];
+    let line = start_up_error(&httpd, &args, quick);
+    assert_eq!(line, format!("httpd: {}", in_use("--metrics")));
+    let missing = www.join("missing");
+    let missing = missing.to_str().unwrap();
+    let line = start_up_error(&httpd, &["--root", missing], quick);
+    assert!(
+        line.ends_with(&format!("--root {missing}: no such directory")),
+        "{line}"
+    );
+    let file = www.join("small.bin");
+    let line = start_up_error(&httpd, &["--root", file.to_str().unwrap()], quick);
+    assert!(line.ends_with("small.bin: not a directory"), "{line}");
+
+    // The NFS path inside the export, by name.
+    let server = common::Nfsd::exporting(&www);
+    let url = format!("{}/missing", server.export_url());
+    let line = start_up_error(&httpd, &["--nfs", &url, "--listen", "127.0.0.1:0"], quick);
+    assert_eq!(
+        line,
+        format!("httpd: --nfs {url}: path /missing does not exist on the NFS server")
+    );
+
+    // The same rules for rustnfs and for servelab's subcommands.
+    let line = start_up_error(&rustnfs, &["--export", &root, "--listen", &busy], quick);
+    assert_eq!(line, format!("rustnfs: {}", in_use("--listen")));
+    let args = [
+        "--export",
+        &root,
+        "--listen",
+        "127.0.0.1:0",
+        "--metrics",
+        &busy,
+    ];
+    let line = start_up_error(&rustnfs, &args, quick);
+    assert_eq!(line, format!("rustnfs: {}", in_use("--metrics")));
+    let line = start_up_error(&rustnfs, &["--export", missing], quick);
+    assert!(
+        line.ends_with(&format!("--export {missing}: no such directory")),
+        "{line}"
+    );
+    let line = start_up_error(
+        &servelab,
+        &["httpd", "--root", &root, "--listen", &busy],
+        quick,
+    );
+    assert_eq!(line, format!("servelab: {}", in_use("--listen")));
+    drop(taken);
 }
 
 // ---- httpd --healthcheck (the built binary) ------------------------------------------------

@@ -144,20 +144,34 @@ impl<'a> Reply<'a> {
 struct Rpc {
     s: TcpStream,
     xid: u32,
+    /// The AUTH_SYS identity sent (root unless a test changes it).
+    uid: u32,
+    gid: u32,
 }
 
 impl Rpc {
     fn connect(addr: SocketAddr) -> Rpc {
         let s = TcpStream::connect(addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        Rpc { s, xid: 0x1000 }
+        Rpc {
+            s,
+            xid: 0x1000,
+            uid: 0,
+            gid: 0,
+        }
     }
 
     /// Sends a call; returns the reply's accept status and the body after it.
     fn call_raw(&mut self, prog: u32, proc_: u32, args: &[u8]) -> std::io::Result<(u32, Vec<u8>)> {
         self.xid += 1;
-        // AUTH_UNIX as root: stamp, machine name, uid, gid, no extra groups.
-        let cred = Xdr::default().u32(1).opaque(b"e2e").u32(0).u32(0).u32(0).0;
+        // AUTH_UNIX: stamp, machine name, uid, gid, no extra groups.
+        let cred = Xdr::default()
+            .u32(1)
+            .opaque(b"e2e")
+            .u32(self.uid)
+            .u32(self.gid)
+            .u32(0)
+            .0;
         let msg = Xdr::default()
             .u32(self.xid)
             .u32(0)
@@ -1127,4 +1141,540 @@ fn healthcheck_flag_reports_healthy_and_unhealthy() {
     assert!(text.contains("no answer within 3s"), "{text}");
     assert!(took < Duration::from_secs(6), "{took:?}");
     drop(silent);
+}
+
+// ---- what the Linux kernel client needs (issue 10 §2), as raw RPC -------------------------
+
+/// An sattr3 XDR: each `Some` sets that attribute; times are `None` (keep), `Some(None)`
+/// (the server's clock) or `Some(Some((s, ns)))` (the client's).
+#[derive(Default, Clone, Copy)]
+struct Sattr {
+    mode: Option<u32>,
+    size: Option<u64>,
+    atime: Option<Option<(u32, u32)>>,
+    mtime: Option<Option<(u32, u32)>>,
+}
+
+impl Xdr {
+    fn sattr(self, a: Sattr) -> Self {
+        let x = match a.mode {
+            Some(m) => self.u32(1).u32(m),
+            None => self.u32(0),
+        };
+        let x = x.u32(0).u32(0); // uid, gid
+        let x = match a.size {
+            Some(n) => x.u32(1).u64(n),
+            None => x.u32(0),
+        };
+        let time = |x: Xdr, t: Option<Option<(u32, u32)>>| match t {
+            None => x.u32(0),
+            Some(None) => x.u32(1),
+            Some(Some((s, ns))) => x.u32(2).u32(s).u32(ns),
+        };
+        let x = time(x, a.atime);
+        time(x, a.mtime)
+    }
+}
+
+impl Rpc {
+    fn setattr(&mut self, fh: &[u8], a: Sattr) -> u32 {
+        self.status_of(2, Xdr::default().opaque(fh).sattr(a).u32(0))
+    }
+
+    /// CREATE with `how` 0 (UNCHECKED), 1 (GUARDED) with `attr`, or 2 (EXCLUSIVE) with
+    /// `verf`; returns the handle.
+    fn create_how(
+        &mut self,
+        dir: &[u8],
+        name: &[u8],
+        how: u32,
+        attr: Sattr,
+        verf: [u8; 8],
+    ) -> Result<Vec<u8>, u32> {
+        let args = Xdr::default().opaque(dir).opaque(name).u32(how);
+        let mut args = if how == 2 { args } else { args.sattr(attr) };
+        if how == 2 {
+            args.0.extend_from_slice(&verf);
+        }
+        let body = self.call(NFS, 8, args);
+        let mut r = Reply::new(&body);
+        match r.u32() {
+            0 => {
+                assert_eq!(r.u32(), 1, "handle follows");
+                Ok(r.opaque())
+            }
+            e => Err(e),
+        }
+    }
+
+    fn link(&mut self, file: &[u8], dir: &[u8], name: &[u8]) -> u32 {
+        self.status_of(15, Xdr::default().opaque(file).opaque(dir).opaque(name))
+    }
+
+    /// ACCESS: the bits granted of `want`.
+    fn access(&mut self, fh: &[u8], want: u32) -> Result<u32, u32> {
+        let body = self.call(NFS, 4, Xdr::default().opaque(fh).u32(want));
+        let mut r = Reply::new(&body);
+        let status = r.u32();
+        r.post_op_attr();
+        if status != 0 {
+            return Err(status);
+        }
+        Ok(r.u32())
+    }
+}
+
+fn mtime_of(p: &Path) -> (i64, i64) {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(p).unwrap();
+    (m.mtime(), m.mtime_nsec())
+}
+
+const NFS3ERR_EXIST: u32 = 17;
+
+#[test]
+fn setattr_sets_times_from_the_client_and_the_server_clock() {
+    use std::os::unix::fs::MetadataExt;
+    // `touch -d` (client time) and `touch` (server time) of an existing file and
+    // directory; both were NFS3ERR_INVAL when glibc's utimensat(fd, NULL) was used.
+    let tree = Tree::new();
+    std::fs::create_dir(tree.export().join("d")).unwrap();
+    let nfsd = Nfsd::start(tree.config());
+    let mut rpc = nfsd.rpc();
+    let root = rpc.mount("/").unwrap();
+    for name in ["index.html", "d"] {
+        let fh = rpc.lookup(&root, name.as_bytes()).unwrap();
+        let path = tree.export().join(name);
+        let at = Sattr {
+            atime: Some(Some((1_000_000_000, 5))),
+            mtime: Some(Some((1_234_567_890, 123_456_789))),
+            ..Sattr::default()
+        };
+        assert_eq!(rpc.setattr(&fh, at), NFS3_OK, "{name}: client time");
+        assert_eq!(mtime_of(&path), (1_234_567_890, 123_456_789), "{name}");
+        assert_eq!(std::fs::metadata(&path).unwrap().atime(), 1_000_000_000);
+        let now = Sattr {
+            atime: Some(None),
+            mtime: Some(None),
+            ..Sattr::default()
+        };
+        assert_eq!(rpc.setattr(&fh, now), NFS3_OK, "{name}: server time");
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
+        assert!(
+            (mtime_of(&path).0 - wall).abs() < 60,
+            "{name}: mtime is now"
+        );
+    }
+}
+
+#[test]
+fn exclusive_create_retransmission_succeeds_and_other_modes_behave() {
+    let tree = Tree::new();
+    let nfsd = Nfsd::start(tree.config());
+    let mut rpc = nfsd.rpc();
+    let root = rpc.mount("/").unwrap();
+    let none = Sattr::default();
+    // EXCLUSIVE: created; the same verifier again (a retransmission) succeeds with the
+    // same file; another verifier is EXIST (RFC 1813 §3.3.8).
+    let v1 = *b"verif-01";
+    let fh = rpc.create_how(&root, b"x.lock", 2, none, v1).unwrap();
+    assert_eq!(rpc.create_how(&root, b"x.lock", 2, none, v1).unwrap(), fh);
+    assert_eq!(
+        rpc.create_how(&root, b"x.lock", 2, none, *b"verif-02"),
+        Err(NFS3ERR_EXIST)
+    );
+    // The client's follow-up SETATTR sets the real mode and times.
+    let real = Sattr {
+        mode: Some(0o640),
+        atime: Some(None),
+        mtime: Some(None),
+        ..Sattr::default()
+    };
+    assert_eq!(rpc.setattr(&fh, real), NFS3_OK);
+    let m = std::fs::metadata(tree.export().join("x.lock")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(m.permissions().mode() & 0o7777, 0o640);
+    // An existing name: EXCLUSIVE and GUARDED are EXIST, UNCHECKED applies the
+    // attributes (size 0 truncates, as `echo > f` does).
+    assert_eq!(
+        rpc.create_how(&root, b"index.html", 2, none, v1),
+        Err(NFS3ERR_EXIST)
+    );
+    assert_eq!(
+        rpc.create_how(&root, b"index.html", 1, none, [0; 8]),
+        Err(NFS3ERR_EXIST)
+    );
+    let trunc = Sattr {
+        size: Some(0),
+        ..Sattr::default()
+    };
+    rpc.create_how(&root, b"index.html", 0, trunc, [0; 8])
+        .unwrap();
+    assert_eq!(
+        std::fs::metadata(tree.export().join("index.html"))
+            .unwrap()
+            .len(),
+        0
+    );
+    // GUARDED of a new name creates it with the mode asked (not trimmed by a umask).
+    let mode = Sattr {
+        mode: Some(0o666),
+        ..Sattr::default()
+    };
+    rpc.create_how(&root, b"g.txt", 1, mode, [0; 8]).unwrap();
+    let m = std::fs::metadata(tree.export().join("g.txt")).unwrap();
+    assert_eq!(m.permissions().mode() & 0o7777, 0o666);
+}
+
+#[test]
+fn setattr_size_grows_and_shrinks_and_refuses_2_pow_63() {
+    let tree = Tree::new();
+    let nfsd = Nfsd::start(tree.config());
+    let mut rpc = nfsd.rpc();
+    let root = rpc.mount("/").unwrap();
+    let fh = rpc.create(&root, b"t.bin").unwrap();
+    let path = tree.export().join("t.bin");
+    assert_eq!(rpc.write(&fh, 0, b"0123456789", 2).0, NFS3_OK);
+    let size = |n| Sattr {
+        size: Some(n),
+        mtime: Some(None),
+        ..Sattr::default()
+    };
+    assert_eq!(rpc.setattr(&fh, size(100_000)), NFS3_OK, "grow");
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), 100_000);
+    assert_eq!(rpc.setattr(&fh, size(3)), NFS3_OK, "shrink");
+    assert_eq!(std::fs::read(&path).unwrap(), b"012");
+    // 2^63 and above cannot be a size: FBIG (was IO), and the file is unchanged.
+    for n in [1u64 << 63, u64::MAX] {
+        assert_eq!(rpc.setattr(&fh, size(n)), 27, "{n}");
+    }
+    assert_eq!(std::fs::read(&path).unwrap(), b"012");
+    // A directory has no size.
+    let sub = rpc.mkdir(&root, b"dir");
+    assert_eq!(sub, NFS3_OK);
+    let dir = rpc.lookup(&root, b"dir").unwrap();
+    assert_eq!(rpc.setattr(&dir, size(0)), 21);
+}
+
+#[test]
+fn link_makes_hard_links_inside_the_export_only() {
+    use std::os::unix::fs::MetadataExt;
+    let tree = Tree::new();
+    let outside = tree.outside();
+    std::os::unix::fs::symlink(outside.join("secret.txt"), tree.export().join("secret")).unwrap();
+    std::fs::create_dir(tree.export().join("sub")).unwrap();
+    let before = tree.outside_listing();
+    let nfsd = Nfsd::start(tree.config());
+    let mut rpc = nfsd.rpc();
+    let root = rpc.mount("/").unwrap();
+    let sub = rpc.lookup(&root, b"sub").unwrap();
+    let file = rpc.lookup(&root, b"index.html").unwrap();
+    assert_eq!(rpc.link(&file, &sub, b"hard.html"), NFS3_OK);
+    let a = std::fs::metadata(tree.export().join("index.html")).unwrap();
+    let b = std::fs::metadata(tree.export().join("sub/hard.html")).unwrap();
+    assert_eq!((a.ino(), a.nlink()), (b.ino(), 2));
+    assert_eq!(rpc.link(&file, &sub, b"hard.html"), NFS3ERR_EXIST);
+    // The target name is one checked component, like every new name.
+    for bad in [
+        &b"../x"[..],
+        b"../../outside/x",
+        b"a/b",
+        b".",
+        b"..",
+        b"",
+        b"x\0y",
+    ] {
+        assert_ne!(rpc.link(&file, &sub, bad), NFS3_OK, "{bad:?}");
+    }
+    // A symlink is linked as itself, never its target outside.
+    let link = rpc.lookup(&root, b"secret").unwrap();
+    assert_eq!(rpc.link(&link, &sub, b"secret2"), NFS3_OK);
+    let l = std::fs::symlink_metadata(tree.export().join("sub/secret2")).unwrap();
+    assert!(l.file_type().is_symlink());
+    assert_eq!(
+        std::fs::metadata(outside.join("secret.txt"))
+            .unwrap()
+            .nlink(),
+        1
+    );
+    // Directories cannot be linked; forged sources are refused.
+    assert_ne!(rpc.link(&sub, &root, b"subdir2"), NFS3_OK);
+    let mut forged = file.clone();
+    let n = forged.len();
+    forged[n - 1] ^= 0x55;
+    assert_ne!(rpc.link(&forged, &sub, b"forged"), NFS3_OK);
+    assert_eq!(tree.outside_listing(), before);
+}
+
+#[test]
+fn mknod_makes_fifos_and_sockets_and_refuses_devices() {
+    use std::os::unix::fs::FileTypeExt;
+    let tree = Tree::new();
+    let nfsd = Nfsd::start(tree.config());
+    let mut rpc = nfsd.rpc();
+    let root = rpc.mount("/").unwrap();
+    let mknod = |rpc: &mut Rpc, name: &[u8], what: Xdr| {
+        let mut args = Xdr::default().opaque(&root).opaque(name);
+        args.0.extend_from_slice(&what.0);
+        rpc.status_of(11, args)
+    };
+    let fifo = Xdr::default().u32(7).sattr(Sattr {
+        mode: Some(0o600),
+        ..Sattr::default()
+    });
+    assert_eq!(mknod(&mut rpc, b"pipe", fifo), NFS3_OK);
+    let m = std::fs::symlink_metadata(tree.export().join("pipe")).unwrap();
+    assert!(m.file_type().is_fifo());
+    let sock = Xdr::default().u32(6).sattr(Sattr::default());
+    assert_eq!(mknod(&mut rpc, b"sock", sock), NFS3_OK);
+    assert!(
+        std::fs::symlink_metadata(tree.export().join("sock"))
+            .unwrap()
+            .file_type()
+            .is_socket()
+    );
+    // A character device (1, 3 = /dev/null): NOTSUPP; a regular "node": BADTYPE.
+    let chr = Xdr::default().u32(4).sattr(Sattr::default()).u32(1).u32(3);
+    assert_eq!(mknod(&mut rpc, b"null", chr), 10004);
+    assert!(!tree.export().join("null").exists());
+    assert_eq!(mknod(&mut rpc, b"reg", Xdr::default().u32(1)), 10007);
+    let fifo = Xdr::default().u32(7).sattr(Sattr::default());
+    assert_ne!(mknod(&mut rpc, b"../p", fifo), NFS3_OK);
+    // The server never opens a fifo for data.
+    let pipe = rpc.lookup(&root, b"pipe").unwrap();
+    assert!(rpc.read(&pipe, 0, 10).is_err());
+}
+
+#[test]
+fn mount_of_a_symlink_or_a_file_is_notdir() {
+    let tree = Tree::new();
+    std::fs::create_dir(tree.export().join("sub")).unwrap();
+    std::os::unix::fs::symlink("sub", tree.export().join("link")).unwrap();
+    std::os::unix::fs::symlink(tree.outside(), tree.export().join("out")).unwrap();
+    let nfsd = Nfsd::start(tree.config());
+    let mut rpc = nfsd.rpc();
+    assert!(rpc.mount("/sub").is_ok());
+    assert_eq!(rpc.mount("/link"), Err(20));
+    assert_eq!(rpc.mount("/out"), Err(20));
+    assert_eq!(rpc.mount("/index.html"), Err(20));
+    assert_eq!(rpc.mount("/link/x"), Err(20));
+}
+
+#[test]
+fn rename_replaces_files_and_empty_directories() {
+    let tree = Tree::new();
+    let e = tree.export();
+    std::fs::write(e.join("a"), b"new").unwrap();
+    std::fs::write(e.join("b"), b"old").unwrap();
+    std::fs::create_dir_all(e.join("d1/inner")).unwrap();
+    std::fs::create_dir(e.join("d2")).unwrap();
+    std::fs::create_dir_all(e.join("full/x")).unwrap();
+    let nfsd = Nfsd::start(tree.config());
+    let mut rpc = nfsd.rpc();
+    let root = rpc.mount("/").unwrap();
+    assert_eq!(rpc.rename(&root, b"a", &root, b"b"), NFS3_OK);
+    assert_eq!(std::fs::read(e.join("b")).unwrap(), b"new");
+    assert!(!e.join("a").exists());
+    assert_eq!(
+        rpc.rename(&root, b"d1", &root, b"d2"),
+        NFS3_OK,
+        "over an empty dir"
+    );
+    assert!(e.join("d2/inner").is_dir());
+    assert_eq!(
+        rpc.rename(&root, b"d2", &root, b"full"),
+        66,
+        "over a non-empty dir"
+    );
+    assert_eq!(
+        rpc.rename(&root, b"b", &root, b"full"),
+        21,
+        "a file over a dir"
+    );
+    assert_eq!(
+        rpc.rename(&root, b"full", &root, b"b"),
+        20,
+        "a dir over a file"
+    );
+    // The moved directory's contents are still reachable through it.
+    let d2 = rpc.lookup(&root, b"d2").unwrap();
+    assert!(rpc.lookup(&d2, b"inner").is_ok());
+}
+
+#[test]
+fn access_reports_what_the_callers_uid_may_do() {
+    use std::os::unix::fs::PermissionsExt;
+    let tree = Tree::new();
+    let path = tree.export().join("private.txt");
+    std::fs::write(&path, b"p").unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let owner = std::fs::metadata(&path).map(|m| {
+        use std::os::unix::fs::MetadataExt;
+        m.uid()
+    });
+    let nfsd = Nfsd::start(tree.config());
+    let mut rpc = nfsd.rpc();
+    let root = rpc.mount("/").unwrap();
+    let fh = rpc.lookup(&root, b"private.txt").unwrap();
+    // READ 1, MODIFY 4, EXTEND 8, EXECUTE 32.
+    rpc.uid = owner.unwrap();
+    rpc.gid = 12_345;
+    assert_eq!(rpc.access(&fh, 1 | 4 | 8 | 32), Ok(1 | 4 | 8), "the owner");
+    rpc.uid = 54_321;
+    assert_eq!(rpc.access(&fh, 1 | 4 | 8 | 32), Ok(0), "another user");
+    // Root reads and writes; nobody executes a file without an execute bit.
+    rpc.uid = 0;
+    rpc.gid = 0;
+    assert_eq!(rpc.access(&fh, 1 | 4 | 32), Ok(1 | 4));
+    // A read-only export grants no change.
+    let mut cfg = tree.config();
+    cfg.read_only = true;
+    let ro = Nfsd::start(cfg);
+    let mut rpc = ro.rpc();
+    let root = rpc.mount("/").unwrap();
+    let fh = rpc.lookup(&root, b"private.txt").unwrap();
+    assert_eq!(rpc.access(&fh, 1 | 4 | 8), Ok(1));
+}
+
+/// Sends one call with a raw credential; returns the reply words after the xid and
+/// message type (reply_stat, then accept or reject details).
+fn raw_call(
+    s: &mut TcpStream,
+    prog: u32,
+    vers: u32,
+    proc_: u32,
+    cred: &[u8],
+    args: &[u8],
+) -> Vec<u32> {
+    let mut msg = Xdr::default()
+        .u32(77)
+        .u32(0)
+        .u32(2)
+        .u32(prog)
+        .u32(vers)
+        .u32(proc_)
+        .0;
+    msg.extend_from_slice(cred);
+    msg.extend_from_slice(&[0; 8]);
+    msg.extend_from_slice(args);
+    let mut rec = (0x8000_0000u32 | msg.len() as u32).to_be_bytes().to_vec();
+    rec.extend_from_slice(&msg);
+    s.write_all(&rec).unwrap();
+    let mut hdr = [0u8; 4];
+    s.read_exact(&mut hdr).unwrap();
+    let mut body = vec![0u8; (u32::from_be_bytes(hdr) & 0x7fff_ffff) as usize];
+    s.read_exact(&mut body).unwrap();
+    body.chunks(4)
+        .skip(2)
+        .map(|c| u32::from_be_bytes(c.try_into().unwrap_or([0; 4])))
+        .collect()
+}
+
+#[test]
+fn rpc_errors_are_answered_on_the_call_path() {
+    let tree = Tree::new();
+    let nfsd = Nfsd::start(tree.config());
+    let mut rpc = nfsd.rpc();
+    let root = rpc.mount("/").unwrap();
+    let mut s = TcpStream::connect(nfsd.addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let sys = Xdr::default()
+        .u32(1)
+        .opaque(&Xdr::default().u32(0).opaque(b"h").u32(0).u32(0).u32(0).0)
+        .0;
+    // MSG_ACCEPTED (0), verifier AUTH_NONE (0, 0), then the accept status.
+    let accept = |w: &[u32]| (w[0], w[3]);
+    // Arguments cut short, a 4 GiB name length, trailing bytes: GARBAGE_ARGS (4).
+    let fh = Xdr::default().opaque(&root).0;
+    assert_eq!(accept(&raw_call(&mut s, NFS, 3, 1, &sys, &fh[..8])), (0, 4));
+    let mut lookup = fh.clone();
+    lookup.extend_from_slice(&u32::MAX.to_be_bytes());
+    assert_eq!(accept(&raw_call(&mut s, NFS, 3, 3, &sys, &lookup)), (0, 4));
+    let mut long = fh.clone();
+    long.extend_from_slice(&[0; 4]);
+    assert_eq!(accept(&raw_call(&mut s, NFS, 3, 1, &sys, &long)), (0, 4));
+    // An unknown procedure: PROC_UNAVAIL (3); MOUNT v1: PROG_MISMATCH (2) 3..3.
+    assert_eq!(accept(&raw_call(&mut s, NFS, 3, 99, &sys, &[])), (0, 3));
+    let w = raw_call(&mut s, MOUNT, 1, 0, &sys, &[]);
+    assert_eq!((w[0], w[3], w[4], w[5]), (0, 2, 3, 3));
+    // An unsupported credential flavour (RPCSEC_GSS, 6) is answered MSG_DENIED (1) /
+    // AUTH_ERROR (1), not left without a reply.
+    let gss = Xdr::default().u32(6).opaque(b"").0;
+    let w = raw_call(&mut s, NFS, 3, 1, &gss, &fh);
+    assert_eq!((w[0], w[1]), (1, 1));
+    // The connection still serves ordinary calls.
+    assert_eq!(accept(&raw_call(&mut s, NFS, 3, 1, &sys, &fh)), (0, 0));
+    assert!(rpc.getattr(&root).is_ok());
+}
+
+/// Socket inodes of the listening TCP sockets in `pid`'s network namespace.
+fn listening_inodes(pid: u32) -> HashSet<u64> {
+    let mut out = HashSet::new();
+    for table in ["tcp", "tcp6"] {
+        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            // sl local rem st ... inode at index 9; state 0A is LISTEN.
+            if f.len() > 9 && f[3] == "0A" {
+                out.insert(f[9].parse().unwrap_or(0));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_process_listens_on_its_public_port_and_metrics_only() {
+    let tree = Tree::new();
+    let port = common::free_port();
+    let metrics = common::free_port();
+    let bin = common::workspace_bin("rustnfs", "rustnfs");
+    let mut child = Command::new(bin)
+        .args(["--export", tree.export().to_str().unwrap()])
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .args(["--metrics", &format!("127.0.0.1:{metrics}")])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // Wait until it answers, then make it do work (a mount and a lookup): an engine
+    // behind a second port would be listening by then.
+    let t = Instant::now();
+    let mut rpc = loop {
+        if let Ok(s) = TcpStream::connect(("127.0.0.1", port)) {
+            drop(s);
+            break Rpc::connect(SocketAddr::from(([127, 0, 0, 1], port)));
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "rustnfs did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let root = rpc.mount("/").unwrap();
+    assert!(rpc.lookup(&root, b"index.html").is_ok());
+    let listening = listening_inodes(pid);
+    let mut ours = Vec::new();
+    for fd in std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap() {
+        let target = std::fs::read_link(fd.unwrap().path()).unwrap_or_default();
+        let t = target.to_string_lossy();
+        if let Some(ino) = t.strip_prefix("socket:[").and_then(|r| r.strip_suffix(']'))
+            && listening.contains(&ino.parse().unwrap_or(0))
+        {
+            ours.push(ino.to_string());
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(
+        ours.len(),
+        2,
+        "rustnfs must listen on --listen and --metrics only, found {ours:?}"
+    );
 }

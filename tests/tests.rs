@@ -12,4 +12,5 @@ mod httpd;
 mod kernel_nfs;
 mod loadgen;
 mod rustnfs;
+mod rustnfs_hostile;
 mod support;

@@ -12,9 +12,9 @@
 use std::collections::VecDeque;
 use std::fs::File;
 use std::pin::Pin;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, Weak};
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body::{Frame, SizeHint};
@@ -26,7 +26,7 @@ use crate::storage::{Handle, Storage, StorageError};
 use crate::timing::Timing;
 
 /// Size of the marker buffer = the largest single sendfile frame.
-pub(crate) const MARKER_LEN: usize = 1 << 20;
+pub const MARKER_LEN: usize = 1 << 20;
 
 /// Never read or written: only its address range matters (and it stays in .bss).
 static MARKER: [u8; MARKER_LEN] = [0; MARKER_LEN];
@@ -65,6 +65,27 @@ pub const STREAM_BUDGET_BYTES: usize = 16 << 20;
 /// The budget counts in units of this size (a READ of `n` bytes takes ⌈n / unit⌉).
 const BUDGET_UNIT: usize = 64 << 10;
 
+/// A frame handed to hyper and still not written after this long means the client's
+/// socket is not draining. The body then gives back all of its budget: read-ahead in
+/// flight or ready is dropped (and read again when the client drains), and the frames
+/// stuck in hyper stop counting against the shared budget — their memory (at most one
+/// chunk per stalled connection, as hyper is given one frame at a time) is then the
+/// connection's own, like its kernel socket buffer. For the rest of the response the
+/// body reads one chunk at a time (a client that slow gains nothing from read-ahead).
+/// Without this, four clients that stop reading a 10 MiB download held the whole
+/// budget, and every other streamed body got `200` and no bytes until the idle timeout.
+/// A client draining 1 MiB in 200 ms (5 MiB/s) is never taken for stalled.
+const STALL_AFTER: Duration = Duration::from_millis(200);
+
+/// How often a streamed body's watchdog looks for a stall.
+const STALL_CHECK: Duration = Duration::from_millis(50);
+
+/// Read-ahead a body starts with; it doubles (up to the backend's `read_ahead`) each time
+/// the body is polled with all its earlier frames written, i.e. once its socket has shown
+/// that it drains. A client that stops reading at once so holds at most two chunks
+/// until the watchdog takes them back.
+const START_DEPTH: usize = 2;
+
 fn stream_budget() -> &'static Arc<Semaphore> {
     static BUDGET: OnceLock<Arc<Semaphore>> = OnceLock::new();
     BUDGET.get_or_init(|| Arc::new(Semaphore::new(STREAM_BUDGET_BYTES / BUDGET_UNIT)))
@@ -73,6 +94,12 @@ fn stream_budget() -> &'static Arc<Semaphore> {
 fn budget_units(len: usize) -> u32 {
     len.div_ceil(BUDGET_UNIT)
         .min(STREAM_BUDGET_BYTES / BUDGET_UNIT) as u32
+}
+
+/// Budget units currently taken (tests and diagnostics).
+#[cfg(test)]
+fn stream_budget_in_use() -> usize {
+    (STREAM_BUDGET_BYTES / BUDGET_UNIT - stream_budget().available_permits()) * BUDGET_UNIT
 }
 
 type PermitWait =
@@ -90,19 +117,93 @@ enum Kind {
     Stream {
         storage: Arc<dyn Storage>,
         handle: Handle,
-        next: u64,
         end: u64,
         remaining: u64,
         chunk: usize,
         depth: usize,
-        /// READs in flight, each with its share of [`STREAM_BUDGET_BYTES`].
-        inflight: VecDeque<(ReadTask, OwnedSemaphorePermit)>,
+        /// READs in flight and frames in hyper, shared with the stall watchdog.
+        state: Arc<Mutex<StreamState>>,
         /// Waiting for budget for the next READ (only when nothing is in flight).
         permit_wait: Option<PermitWait>,
         /// When the body started waiting for the front READ; the wait (not the READ's
         /// own duration, which overlaps with sending) is what the `read` phase counts.
         waiting_since: Option<Instant>,
     },
+}
+
+/// One READ in flight, with its share of [`STREAM_BUDGET_BYTES`].
+struct Read {
+    offset: u64,
+    task: ReadTask,
+    permit: OwnedSemaphorePermit,
+}
+
+/// A frame handed to hyper: its budget share, which the watchdog can take back.
+struct Ticket {
+    handed: Instant,
+    permit: Mutex<Option<OwnedSemaphorePermit>>,
+}
+
+/// What a streamed body and its stall watchdog share.
+struct StreamState {
+    /// READs in flight, in file order.
+    inflight: VecDeque<Read>,
+    /// Offset of the next READ to issue (rewound when read-ahead is dropped).
+    next: u64,
+    /// Frames handed to hyper that may not be written yet.
+    frames: VecDeque<Weak<Ticket>>,
+    /// Read-ahead allowed now (see [`START_DEPTH`]).
+    depth: usize,
+    /// The socket stopped draining once: one chunk at a time from then on.
+    stalled: bool,
+    /// The body is gone; the watchdog only waits for its last frames.
+    closed: bool,
+    /// The watchdog has been started.
+    watched: bool,
+}
+
+impl StreamState {
+    /// Frames still held by hyper.
+    fn live_frames(&mut self) -> impl Iterator<Item = Arc<Ticket>> + '_ {
+        self.frames.retain(|w| w.strong_count() > 0);
+        self.frames.iter().filter_map(Weak::upgrade)
+    }
+
+    /// Gives back the budget of a body whose socket is not draining.
+    fn release(&mut self) {
+        self.stalled = true;
+        for t in self.live_frames().collect::<Vec<_>>() {
+            t.permit.lock().take();
+        }
+        if let Some(first) = self.inflight.front() {
+            self.next = first.offset;
+        }
+        for r in self.inflight.drain(..) {
+            r.task.abort();
+        }
+    }
+}
+
+/// Watches one streamed body: releases its budget when a frame sits unwritten in hyper
+/// for [`STALL_AFTER`]; ends when the body is gone and hyper holds none of its budget.
+async fn watchdog(state: Arc<Mutex<StreamState>>) {
+    loop {
+        tokio::time::sleep(STALL_CHECK).await;
+        let mut st = state.lock();
+        let mut stuck = false;
+        let mut holding = false;
+        for t in st.live_frames() {
+            let has_permit = t.permit.lock().is_some();
+            holding |= has_permit;
+            stuck |= has_permit && t.handed.elapsed() >= STALL_AFTER;
+        }
+        if stuck {
+            tracing::debug!("client socket not draining: stream budget released");
+            st.release();
+        } else if st.closed && !holding {
+            return;
+        }
+    }
 }
 
 /// The body of every response httpd sends.
@@ -116,7 +217,7 @@ pub struct FileBody {
 struct Owned {
     data: Bytes,
     _timing: Option<Arc<Timing>>,
-    _budget: Option<OwnedSemaphorePermit>,
+    _budget: Option<Arc<Ticket>>,
 }
 
 impl AsRef<[u8]> for Owned {
@@ -168,12 +269,19 @@ impl FileBody {
             kind: Kind::Stream {
                 storage,
                 handle,
-                next: offset,
                 end: offset + len,
                 remaining: len,
                 chunk,
                 depth,
-                inflight: VecDeque::new(),
+                state: Arc::new(Mutex::new(StreamState {
+                    inflight: VecDeque::new(),
+                    next: offset,
+                    frames: VecDeque::new(),
+                    depth: START_DEPTH.min(depth),
+                    stalled: false,
+                    closed: false,
+                    watched: false,
+                })),
                 permit_wait: None,
                 waiting_since: None,
             },
@@ -186,7 +294,7 @@ impl FileBody {
         self
     }
 
-    fn frame(&self, data: Bytes, budget: Option<OwnedSemaphorePermit>) -> Frame<Bytes> {
+    fn frame(&self, data: Bytes, budget: Option<Arc<Ticket>>) -> Frame<Bytes> {
         Frame::data(Bytes::from_owner(Owned {
             data,
             _timing: self.timing.clone(),
@@ -250,21 +358,26 @@ impl http_body::Body for FileBody {
             Kind::Stream {
                 storage,
                 handle,
-                next,
                 end,
                 remaining,
                 chunk,
                 depth,
-                inflight,
+                state,
                 permit_wait,
                 waiting_since,
             } => {
+                let mut st = state.lock();
+                // Every frame handed to hyper so far has been written: the socket drains.
+                if !st.frames.is_empty() && st.live_frames().next().is_none() {
+                    st.depth = (st.depth * 2).min(*depth);
+                }
+                let depth = if st.stalled { 1 } else { st.depth };
                 // Keep up to `depth` reads in flight so the next chunk is read while this
                 // one is being sent, as far as the process-wide stream budget allows.
-                while inflight.len() < *depth && *next < *end {
-                    let len = (*end - *next).min(*chunk as u64) as usize;
+                while st.inflight.len() < depth && st.next < *end {
+                    let len = (*end - st.next).min(*chunk as u64) as usize;
                     let units = budget_units(len);
-                    let permit = if inflight.is_empty() {
+                    let permit = if st.inflight.is_empty() {
                         // Nothing in flight: wait for budget (FIFO, so no body starves).
                         let wait = permit_wait.get_or_insert_with(|| {
                             Box::pin(stream_budget().clone().acquire_many_owned(units))
@@ -286,22 +399,30 @@ impl http_body::Body for FileBody {
                             Err(_) => break,
                         }
                     };
-                    let (st, h, off) = (storage.clone(), handle.clone(), *next);
-                    let task = tokio::spawn(async move { st.read(&h, off, len).await });
-                    inflight.push_back((task, permit));
-                    *next += len as u64;
+                    let (st2, h, off) = (storage.clone(), handle.clone(), st.next);
+                    let task = tokio::spawn(async move { st2.read(&h, off, len).await });
+                    st.inflight.push_back(Read {
+                        offset: off,
+                        task,
+                        permit,
+                    });
+                    st.next += len as u64;
                 }
-                let Some(front) = inflight.front_mut() else {
+                if !st.watched && !st.inflight.is_empty() {
+                    st.watched = true;
+                    tokio::spawn(watchdog(state.clone()));
+                }
+                let Some(front) = st.inflight.front_mut() else {
                     return Poll::Ready(None);
                 };
-                let res = match Pin::new(&mut front.0).poll(cx) {
+                let res = match Pin::new(&mut front.task).poll(cx) {
                     Poll::Pending => {
                         waiting_since.get_or_insert_with(Instant::now);
                         return Poll::Pending;
                     }
                     Poll::Ready(r) => r,
                 };
-                let (_, permit) = inflight.pop_front().expect("front exists");
+                let read = st.inflight.pop_front().expect("front exists");
                 let waited = waiting_since.take().map(|since| since.elapsed());
                 match res {
                     Ok(Ok(data)) => {
@@ -309,10 +430,16 @@ impl http_body::Body for FileBody {
                             t.add_read(waited);
                         }
                         *remaining -= data.len() as u64;
+                        let ticket = Arc::new(Ticket {
+                            handed: Instant::now(),
+                            permit: Mutex::new(Some(read.permit)),
+                        });
+                        st.frames.push_back(Arc::downgrade(&ticket));
+                        drop(st);
                         if *remaining == 0 {
                             this.complete();
                         }
-                        Poll::Ready(Some(Ok(this.frame(data, Some(permit)))))
+                        Poll::Ready(Some(Ok(this.frame(data, Some(ticket)))))
                     }
                     Ok(Err(e)) => {
                         tracing::warn!(error = %e, "read failed mid-body; closing the connection");
@@ -346,9 +473,11 @@ impl http_body::Body for FileBody {
 
 impl Drop for FileBody {
     fn drop(&mut self) {
-        if let Kind::Stream { inflight, .. } = &mut self.kind {
-            for (t, _permit) in inflight.drain(..) {
-                t.abort();
+        if let Kind::Stream { state, .. } = &mut self.kind {
+            let mut st = state.lock();
+            st.closed = true;
+            for r in st.inflight.drain(..) {
+                r.task.abort();
             }
         }
     }
@@ -365,5 +494,69 @@ mod tests {
         assert!(!is_marker(&MARKER[..0]));
         let zeros = vec![0u8; 10];
         assert!(!is_marker(&zeros));
+    }
+
+    /// Answers every READ at once with bytes naming the MiB they come from.
+    struct Numbered;
+
+    #[async_trait::async_trait]
+    impl Storage for Numbered {
+        async fn open(&self, _: &[String]) -> Result<crate::storage::Entry, StorageError> {
+            Err(StorageError::NotFound)
+        }
+        async fn read(&self, _: &Handle, offset: u64, len: usize) -> Result<Bytes, StorageError> {
+            Ok(Bytes::from(vec![(offset >> 20) as u8; len]))
+        }
+        async fn list(
+            &self,
+            _: &crate::storage::Entry,
+        ) -> Result<Vec<crate::storage::ListEntry>, StorageError> {
+            Ok(Vec::new())
+        }
+        fn read_ahead(&self) -> usize {
+            4
+        }
+        fn max_read(&self) -> usize {
+            1 << 20
+        }
+        fn name(&self) -> &'static str {
+            "numbered"
+        }
+    }
+
+    async fn next_frame(body: &mut FileBody) -> Bytes {
+        let frame =
+            std::future::poll_fn(|cx| http_body::Body::poll_frame(Pin::new(&mut *body), cx)).await;
+        frame
+            .expect("a frame")
+            .expect("no error")
+            .into_data()
+            .expect("data")
+    }
+
+    /// The only test in this crate that streams, so it owns the process-wide budget.
+    #[tokio::test]
+    async fn a_frame_left_unwritten_gives_its_budget_back() {
+        const MIB: usize = 1 << 20;
+        let handle = Handle::Local(Arc::new(File::open("/dev/null").unwrap()));
+        let mut body = FileBody::stream(Arc::new(Numbered), handle, 0, 8 << 20, MIB);
+        let first = next_frame(&mut body).await;
+        assert_eq!((first.len(), first[0]), (MIB, 0));
+        // The frame (not yet written, as hyper would hold it) and one read-ahead.
+        assert_eq!(stream_budget_in_use(), 2 * MIB);
+        // The socket does not drain: the watchdog takes the budget back, read-ahead too.
+        tokio::time::sleep(STALL_AFTER + 3 * STALL_CHECK).await;
+        assert_eq!(stream_budget_in_use(), 0);
+        drop(first);
+        // The dropped read-ahead is read again; from now on one chunk at a time.
+        let second = next_frame(&mut body).await;
+        assert_eq!((second.len(), second[0]), (MIB, 1));
+        tokio::task::yield_now().await;
+        assert_eq!(stream_budget_in_use(), MIB);
+        drop(second);
+        let third = next_frame(&mut body).await;
+        assert_eq!(third[0], 2);
+        drop((third, body));
+        assert_eq!(stream_budget_in_use(), 0);
     }
 }

@@ -82,16 +82,31 @@ impl Args {
         let args = self;
         let mut cfg = match (&args.root, &args.nfs) {
             (Some(root), None) => {
-                if !root.is_dir() {
-                    return Err(Error::Config(format!(
-                        "--root {}: not a directory",
-                        root.display()
-                    )));
+                match std::fs::metadata(root) {
+                    Ok(m) if m.is_dir() => {}
+                    Ok(_) => {
+                        return Err(Error::Config(format!(
+                            "--root {}: not a directory",
+                            root.display()
+                        )));
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                        return Err(Error::Config(format!(
+                            "--root {}: no such directory",
+                            root.display()
+                        )));
+                    }
+                    Err(err) => {
+                        return Err(Error::Root {
+                            path: root.clone(),
+                            err,
+                        });
+                    }
                 }
                 Config::local(root)
             }
             (None, Some(url)) => {
-                nfsclient::NfsUrl::parse(url)?;
+                nfsclient::NfsUrl::parse(url).map_err(Error::Url)?;
                 Config::nfs(url)
             }
             _ => {
@@ -150,6 +165,38 @@ impl Args {
         println!("healthy: {line}");
         Ok(())
     }
+}
+
+/// One line for an error and its causes, for a binary's last words: each cause is added
+/// only if the text so far does not already contain it (our `Display`s include their
+/// cause, anyhow contexts do not), so nothing is said twice.
+pub fn error_line(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut line = err.to_string();
+    let mut cause = err.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !line.contains(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+        cause = c.source();
+    }
+    line
+}
+
+/// Installs the `tracing` subscriber of a server binary on stderr: `default` as the
+/// filter unless `RUST_LOG` says otherwise, colour only when stderr is a terminal (logs
+/// collected by Docker, systemd or a file must not carry escape codes).
+pub fn init_logging(default: &str) {
+    use std::io::IsTerminal;
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| default.into()),
+        )
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr)
+        .init();
 }
 
 /// A switch's value from the environment (or `--list=VALUE`): true/false, 1/0, yes/no, on/off.

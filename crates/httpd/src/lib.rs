@@ -32,36 +32,77 @@ pub mod server;
 pub mod storage;
 mod timing;
 
+pub use body::MARKER_LEN as SENDFILE_FRAME_MAX;
 pub use config::{AccessLog, Backend, Config};
 pub use server::{run, serve, serve_metrics};
 
-/// Errors that stop the server from starting or running.
+/// Errors that stop the server from starting or running. Each `Display` is one line
+/// that already includes its cause, naming the flag and the thing it is about.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The local root cannot be opened as a directory.
-    #[error("cannot serve {path}: {source}")]
+    #[error("--root {}: {}", path.display(), io_reason(err))]
     Root {
         path: std::path::PathBuf,
-        #[source]
-        source: std::io::Error,
+        err: std::io::Error,
     },
-    /// The NFS export cannot be mounted or is not a directory.
-    #[error("NFS backend: {0}")]
-    Nfs(#[from] nfsclient::Error),
+    /// The NFS export cannot be mounted, or the server cannot be reached.
+    #[error("--nfs {url}: {source}")]
+    Nfs {
+        url: String,
+        source: nfsclient::Error,
+    },
+    /// The NFS export was mounted but the served path is missing or not a directory.
+    #[error("--nfs {url}: path /{path} {reason} on the NFS server")]
+    NfsRoot {
+        url: String,
+        path: String,
+        reason: &'static str,
+    },
+    /// A listening address cannot be bound (`flag` is `--listen` or `--metrics`).
+    #[error("{flag} {addr}: {}", io_reason(err))]
+    Bind {
+        flag: &'static str,
+        addr: std::net::SocketAddr,
+        err: std::io::Error,
+    },
     /// The access log file cannot be opened.
-    #[error("cannot open access log {path}: {source}")]
+    #[error("--access-log {}: {}", path.display(), io_reason(err))]
     AccessLog {
         path: std::path::PathBuf,
-        #[source]
-        source: std::io::Error,
+        err: std::io::Error,
     },
     /// A configuration value is out of range.
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// An invalid `nfs://` URL.
+    #[error("--nfs: {0}")]
+    Url(nfsclient::Error),
     /// Accepting connections failed for good.
-    #[error("listener failed: {0}")]
+    #[error("listener failed: {}", io_reason(.0))]
     Io(#[from] std::io::Error),
     /// `--healthcheck` found the server not answering.
     #[error("unhealthy: {0}")]
     Unhealthy(String),
+}
+
+/// An I/O error as a short lowercase phrase ("address already in use"), without the
+/// `(os error N)` suffix that tells a user nothing more.
+pub fn io_reason(e: &std::io::Error) -> String {
+    use std::io::ErrorKind as K;
+    let text = match e.kind() {
+        K::AddrInUse => "address already in use",
+        K::AddrNotAvailable => "address not available on this host",
+        K::PermissionDenied => "permission denied",
+        K::NotFound => "no such file or directory",
+        K::NotADirectory => "not a directory",
+        _ => {
+            let s = e.to_string();
+            return match s.find(" (os error ") {
+                Some(i) => s[..i].to_string(),
+                None => s,
+            };
+        }
+    };
+    text.to_string()
 }

@@ -2,15 +2,15 @@
 
 use clap::Parser;
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
     let args = httpd::cli::Args::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "httpd=info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
-    args.run()?;
-    Ok(())
+    httpd::cli::init_logging("httpd=info");
+    match args.run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            // One line, no backtrace: these are configuration and start-up errors.
+            eprintln!("httpd: {}", httpd::cli::error_line(&e));
+            std::process::ExitCode::FAILURE
+        }
+    }
 }

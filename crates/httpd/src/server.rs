@@ -39,12 +39,12 @@ impl std::io::Write for SharedWriter {
 async fn open_storage(config: &Config) -> Result<Arc<dyn Storage>, Error> {
     Ok(match &config.backend {
         Backend::Local { root } => Arc::new(
-            LocalStorage::new(root, config.follow_symlinks, config.chunk_size).map_err(
-                |source| Error::Root {
+            LocalStorage::new(root, config.follow_symlinks, config.chunk_size).map_err(|err| {
+                Error::Root {
                     path: root.clone(),
-                    source,
-                },
-            )?,
+                    err,
+                }
+            })?,
         ),
         Backend::Nfs { url } => Arc::new(
             NfsStorage::connect(
@@ -82,9 +82,9 @@ pub async fn serve(
                         .create(true)
                         .append(true)
                         .open(path)
-                        .map_err(|source| Error::AccessLog {
+                        .map_err(|err| Error::AccessLog {
                             path: path.clone(),
-                            source,
+                            err,
                         })?,
                 ),
                 AccessLog::Writer(w) => Box::new(SharedWriter(w.clone())),
@@ -102,13 +102,17 @@ pub async fn serve(
         sendfile: config.sendfile && is_local,
         inline_limit: config.inline_limit,
     });
+    // The sendfile markers (body.rs) depend on this builder: HTTP/1 only, and the queued
+    // ("writev") write strategy, which hands each body `Bytes` to ConnIo as the very slice
+    // the body built, never copied into a flat buffer — a copied marker would lose its
+    // address and go out as zeros (ConnIo then fails the connection instead). hyper's
+    // features are trimmed to `http1` + `server` so no other path exists; the pipelined
+    // keep-alive test in tests/httpd.rs pins the behaviour.
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
         .header_read_timeout(config.header_timeout)
         .keep_alive(true)
-        // Queue strategy: body frames reach the socket wrapper as the slices we built
-        // (required by the sendfile markers, and avoids copying large chunks).
         .writev(true)
         .max_buf_size(config.max_header_bytes.max(8192))
         .max_headers(100);
@@ -243,14 +247,14 @@ pub async fn run(
     metrics: Option<SocketAddr>,
 ) -> Result<(), Error> {
     let registry = Registry::new("httpd_request");
-    let listener = TcpListener::bind(listen).await?;
+    let listener = bind("--listen", listen).await?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let stopped = move |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
     let metrics_task = match metrics {
         Some(addr) => {
-            let l = TcpListener::bind(addr).await?;
+            let l = bind("--metrics", addr).await?;
             tracing::info!(addr = %l.local_addr()?, "metrics listening");
             Some(tokio::spawn(serve_metrics(
                 l,
@@ -267,10 +271,24 @@ pub async fn run(
     });
     let result = serve(listener, config, registry.clone(), stopped(stop_rx)).await;
     if let Some(t) = metrics_task {
+        if result.is_err() {
+            // serve failed at start (e.g. the NFS server is down): no signal will come
+            // to stop the metrics listener, and waiting for one hung the process.
+            t.abort();
+        }
         let _ = t.await;
     }
-    eprint!("{}", latency::table::render(&registry.snapshot()));
+    if result.is_ok() {
+        eprint!("{}", latency::table::render(&registry.snapshot()));
+    }
     result
+}
+
+/// Binds a listening address; the error names the flag it came from.
+async fn bind(flag: &'static str, addr: SocketAddr) -> Result<TcpListener, Error> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|err| Error::Bind { flag, addr, err })
 }
 
 async fn wait_for_signal() {

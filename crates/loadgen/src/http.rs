@@ -1,6 +1,7 @@
 //! The HTTP/1.1 target: a minimal client over tokio's TcpStream (keep-alive or ab's
 //! connection-per-request HTTP/1.0), Content-Length and chunked bodies, length checks
-//! against the first response, `Server-Timing` collection.
+//! against the first response, `Server-Timing` collection. Public: the response-head
+//! parser and the chunked decoder, the two places untrusted bytes are interpreted.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -173,11 +174,123 @@ fn fail(kind: ErrorKind, msg: impl Into<String>, wire: u64) -> ReadError {
 }
 
 /// How the body's end is found.
-enum Framing {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// No body (204, 304).
     None,
+    /// `Content-Length` bytes.
     Length(u64),
-    Chunked(Chunked),
+    /// `Transfer-Encoding: chunked` (decode with [`ChunkedDecoder`]).
+    Chunked,
+    /// Until the server closes the connection.
     UntilClose,
+}
+
+/// A parsed response head; header values borrow from the parsed bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResponseHead<'a> {
+    /// Bytes of the head, the final CRLF included; the body starts here.
+    pub len: usize,
+    pub status: u16,
+    /// A 1xx response other than 101: skip it, another head follows.
+    pub interim: bool,
+    pub framing: Framing,
+    /// The connection may carry another request after this response's body.
+    pub keep_alive: bool,
+    /// The `Server:` header's value.
+    pub server: Option<&'a [u8]>,
+    /// Every `Server-Timing` header's value, joined by `, `.
+    pub server_timing: Option<String>,
+}
+
+/// Why a response head was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HeadError {
+    #[error("bad response head: {0}")]
+    Syntax(String),
+    #[error("invalid Content-Length")]
+    ContentLength,
+    #[error("unsupported Transfer-Encoding")]
+    TransferEncoding,
+}
+
+/// Parses the head of an HTTP/1.x response from the start of `buf`: `Ok(None)` when
+/// more bytes are needed, the head when it is complete, an error when it can never be
+/// valid. Up to 64 headers. This is the load generator's own parser (what every
+/// response goes through), public so a fuzzer can drive it.
+pub fn parse_response_head(buf: &[u8]) -> Result<Option<ResponseHead<'_>>, HeadError> {
+    let mut headers = [httparse::EMPTY_HEADER; 64];
+    let mut resp = httparse::Response::new(&mut headers);
+    let head_len = match resp.parse(buf) {
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(e) => return Err(HeadError::Syntax(e.to_string())),
+        Ok(httparse::Status::Complete(n)) => n,
+    };
+    let code = resp.code.unwrap_or(0);
+    let http11 = resp.version == Some(1);
+    let mut length = None;
+    let mut chunked = false;
+    let mut close = !http11;
+    let mut server = None;
+    let mut server_timing: Option<String> = None;
+    for h in resp.headers.iter() {
+        let name = h.name;
+        if name.eq_ignore_ascii_case("content-length") {
+            let v = std::str::from_utf8(h.value)
+                .ok()
+                .and_then(|v| v.trim().parse::<u64>().ok());
+            match (v, length) {
+                (Some(v), None) => length = Some(v),
+                (Some(v), Some(l)) if v == l => {}
+                _ => return Err(HeadError::ContentLength),
+            }
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            chunked = h
+                .value
+                .rsplit(|&b| b == b',')
+                .next()
+                .is_some_and(|last| last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
+            if !chunked {
+                return Err(HeadError::TransferEncoding);
+            }
+        } else if name.eq_ignore_ascii_case("connection") {
+            for token in h.value.split(|&b| b == b',') {
+                let t = token.trim_ascii();
+                if t.eq_ignore_ascii_case(b"close") {
+                    close = true;
+                } else if t.eq_ignore_ascii_case(b"keep-alive") {
+                    close = false;
+                }
+            }
+        } else if name.eq_ignore_ascii_case("server") {
+            server = Some(h.value);
+        } else if name.eq_ignore_ascii_case("server-timing") {
+            let v = String::from_utf8_lossy(h.value);
+            server_timing = Some(match server_timing {
+                Some(prev) => format!("{prev}, {v}"),
+                None => v.into_owned(),
+            });
+        }
+    }
+    let framing = if code == 204 || code == 304 {
+        Framing::None
+    } else if chunked {
+        Framing::Chunked
+    } else if length.is_some() {
+        Framing::Length(length.unwrap_or(0))
+    } else {
+        close = true;
+        Framing::UntilClose
+    };
+    Ok(Some(ResponseHead {
+        len: head_len,
+        status: code,
+        interim: (100..200).contains(&code) && code != 101,
+        framing,
+        keep_alive: !close,
+        server,
+        server_timing,
+    }))
 }
 
 impl HttpWorker {
@@ -221,91 +334,30 @@ impl HttpWorker {
             }
             filled += n;
             wire += n as u64;
-            let mut headers = [httparse::EMPTY_HEADER; 64];
-            let mut resp = httparse::Response::new(&mut headers);
-            match resp.parse(&buf[..filled]) {
-                Ok(httparse::Status::Partial) => continue,
-                Err(e) => {
-                    return Err(fail(
-                        ErrorKind::Malformed,
-                        format!("bad response head: {e}"),
-                        wire,
-                    ));
-                }
-                Ok(httparse::Status::Complete(head_len)) => {
-                    let code = resp.code.unwrap_or(0);
-                    if (100..200).contains(&code) && code != 101 {
-                        // An interim response (100 Continue): drop it and read on.
-                        buf.copy_within(head_len..filled, 0);
-                        filled -= head_len;
-                        continue;
-                    }
-                    let http11 = resp.version == Some(1);
-                    let mut length = None;
-                    let mut chunked = false;
-                    let mut close = !http11;
-                    let mut server = None;
-                    let mut server_timing: Option<String> = None;
-                    for h in resp.headers.iter() {
-                        let name = h.name;
-                        if name.eq_ignore_ascii_case("content-length") {
-                            let v = std::str::from_utf8(h.value)
-                                .ok()
-                                .and_then(|v| v.trim().parse::<u64>().ok());
-                            match (v, length) {
-                                (Some(v), None) => length = Some(v),
-                                (Some(v), Some(l)) if v == l => {}
-                                _ => {
-                                    return Err(fail(
-                                        ErrorKind::Malformed,
-                                        "invalid Content-Length",
-                                        wire,
-                                    ));
-                                }
-                            }
-                        } else if name.eq_ignore_ascii_case("transfer-encoding") {
-                            chunked = h.value.rsplit(|&b| b == b',').next().is_some_and(|last| {
-                                last.trim_ascii().eq_ignore_ascii_case(b"chunked")
-                            });
-                            if !chunked {
-                                return Err(fail(
-                                    ErrorKind::Malformed,
-                                    "unsupported Transfer-Encoding",
-                                    wire,
-                                ));
-                            }
-                        } else if name.eq_ignore_ascii_case("connection") {
-                            for token in h.value.split(|&b| b == b',') {
-                                let t = token.trim_ascii();
-                                if t.eq_ignore_ascii_case(b"close") {
-                                    close = true;
-                                } else if t.eq_ignore_ascii_case(b"keep-alive") {
-                                    close = false;
-                                }
-                            }
-                        } else if name.eq_ignore_ascii_case("server") && self.want_server {
-                            server = Some(String::from_utf8_lossy(h.value).into_owned());
-                        } else if name.eq_ignore_ascii_case("server-timing") {
-                            let v = String::from_utf8_lossy(h.value);
-                            server_timing = Some(match server_timing {
-                                Some(prev) => format!("{prev}, {v}"),
-                                None => v.into_owned(),
-                            });
-                        }
-                    }
-                    let framing = if code == 204 || code == 304 {
-                        Framing::None
-                    } else if chunked {
-                        Framing::Chunked(Chunked::default())
-                    } else if let Some(l) = length {
-                        Framing::Length(l)
-                    } else {
-                        close = true;
-                        Framing::UntilClose
-                    };
-                    break (head_len, code, framing, !close, server, server_timing);
-                }
+            let head = match parse_response_head(&buf[..filled]) {
+                Ok(None) => continue,
+                Err(e) => return Err(fail(ErrorKind::Malformed, e.to_string(), wire)),
+                Ok(Some(head)) => head,
+            };
+            if head.interim {
+                // An interim response (100 Continue): drop it and read on.
+                let n = head.len;
+                buf.copy_within(n..filled, 0);
+                filled -= n;
+                continue;
             }
+            let server = head
+                .server
+                .filter(|_| self.want_server)
+                .map(|v| String::from_utf8_lossy(v).into_owned());
+            break (
+                head.len,
+                head.status,
+                head.framing,
+                head.keep_alive,
+                server,
+                head.server_timing,
+            );
         };
         if server.is_some() {
             self.want_server = false;
@@ -344,7 +396,8 @@ impl HttpWorker {
                     wire += n as u64;
                 }
             }
-            Framing::Chunked(mut dec) => {
+            Framing::Chunked => {
+                let mut dec = ChunkedDecoder::default();
                 let mut start = head_len;
                 let mut end = filled;
                 loop {
@@ -407,9 +460,10 @@ impl HttpWorker {
     }
 }
 
-/// An incremental decoder of `Transfer-Encoding: chunked` that counts data bytes.
+/// An incremental decoder of `Transfer-Encoding: chunked` that counts data bytes
+/// (public, like [`parse_response_head`], for fuzzing).
 #[derive(Debug, Default)]
-struct Chunked {
+pub struct ChunkedDecoder {
     state: ChunkState,
     size: u64,
     digits: usize,
@@ -430,13 +484,14 @@ enum ChunkState {
     Done,
 }
 
-impl Chunked {
-    fn done(&self) -> bool {
+impl ChunkedDecoder {
+    /// The terminating chunk and trailers have been read.
+    pub fn done(&self) -> bool {
         self.state == ChunkState::Done
     }
 
     /// Consumes `data`; returns (body bytes in it, bytes consumed). Stops at the end.
-    fn feed(&mut self, data: &[u8]) -> Result<(u64, usize), &'static str> {
+    pub fn feed(&mut self, data: &[u8]) -> Result<(u64, usize), &'static str> {
         use ChunkState::*;
         let mut i = 0;
         let mut body = 0u64;
@@ -522,7 +577,7 @@ mod tests {
         let body =
             b"4\r\nWiki\r\n5;ext=1\r\npedia\r\nE\r\n in\r\n\r\nchunks.\r\n0\r\nX-T: 1\r\n\r\nNEXT";
         for split in 1..body.len() {
-            let mut d = Chunked::default();
+            let mut d = ChunkedDecoder::default();
             let end = body.len() - 4;
             let (a, ca) = d.feed(&body[..split]).unwrap();
             assert_eq!(ca, split.min(end));
@@ -541,7 +596,7 @@ mod tests {
             b"4\nWiki",
             b"ffffffffffffffffff\r\n",
         ] {
-            assert!(Chunked::default().feed(bad).is_err(), "{bad:?}");
+            assert!(ChunkedDecoder::default().feed(bad).is_err(), "{bad:?}");
         }
     }
 }

@@ -4,8 +4,10 @@
 //! - [`plan`]: what to run — [`TargetUrl`], [`Schedule`], [`Options`], [`LoadPlan`].
 //! - `worker`: the one worker loop, driven by the schedule against a `Target`; workers
 //!   run on single-threaded event loops, one per OS thread, like wrk's threads.
-//! - `http`, `tcp`, `nfs`: the three `Target` implementations. [`tcp::serve`] is the
-//!   server side of `tcp://` (`servelab tcp-server`).
+//! - `pace`: the open-loop pacer thread, releasing fixed-rate tickets on time.
+//! - [`http`], `tcp`, `nfs`, `file`: the `Target` implementations. [`tcp::serve`] is the
+//!   server side of `tcp://` (`servelab tcp-server`); [`http::parse_response_head`] is
+//!   the HTTP client's response parser, public for fuzzing.
 //! - [`sample`]: one operation's raw instants and outcome; the per-worker collector that
 //!   derives durations and records them into `latency` histograms.
 //! - [`report`]: [`Report`] — ab-compatible summary, percentile table, JSON (checked-in
@@ -15,19 +17,23 @@
 //! The public surface is small on purpose: build a [`LoadPlan`], call [`run`], read the
 //! [`Report`].
 
+pub mod http;
 pub mod plan;
 pub mod report;
 pub mod sample;
 pub mod tcp;
 
-mod http;
+mod file;
 mod nfs;
+mod pace;
 mod progress;
 mod worker;
 
 use std::sync::Arc;
 use std::time::Instant;
 
+/// The workload of `nfs://` and `file://` targets (the NFS name is kept for callers).
+pub use plan::NfsWorkload as Workload;
 pub use plan::{LoadPlan, NfsWorkload, Options, Schedule, TargetUrl, parse_duration, parse_size};
 pub use report::{Report, merge_files};
 pub use sample::ErrorKind;
@@ -95,8 +101,9 @@ pub fn run(plan: LoadPlan) -> Result<Report, Error> {
         first_error: None,
         merged_runs: 1,
         checksum_crc32: None,
+        stopped: None,
     };
-    let (collector, elapsed) = match &plan.target {
+    let (collector, elapsed, stopped) = match &plan.target {
         TargetUrl::Http { host, port, path } => {
             let addr = plan::resolve(host, *port)?;
             let target = Arc::new(http::HttpTarget::new(
@@ -147,7 +154,18 @@ pub fn run(plan: LoadPlan) -> Result<Report, Error> {
             report.checksum_crc32 = target.checksum();
             out
         }
+        TargetUrl::File { path } => {
+            report.target = format!("file://{}", path.display());
+            report.path = path.display().to_string();
+            let target = Arc::new(file::FileTarget::new(path, &plan)?);
+            // Blocking file system calls: one OS thread per worker (fio's psync jobs),
+            // so one worker's system call never delays another's timing.
+            let out = drive(Arc::new(target.clone()), &plan, plan.concurrency)?;
+            report.checksum_crc32 = target.checksum();
+            out
+        }
     };
+    report.stopped = stopped;
     report.duration = elapsed;
     report.requests = collector.completed;
     report.failures = collector.failures.clone();
@@ -166,14 +184,32 @@ pub fn run(plan: LoadPlan) -> Result<Report, Error> {
     Ok(report)
 }
 
-/// Starts the workers for one target and waits for them, showing progress if asked.
+/// Starts the workers (and, under a fixed rate, the pacer) for one target and waits for
+/// them, showing progress if asked. Returns what they collected, the wall time and why
+/// the run stopped early, if it did.
 fn drive<T: worker::Target>(
     target: Arc<T>,
     plan: &LoadPlan,
     threads: usize,
-) -> Result<(sample::Collector, std::time::Duration), Error> {
+) -> Result<(sample::Collector, std::time::Duration, Option<String>), Error> {
+    // Every worker may fail twice in a row before the run is taken to be pointless, so
+    // one moment that breaks every connection at once (a server restart) does not end it.
+    let failure_limit =
+        (!plan.options.keep_going).then(|| FAILURE_LIMIT.max(2 * plan.concurrency as u64));
     let t0 = Instant::now();
-    let dispenser = Arc::new(worker::Dispenser::new(plan.schedule, t0));
+    let dispenser = Arc::new(worker::Dispenser::new(plan.schedule, t0, failure_limit));
+    let pacer = match &dispenser.pacer {
+        Some(p) => {
+            let p = p.clone();
+            Some(
+                std::thread::Builder::new()
+                    .name("loadgen-pacer".into())
+                    .spawn(move || p.run())
+                    .map_err(Error::Runtime)?,
+            )
+        }
+        None => None,
+    };
     let bar = plan
         .options
         .progress
@@ -182,15 +218,23 @@ fn drive<T: worker::Target>(
         target,
         plan.concurrency,
         threads,
-        dispenser,
+        dispenser.clone(),
         plan.options.timeout,
     );
     let elapsed = t0.elapsed();
+    dispenser.stop();
+    if let Some(p) = pacer {
+        let _ = p.join();
+    }
     if let Some(bar) = bar {
         bar.finish();
     }
-    Ok((result?, elapsed))
+    let stopped = dispenser.stop_reason.lock().take();
+    Ok((result?, elapsed, stopped))
 }
+
+/// The fewest consecutive identical failures that stop a run (`--keep-going` disables).
+pub const FAILURE_LIMIT: u64 = 100;
 
 fn describe(s: &Schedule) -> String {
     match *s {

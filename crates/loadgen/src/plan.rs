@@ -21,6 +21,9 @@ pub enum TargetUrl {
     /// `nfs://host[:port]/export/path[?nfsport=&mountport=&version=3]`, kept as text and
     /// parsed by `nfsclient` so both crates agree on the libnfs forms.
     Nfs { url: String },
+    /// `file:///absolute/path` (or `file://localhost/…`): a file to read or a directory
+    /// to write or run the metadata mix in, on this machine's file systems.
+    File { path: std::path::PathBuf },
 }
 
 impl TargetUrl {
@@ -63,9 +66,19 @@ impl TargetUrl {
                     url: url.to_string(),
                 })
             }
+            "file" => {
+                let path = rest.strip_prefix("localhost").unwrap_or(rest);
+                if !path.starts_with('/') {
+                    return Err(bad(
+                        "file:// takes an absolute path (file:///tmp/dir); no host but localhost",
+                    ));
+                }
+                let path = percent_decode(path).ok_or_else(|| bad("a bad %-escape in the path"))?;
+                Ok(TargetUrl::File { path: path.into() })
+            }
             "https" => Err(bad("HTTPS is not supported; use http://")),
             other => Err(bad(&format!(
-                "unknown scheme {other:?}; use http://, nfs:// or tcp://"
+                "unknown scheme {other:?}; use http://, nfs://, tcp:// or file://"
             ))),
         }
     }
@@ -76,8 +89,28 @@ impl TargetUrl {
             TargetUrl::Http { .. } => "http",
             TargetUrl::Tcp { .. } => "tcp",
             TargetUrl::Nfs { .. } => "nfs",
+            TargetUrl::File { .. } => "file",
         }
     }
+}
+
+/// Decodes `%XX` escapes (a URL's way of writing spaces and the like in a path).
+fn percent_decode(text: &str) -> Option<String> {
+    let b = text.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    let s = String::from_utf8(out).ok()?;
+    (!s.contains('\0')).then_some(s)
 }
 
 /// Splits `host:port` or `[v6]:port`; `default_port` applies when no port is written.
@@ -209,7 +242,7 @@ impl Schedule {
     }
 }
 
-/// What an NFS run does on each client.
+/// What an NFS or file run does on each worker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum NfsWorkload {
     /// Sequential READs of `block` bytes through the file named by the URL, wrapping at
@@ -244,8 +277,11 @@ pub struct Options {
     pub nfs_workload: NfsWorkload,
     /// NFS reads: the CRC-32 every complete pass over the file must have.
     pub verify_crc32: Option<u32>,
-    /// NFS metadata mix: how many files each worker cycles through.
+    /// NFS and file metadata mix: how many files each worker cycles through.
     pub nfs_files: u64,
+    /// Run on however the target fails; by default a run stops after
+    /// `max(FAILURE_LIMIT, 2 × concurrency)` consecutive failures of one kind.
+    pub keep_going: bool,
     /// OS threads running the workers (each a single-threaded event loop, as wrk's
     /// `-t`); 0 means one per CPU, capped at the concurrency.
     pub threads: usize,
@@ -265,6 +301,7 @@ impl Default for Options {
             nfs_workload: NfsWorkload::Read,
             verify_crc32: None,
             nfs_files: 1000,
+            keep_going: false,
             threads: 0,
             progress: false,
         }
@@ -312,6 +349,16 @@ impl LoadPlan {
         }
         if self.options.timeout.is_zero() {
             return Err(Error::Plan("--timeout must be longer than 0".into()));
+        }
+        if self.options.nfs_files == 0 || self.options.nfs_files > 1_000_000 {
+            return Err(Error::Plan(
+                "--files must be 1 to 1000000 (files per worker in the metadata mix)".into(),
+            ));
+        }
+        if matches!(self.target, TargetUrl::File { .. }) && self.concurrency > 1024 {
+            return Err(Error::Plan(
+                "file:// runs one thread per worker: -c above 1024 is not supported".into(),
+            ));
         }
         if self.options.block_size == 0 || self.options.block_size > 64 << 20 {
             return Err(Error::Plan(
@@ -440,9 +487,26 @@ mod tests {
             "tcp://127.0.0.1",
             "tcp://h:1/path",
             "nfs:///export",
+            "file://host/x",
+            "file://relative",
+            "file:///bad%zz",
         ] {
             let err = TargetUrl::parse(bad).unwrap_err();
             assert!(matches!(err, Error::Url { .. }), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn parses_file_urls() {
+        for (url, path) in [
+            ("file:///tmp/x", "/tmp/x"),
+            ("file://localhost/tmp/x", "/tmp/x"),
+            ("FILE:///a%20b/", "/a b/"),
+        ] {
+            assert_eq!(
+                TargetUrl::parse(url).unwrap(),
+                TargetUrl::File { path: path.into() }
+            );
         }
     }
 

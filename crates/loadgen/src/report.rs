@@ -62,8 +62,23 @@ pub struct Report {
     pub first_error: Option<String>,
     /// How many runs were merged into this one (1 for a single run).
     pub merged_runs: u64,
-    /// NFS reads: the CRC-32 of the first complete pass over the file.
+    /// NFS and file reads: the CRC-32 of the first complete pass over the file.
     pub checksum_crc32: Option<u32>,
+    /// Why the run stopped before its schedule ended (consecutive identical failures);
+    /// None when it ran to the end.
+    pub stopped: Option<String>,
+}
+
+/// The generator's own schedule lag under a fixed rate, in seconds: how late it started
+/// operations whose connection was free. Not part of any latency figure.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LagSummary {
+    pub count: u64,
+    pub mean_seconds: f64,
+    pub p50_seconds: f64,
+    pub p90_seconds: f64,
+    pub p99_seconds: f64,
+    pub max_seconds: f64,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -95,6 +110,13 @@ struct ReportJson {
     first_error: Option<String>,
     merged_runs: u64,
     checksum_crc32: Option<u32>,
+    // Added after the first files were written: older reports read without them.
+    #[serde(default)]
+    schedule_lag: Option<LagSummary>,
+    #[serde(default)]
+    integrity_failures: u64,
+    #[serde(default)]
+    stopped: Option<String>,
 }
 
 impl Report {
@@ -131,6 +153,33 @@ impl Report {
         self.phase("total")
     }
 
+    /// Under a fixed rate: how late the generator started operations whose connection
+    /// was free (its own lateness, kept out of `total`).
+    pub fn schedule_lag(&self) -> Option<Series> {
+        self.phase("schedule_lag").filter(|s| s.count() > 0)
+    }
+
+    /// The schedule lag's summary (the JSON's `schedule_lag`).
+    pub fn schedule_lag_summary(&self) -> Option<LagSummary> {
+        self.schedule_lag().map(|s| LagSummary {
+            count: s.count(),
+            mean_seconds: s.mean_seconds(),
+            p50_seconds: s.quantile_seconds(0.5),
+            p90_seconds: s.quantile_seconds(0.9),
+            p99_seconds: s.quantile_seconds(0.99),
+            max_seconds: s.quantile_seconds(1.0),
+        })
+    }
+
+    /// Operations that got wrong data: a CRC-32 or byte-count mismatch, or a body whose
+    /// length differs from the first one (ab's Length rule). Any makes the CLI fail.
+    pub fn integrity_failures(&self) -> u64 {
+        [ErrorKind::Checksum, ErrorKind::Length]
+            .iter()
+            .filter_map(|k| self.failures.get(k))
+            .sum()
+    }
+
     /// The JSON form described by `crates/loadgen/schema.json`, histograms included.
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::to_value(ReportJson {
@@ -161,6 +210,9 @@ impl Report {
             first_error: self.first_error.clone(),
             merged_runs: self.merged_runs,
             checksum_crc32: self.checksum_crc32,
+            schedule_lag: self.schedule_lag_summary(),
+            integrity_failures: self.integrity_failures(),
+            stopped: self.stopped.clone(),
         })
         .expect("report serializes")
     }
@@ -202,6 +254,7 @@ impl Report {
             first_error: j.first_error,
             merged_runs: j.merged_runs,
             checksum_crc32: j.checksum_crc32,
+            stopped: j.stopped,
         })
     }
 
@@ -247,6 +300,10 @@ impl Report {
         if self.checksum_crc32 != other.checksum_crc32 {
             self.checksum_crc32 = None;
         }
+        self.stopped = match (self.stopped.take(), &other.stopped) {
+            (Some(a), Some(b)) if a != *b => Some(format!("{a}; {b}")),
+            (a, b) => a.or_else(|| b.clone()),
+        };
         self.merged_runs += other.merged_runs;
         Ok(())
     }
@@ -261,9 +318,20 @@ impl Report {
         };
         out.push('\n');
         out.push_str(&self.percentile_table());
+        if let Some(lag) = self.schedule_lag() {
+            out.push('\n');
+            out.push_str(&stats_table(
+                "Generator schedule lag (ms): how late this client started operations whose \
+                 connection was free; not counted in any latency above",
+                &[("schedule lag".to_string(), lag)],
+            ));
+        }
         if !self.server_timing.series.is_empty() {
             out.push('\n');
             out.push_str(&self.server_timing_table());
+        }
+        if let Some(why) = &self.stopped {
+            let _ = writeln!(out, "\nRun stopped early: {why}");
         }
         if let (Some(e), true) = (&self.first_error, self.failed() > 0) {
             let _ = writeln!(out, "\nFirst failure: {e}");
@@ -323,16 +391,34 @@ impl Report {
                 "Requests per second:    {:.2} [#/sec] (mean)",
                 done as f64 / t
             );
-            let _ = writeln!(
-                o,
-                "Time per request:       {:.3} [ms] (mean)",
-                self.concurrency as f64 * t * 1000.0 / done as f64
-            );
-            let _ = writeln!(
-                o,
-                "Time per request:       {:.3} [ms] (mean, across all concurrent requests)",
-                t * 1000.0 / done as f64
-            );
+            let ab_time = self.concurrency as f64 * t * 1000.0 / done as f64;
+            match (self.rate_per_second, self.total()) {
+                (Some(rate), Some(total)) => {
+                    // ab's concurrency × time ÷ requests assumes a closed loop; at a fixed
+                    // rate it is the schedule's interval × concurrency, not a latency.
+                    let _ = writeln!(
+                        o,
+                        "Time per request:       {:.3} [ms] (mean latency; open loop at {rate}/s: \
+                         ab's concurrency x time / requests would say {ab_time:.3}, a property \
+                         of the schedule)",
+                        total.mean_seconds() * 1000.0
+                    );
+                    let _ = writeln!(
+                        o,
+                        "Time per request:       {:.3} [ms] (mean, across all concurrent requests: \
+                         the interval between intended starts)",
+                        t * 1000.0 / done as f64
+                    );
+                }
+                _ => {
+                    let _ = writeln!(o, "Time per request:       {ab_time:.3} [ms] (mean)");
+                    let _ = writeln!(
+                        o,
+                        "Time per request:       {:.3} [ms] (mean, across all concurrent requests)",
+                        t * 1000.0 / done as f64
+                    );
+                }
+            }
             let _ = writeln!(
                 o,
                 "Transfer rate:          {:.2} [Kbytes/sec] received",
@@ -373,6 +459,11 @@ impl Report {
                 o,
                 " 100%  {:5} (longest request)",
                 round_ms(total.histogram.max())
+            );
+            let _ = writeln!(
+                o,
+                "  (ab's rule: the request at rank n*p/100, rounded to whole ms; the table below \
+                 gives HDR-histogram quantiles to 0.001 ms)"
             );
         }
         o
@@ -425,7 +516,10 @@ impl Report {
                 }
             }
         }
-        stats_table("Latency (ms)", &rows)
+        stats_table(
+            "Latency (ms; HDR-histogram quantiles, 3 significant digits)",
+            &rows,
+        )
     }
 
     /// The server's own phases (from Server-Timing) next to the client's total time.

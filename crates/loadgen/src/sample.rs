@@ -86,6 +86,9 @@ impl ErrorKind {
 pub struct Instants {
     /// When a fixed-rate schedule meant the operation to start (None in a closed loop).
     pub intended: Option<Instant>,
+    /// When the worker's connection became free for it (the previous operation's end):
+    /// waiting past `intended` until then was waiting behind an earlier request.
+    pub ready: Instant,
     /// When the worker actually started it.
     pub start: Instant,
     /// When a new connection was established for it (None when one was reused).
@@ -102,6 +105,7 @@ impl Instants {
     pub fn new(intended: Option<Instant>, start: Instant) -> Self {
         Instants {
             intended,
+            ready: start,
             start,
             connected: None,
             written: None,
@@ -150,13 +154,34 @@ impl OpError {
     }
 }
 
-/// The phases recorded per operation, in the report's order.
-pub const PHASES: [&str; 6] = ["total", "connect", "processing", "waiting", "ttfb", "queue"];
+/// The phases recorded per operation, in the report's order. Under a fixed rate,
+/// `queue` is the time an operation waited behind an earlier one on its connection (it
+/// is part of `total`); `schedule_lag` is how late the generator itself started it when
+/// its connection was free (not part of any other phase).
+pub const PHASES: [&str; 7] = [
+    "total",
+    "connect",
+    "processing",
+    "waiting",
+    "ttfb",
+    "queue",
+    "schedule_lag",
+];
 
 /// Histograms of one (op, status) pair, one per phase; kept in an array so the hot path
 /// does no map look-ups and no allocation.
 #[derive(Debug, Clone, Default)]
-struct PhaseSet([Series; 6]);
+struct PhaseSet([Series; 7]);
+
+/// Splits a fixed-rate operation's delay (intended → actual start) into the part spent
+/// behind an earlier operation on its connection (the server's doing: coordinated
+/// omission, charged) and the generator's own lateness (not charged).
+pub fn split_delay(inst: &Instants) -> Option<(Duration, Duration)> {
+    let intended = inst.intended?;
+    let delay = inst.start.saturating_duration_since(intended);
+    let behind = inst.ready.saturating_duration_since(intended).min(delay);
+    Some((behind, delay - behind))
+}
 
 /// Counters and histograms of one worker; merged exactly into a [`crate::Report`].
 #[derive(Debug, Clone, Default)]
@@ -218,8 +243,9 @@ impl Collector {
         }
         let bytes = outcome.as_ref().map_or(0, |o| o.body_bytes);
         let set = self.set(op, status);
-        let origin = inst.intended.unwrap_or(inst.start);
-        let total = inst.end.saturating_duration_since(origin);
+        let split = split_delay(inst);
+        let behind = split.map_or(Duration::ZERO, |(b, _)| b);
+        let total = inst.end.saturating_duration_since(inst.start) + behind;
         let connect = inst
             .connected
             .map_or(Duration::ZERO, |c| c.saturating_duration_since(inst.start));
@@ -232,8 +258,9 @@ impl Collector {
         if let Some(f) = inst.first_byte {
             set.0[4].record(f.saturating_duration_since(inst.start), 0);
         }
-        if let Some(i) = inst.intended {
-            set.0[5].record(inst.start.saturating_duration_since(i), 0);
+        if let Some((behind, lag)) = split {
+            set.0[5].record(behind, 0);
+            set.0[6].record(lag, 0);
         }
     }
 
@@ -358,6 +385,9 @@ mod tests {
         let t0 = Instant::now();
         let start = t0 + Duration::from_millis(intended_early);
         let mut i = Instants::new((intended_early > 0).then_some(t0), start);
+        // Busy with an earlier operation until 1 ms before the start: of the delay,
+        // everything but that last millisecond was spent behind it.
+        i.ready = start.checked_sub(Duration::from_millis(1)).unwrap_or(start);
         i.connected = ms_connect.map(|c| start + Duration::from_millis(c));
         i.written = Some(start + Duration::from_millis(ms_connect.unwrap_or(0)));
         i.first_byte = Some(start + Duration::from_millis(ms_total / 2));
@@ -397,9 +427,11 @@ mod tests {
         assert_eq!(get("total", "200").count(), 1);
         assert!((get("connect", "200").quantile_seconds(1.0) - 0.002).abs() < 1e-5);
         assert!((get("processing", "200").quantile_seconds(1.0) - 0.008).abs() < 1e-5);
-        // Timed from the intended start: 5 ms of queueing plus 20 ms of service.
-        assert!((get("total", "404").quantile_seconds(1.0) - 0.025).abs() < 1e-4);
-        assert!((get("queue", "404").quantile_seconds(1.0) - 0.005).abs() < 1e-5);
+        // 4 ms behind an earlier request (charged) plus 20 ms of service; the last
+        // millisecond of the 5 ms delay was the generator's lag (not charged).
+        assert!((get("total", "404").quantile_seconds(1.0) - 0.024).abs() < 1e-4);
+        assert!((get("queue", "404").quantile_seconds(1.0) - 0.004).abs() < 1e-5);
+        assert!((get("schedule_lag", "404").quantile_seconds(1.0) - 0.001).abs() < 1e-5);
         assert_eq!(get("total", "error_reset").count(), 1);
         let st = c.server_timing_snapshot();
         assert_eq!(

@@ -6,6 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use parking_lot::Mutex;
+
+use crate::pace::Pacer;
 use crate::plan::Schedule;
 use crate::sample::{Collector, ErrorKind, Instants, OpError, OpOk};
 
@@ -36,32 +39,54 @@ pub(crate) trait Worker {
     }
 }
 
-/// One operation to run: its sequence number and, under a fixed rate, when it should start.
+/// One operation to run: under a fixed rate, when it should start.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Ticket {
     pub intended: Option<Instant>,
 }
 
-/// Hands out tickets to every worker on every thread, according to the schedule.
+/// Hands out tickets to every worker on every thread, according to the schedule, and
+/// stops the run when the target keeps failing the same way.
 #[derive(Debug)]
 pub(crate) struct Dispenser {
     schedule: Schedule,
-    t0: Instant,
+    /// The run's start; no ticket is meant to start before it.
+    pub t0: Instant,
     next: AtomicU64,
-    /// Set when a timed run ends, so operations in flight are abandoned at once.
+    /// Releases fixed-rate tickets on time (None in a closed loop).
+    pub pacer: Option<Arc<Pacer>>,
+    /// Set when a timed run ends or the run is stopped, so no new operation starts.
     pub stopped: AtomicBool,
     /// Operations finished so far (progress bar).
     pub done: AtomicU64,
+    /// Consecutive identical failures across all workers: `(kind + 1) << 48 | count`.
+    streak: AtomicU64,
+    /// Stop after this many consecutive identical failures (None: `--keep-going`).
+    failure_limit: Option<u64>,
+    /// Why the run was stopped early, if it was.
+    pub stop_reason: Mutex<Option<String>>,
 }
 
 impl Dispenser {
-    pub fn new(schedule: Schedule, t0: Instant) -> Self {
+    pub fn new(schedule: Schedule, t0: Instant, failure_limit: Option<u64>) -> Self {
+        let pacer = match schedule {
+            Schedule::Rate {
+                per_second,
+                count,
+                duration,
+            } => Some(Arc::new(Pacer::new(t0, per_second, count, duration))),
+            _ => None,
+        };
         Dispenser {
             schedule,
             t0,
             next: AtomicU64::new(0),
+            pacer,
             stopped: AtomicBool::new(false),
             done: AtomicU64::new(0),
+            streak: AtomicU64::new(0),
+            failure_limit,
+            stop_reason: Mutex::new(None),
         }
     }
 
@@ -83,7 +108,16 @@ impl Dispenser {
         }
     }
 
-    pub fn take(&self) -> Option<Ticket> {
+    /// No new operation starts after this (operations in flight finish).
+    pub fn stop(&self) {
+        self.stopped.store(true, Ordering::Relaxed);
+        if let Some(p) = &self.pacer {
+            p.stop();
+        }
+    }
+
+    /// The next ticket; under a fixed rate, waits until the pacer releases one.
+    pub async fn take(&self) -> Option<Ticket> {
         if self.stopped.load(Ordering::Relaxed) {
             return None;
         }
@@ -93,23 +127,54 @@ impl Dispenser {
                 (i < n).then_some(Ticket { intended: None })
             }
             Schedule::Duration(d) => (self.t0.elapsed() < d).then_some(Ticket { intended: None }),
-            Schedule::Rate {
-                per_second,
-                count,
-                duration,
-            } => {
-                let i = self.next.fetch_add(1, Ordering::Relaxed);
-                if count.is_some_and(|n| i >= n) {
-                    return None;
-                }
-                let offset = Duration::from_secs_f64(i as f64 / per_second);
-                if duration.is_some_and(|d| offset >= d) {
-                    return None;
-                }
-                Some(Ticket {
-                    intended: Some(self.t0 + offset),
-                })
+            Schedule::Rate { .. } => {
+                let pacer = self.pacer.as_ref().expect("a rate schedule has a pacer");
+                let at = pacer.claim().await?;
+                Some(Ticket { intended: Some(at) })
             }
+        }
+    }
+
+    /// Counts consecutive identical failures; after `failure_limit` of them the target
+    /// is taken to be unreachable or wrong and the run stops (one line says why).
+    pub fn note(&self, outcome: &Result<OpOk, OpError>) {
+        let kind = match outcome {
+            Ok(ok) => ok.failure,
+            Err(e) => Some(e.kind),
+        };
+        let Some(kind) = kind else {
+            // Read first: a shared line written on every success would bounce between
+            // the workers' cores.
+            if self.streak.load(Ordering::Relaxed) != 0 {
+                self.streak.store(0, Ordering::Relaxed);
+            }
+            return;
+        };
+        let Some(limit) = self.failure_limit else {
+            return;
+        };
+        let tag = (kind as u64 + 1) << 48;
+        let prev = self
+            .streak
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |s| {
+                Some(if s >> 48 << 48 == tag { s + 1 } else { tag | 1 })
+            })
+            .unwrap_or(0);
+        let count = if prev >> 48 << 48 == tag {
+            (prev & ((1 << 48) - 1)) + 1
+        } else {
+            1
+        };
+        if count == limit {
+            let last = match outcome {
+                Err(e) => format!(" (last: {})", e.message.replace('\n', " ")),
+                Ok(_) => String::new(),
+            };
+            *self.stop_reason.lock() = Some(format!(
+                "stopped after {count} consecutive {} failures{last}; --keep-going runs on",
+                kind.name()
+            ));
+            self.stop();
         }
     }
 }
@@ -128,11 +193,13 @@ pub(crate) async fn worker_loop<T: Target>(
     // costs measurably at 50k operations per second.
     let mut op_timer = Box::pin(tokio::time::sleep(timeout));
     let mut end_timer = deadline.map(|d| Box::pin(tokio::time::sleep_until(d)));
-    while let Some(ticket) = dispenser.take() {
-        if let Some(at) = ticket.intended {
-            tokio::time::sleep_until(at.into()).await;
-        }
+    // When this worker's connection became free: its previous operation's end. A fixed-
+    // rate ticket that came due before then waited behind that operation (the server's
+    // doing, coordinated omission); any later start is the generator's own lag.
+    let mut ready = dispenser.t0;
+    while let Some(ticket) = dispenser.take().await {
         let mut inst = Instants::new(ticket.intended, Instant::now());
+        inst.ready = ready;
         let op_deadline = tokio::time::Instant::from_std(inst.start) + timeout;
         // Re-arming a timer takes the timer driver's lock, so it is done lazily: the
         // armed deadline is never later than this operation's (every earlier operation
@@ -179,10 +246,11 @@ pub(crate) async fn worker_loop<T: Target>(
             }
         };
         let Some(result) = result else {
-            dispenser.stopped.store(true, Ordering::Relaxed);
+            dispenser.stop();
             break;
         };
         inst.end = Instant::now();
+        ready = inst.end;
         if let Err(e) = &result {
             // The connection state is unknown after a failure: start the next one afresh.
             // Only answers that were understood (a wrong length or checksum, an NFS
@@ -195,6 +263,7 @@ pub(crate) async fn worker_loop<T: Target>(
             }
         }
         collector.add(&inst, &result);
+        dispenser.note(&result);
         dispenser.done.fetch_add(1, Ordering::Relaxed);
     }
     if let Some(w) = &mut worker {

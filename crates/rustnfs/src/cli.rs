@@ -43,6 +43,10 @@ pub struct Args {
     /// Most client connections served at once; more are closed at accept.
     #[arg(long, env = "RUSTNFS_MAX_CONNECTIONS", default_value_t = 4096)]
     pub max_connections: usize,
+    /// Bytes all connections together may buffer (requests being received, READ replies
+    /// being sent); at least 2 MiB. Suffixes K, M, G (powers of 1024).
+    #[arg(long, env = "RUSTNFS_MAX_BUFFER_BYTES", default_value = "64M", value_parser = parse_size)]
+    pub max_buffer_bytes: usize,
     /// Close a connection that sends nothing for this many seconds.
     #[arg(long, env = "RUSTNFS_IDLE_TIMEOUT", default_value_t = 300)]
     pub idle_timeout: u64,
@@ -68,8 +72,13 @@ impl Args {
             .export
             .ok_or_else(|| Error::Config("--export (SHARED_DIRECTORY) is required".into()))?;
         if !export.is_dir() {
+            let what = if export.exists() {
+                "not a directory"
+            } else {
+                "no such directory"
+            };
             return Err(Error::Config(format!(
-                "--export {}: not a directory",
+                "--export {}: {what}",
                 export.display()
             )));
         }
@@ -81,6 +90,13 @@ impl Args {
         server.allow = parse_allow(&self.allow)?;
         server.squash = self.squash.as_deref().map(parse_squash).transpose()?;
         server.max_connections = self.max_connections;
+        if self.max_buffer_bytes < 2 << 20 {
+            return Err(Error::Config(format!(
+                "--max-buffer-bytes {} is below the 2 MiB one READ or WRITE needs",
+                self.max_buffer_bytes
+            )));
+        }
+        server.max_buffer_bytes = self.max_buffer_bytes;
         server.idle_timeout = Duration::from_secs(self.idle_timeout.max(1));
         Ok(RunConfig {
             listen: self.listen,
@@ -88,6 +104,23 @@ impl Args {
             server,
         })
     }
+}
+
+/// Parses a byte count: digits with an optional K, M or G suffix (powers of 1024).
+fn parse_size(text: &str) -> Result<usize, String> {
+    let t = text.trim();
+    let (digits, shift) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
+        Some('K') => (&t[..t.len() - 1], 10),
+        Some('M') => (&t[..t.len() - 1], 20),
+        Some('G') => (&t[..t.len() - 1], 30),
+        _ => (t, 0),
+    };
+    digits
+        .trim()
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(1 << shift))
+        .ok_or_else(|| format!("{text:?} is not a byte count (e.g. 64M, 1G, 1048576)"))
 }
 
 impl Args {
@@ -149,6 +182,14 @@ mod tests {
         let bad = Args::try_parse_from(["rustnfs", "--export", "/nonexistent/x"]).unwrap();
         assert!(bad.into_run_config().is_err());
         // The probe needs no export.
+        assert_eq!(rc.server.max_buffer_bytes, 64 << 20);
+        let a = Args::try_parse_from(["rustnfs", "--export", d, "--max-buffer-bytes", "1G"]);
+        assert_eq!(a.unwrap().max_buffer_bytes, 1 << 30);
+        assert!(
+            Args::try_parse_from(["rustnfs", "--export", d, "--max-buffer-bytes", "x"]).is_err()
+        );
+        let small = Args::try_parse_from(["rustnfs", "--export", d, "--max-buffer-bytes", "1K"]);
+        assert!(small.unwrap().into_run_config().is_err());
         let h = Args::try_parse_from(["rustnfs", "--healthcheck", "--listen", "0.0.0.0:1"]);
         assert!(h.unwrap().healthcheck);
     }

@@ -28,6 +28,10 @@ pub struct Config {
     pub max_record: usize,
     /// Open files kept for READ/WRITE (an LRU of descriptors).
     pub fd_cache: usize,
+    /// Bytes all connections together may buffer (records being received, READ replies
+    /// being sent). A record that cannot get budget waits (up to `request_timeout`), then
+    /// its connection is closed. At least `max_record`.
+    pub max_buffer_bytes: usize,
 }
 
 impl Config {
@@ -43,6 +47,7 @@ impl Config {
             request_timeout: Duration::from_secs(30),
             max_record: (1 << 20) + 16 * 1024,
             fd_cache: 1024,
+            max_buffer_bytes: 64 << 20,
         }
     }
 

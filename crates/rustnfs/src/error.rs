@@ -11,8 +11,6 @@ pub enum Error {
     Export { path: String, source: io::Error },
     #[error("invalid configuration: {0}")]
     Config(String),
-    #[error("cannot start the NFS engine: {0}")]
-    Engine(io::Error),
     #[error("I/O error: {0}")]
     Io(#[from] io::Error),
     /// `--healthcheck` found the server not answering.

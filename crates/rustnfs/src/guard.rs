@@ -1,16 +1,13 @@
-//! The connection guard in front of the NFS engine: allowlist at accept, connection cap,
-//! idle and request timeouts, bounded record marking, a cap on requests in flight, and
-//! per-procedure timing of every RPC.
+//! The connection guard: allowlist at accept, connection cap, idle and request timeouts,
+//! bounded record marking with one byte budget for every connection's buffers, the RPC
+//! checks (RPC version, credential, program, version), and per-procedure timing of every
+//! RPC.
 //!
-//! nfs3_server's socket loop is private and trusts the client's record-marking length, so
-//! clients never talk to it directly: each accepted connection is read here, record by
-//! record, and only whole, bounded, well-formed calls are forwarded to the engine over a
-//! loopback connection opened on the first call (idle connections cost the engine nothing).
-//! The guard answers three calls itself: PMAP GETPORT (so clients learn the public port,
-//! not the engine's), FSSTAT (with statvfs figures; the engine's are constants), and it
-//! rewrites an empty MOUNT path (libnfs 4.0's `nfs://host/file`) to `/`.
+//! Each accepted connection is read here, record by record; only whole, bounded,
+//! well-formed calls are answered, a refused one with the RFC 5531 error reply. READ
+//! (into a budgeted reply buffer), PMAP GETPORT and FSSTAT are answered here; every other
+//! call goes to the in-process dispatcher (`crate::nfs`), on the connection's own task.
 
-use std::collections::HashMap;
 use std::io::Cursor;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -18,53 +15,57 @@ use std::time::{Duration, Instant};
 
 use latency::Registry;
 use nfs3_types::nfs3::{
-    FSSTAT3args, FSSTAT3res, FSSTAT3resfail, READ3args, nfsstat3, post_op_attr,
+    FSSTAT3args, FSSTAT3res, FSSTAT3resfail, READ3args, READ3res, READ3resfail, READ3resok, fattr3,
+    nfsstat3, post_op_attr,
 };
-use nfs3_types::xdr_codec::{Pack, Unpack};
-use parking_lot::Mutex;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use nfs3_types::xdr_codec::{Opaque, Pack, Unpack};
+use oncrpc::Budget;
+use oncrpc::msg::{self as rpcmsg, AcceptStat};
+use oncrpc::record::{self, RecordError, RecordReader};
+use tokio::io::AsyncWriteExt;
+use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
-use tracing::{debug, info, warn};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tracing::{debug, warn};
 
+use crate::buffers::{ReplyBuffers, trim_allocator, tune_allocator};
 use crate::config::Config;
 use crate::fs::{DirFs, Fh};
-use crate::rpc::{self, Call, MOUNT_PROG, NFS_PROG, PMAP_PROG};
-use nfs3_server::vfs::FileHandle;
-
-/// Calls forwarded and not yet answered, per connection. Bounds what one client can make
-/// the engine buffer (replies of up to 1 MiB each) when it stops reading.
-const MAX_IN_FLIGHT: usize = 64;
+use crate::rpc::{self, Call, MOUNT_PROG, NFS_PROG, PMAP_PROG, PROGRAMS};
 
 /// Shared state of the guard.
 pub(crate) struct Guard {
     pub config: Arc<Config>,
     pub fs: DirFs,
     pub registry: Arc<Registry>,
-    /// Where the engine listens (loopback, ephemeral port).
-    pub backend: SocketAddr,
+    /// Answers every call the guard does not answer itself.
+    pub nfs: crate::nfs::Dispatcher,
     /// The public port, answered to PMAP GETPORT for NFS and MOUNT.
     pub front_port: u16,
     /// One permit per open client connection (`max_connections`).
     pub permits: Arc<Semaphore>,
     /// Flips to `true` on shutdown; connections finish their in-flight calls and close.
     pub stopping: watch::Receiver<bool>,
+    /// The one budget for every buffered byte of every connection (`--max-buffer-bytes`):
+    /// records being received and READ replies being sent.
+    pub budget: Budget,
+    /// READ reply buffers, drawn from `budget`.
+    pub buffers: ReplyBuffers,
+    /// Connections closed so far; the allocator is trimmed after some close.
+    pub closed: std::sync::atomic::AtomicU64,
 }
 
 /// Why a connection was closed by the guard.
 #[derive(Debug, thiserror::Error)]
 enum Close {
-    #[error("record of {0} bytes exceeds the {1}-byte limit")]
-    TooLarge(usize, usize),
-    #[error("idle for {0:?}")]
-    Idle(Duration),
+    #[error("{0}")]
+    Record(#[from] RecordError),
     #[error("request not completed within {0:?}")]
     Slow(Duration),
+    #[error("no buffer budget within {0:?}")]
+    NoBudget(Duration),
     #[error("not an ONC RPC call")]
     Garbage,
-    #[error("engine: {0}")]
-    Engine(std::io::Error),
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }
@@ -75,6 +76,8 @@ pub(crate) async fn accept_loop(
     guard: Arc<Guard>,
     shutdown: impl Future<Output = ()>,
 ) {
+    tune_allocator();
+    let housekeeping = tokio::spawn(release_idle_memory(guard.clone()));
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -102,66 +105,37 @@ pub(crate) async fn accept_loop(
             }
         }
     }
+    housekeeping.abort();
 }
 
-/// Reads one whole record (all fragments), growing the buffer only as bytes arrive.
-/// `Ok(None)` is a clean end of stream between records.
-async fn read_record(
-    rd: &mut (impl tokio::io::AsyncRead + Unpin),
-    cfg: &Config,
-) -> Result<Option<Vec<u8>>, Close> {
-    let mut record = Vec::new();
-    let mut first = true;
+/// Once a second: frees warm READ buffers nobody used lately and, when memory was given
+/// back (buffers freed, connections closed), trims the allocator so RSS follows.
+async fn release_idle_memory(guard: Arc<Guard>) {
+    use std::sync::atomic::Ordering;
+    let mut closed_seen = 0;
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        let mut hdr = [0u8; 4];
-        if first {
-            // Waiting for a new call: the idle timeout applies to its first byte.
-            match tokio::time::timeout(cfg.idle_timeout, rd.read(&mut hdr[..1])).await {
-                Err(_) => return Err(Close::Idle(cfg.idle_timeout)),
-                Ok(Ok(0)) => return Ok(None),
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => return Err(e.into()),
-            }
-            timed(cfg, rd.read_exact(&mut hdr[1..])).await?;
-        } else {
-            timed(cfg, rd.read_exact(&mut hdr)).await?;
+        tick.tick().await;
+        let freed = guard.buffers.release_idle(crate::buffers::IDLE_RELEASE);
+        let closed = guard.closed.load(Ordering::Relaxed);
+        if freed > 0 || closed != closed_seen {
+            closed_seen = closed;
+            trim_allocator();
         }
-        let mark = u32::from_be_bytes(hdr);
-        let last = mark & 0x8000_0000 != 0;
-        let len = (mark & 0x7fff_ffff) as usize;
-        if record.len() + len > cfg.max_record {
-            return Err(Close::TooLarge(record.len() + len, cfg.max_record));
-        }
-        let before = record.len();
-        let got = timed(cfg, (&mut *rd).take(len as u64).read_to_end(&mut record)).await?;
-        if got != len || record.len() != before + len {
-            return Err(Close::Io(std::io::ErrorKind::UnexpectedEof.into()));
-        }
-        if last {
-            return Ok(Some(record));
-        }
-        first = false;
     }
 }
 
-async fn timed<T>(cfg: &Config, f: impl Future<Output = std::io::Result<T>>) -> Result<T, Close> {
-    match tokio::time::timeout(cfg.request_timeout, f).await {
-        Err(_) => Err(Close::Slow(cfg.request_timeout)),
-        Ok(r) => Ok(r?),
+/// How this server reads client records: bounded by `--max-record`, the idle and request
+/// timeouts, and every byte drawn from the shared budget as it arrives.
+fn record_reader(guard: &Guard) -> RecordReader {
+    let cfg = &guard.config;
+    RecordReader {
+        max_record: cfg.max_record,
+        idle_timeout: Some(cfg.idle_timeout),
+        record_timeout: Some(cfg.request_timeout),
+        budget: Some(guard.budget.clone()),
     }
-}
-
-/// Calls forwarded to the engine and not yet answered: xid → (program, procedure, start).
-#[derive(Default)]
-struct InFlight {
-    calls: Mutex<HashMap<u32, (u32, u32, Instant)>>,
-    drained: Notify,
-}
-
-/// The engine side of one client connection.
-struct Backend {
-    wr: OwnedWriteHalf,
-    pump: tokio::task::JoinHandle<()>,
 }
 
 async fn connection(
@@ -178,84 +152,96 @@ async fn connection(
             debug!(%peer, "cannot enlarge the send buffer: {e}");
         }
     }
-    let (rd, wr) = sock.into_split();
-    // Buffered: a call's header, credential and arguments arrive in one read, not five.
-    let mut rd = tokio::io::BufReader::with_capacity(64 * 1024, rd);
-    // Replies are written by whoever has them (this task for the guard's own answers,
-    // the pump for the engine's), one whole record under the lock: no task hop on READ.
+    // No read buffer of its own: an idle connection holds a socket and a task, nothing
+    // more; each record's buffer is drawn from the shared budget and freed after its call.
+    let (mut rd, wr) = sock.into_split();
+    // Replies are written one whole record at a time, by this task: no task hop.
     let out: ClientWriter = Arc::new(tokio::sync::Mutex::new(wr));
-    let inflight = Arc::new(InFlight::default());
-    let mut spare = Vec::new();
-    let mut backend: Option<Backend> = None;
+    let reader = record_reader(&guard);
     let mut stopping = guard.stopping.clone();
     let cfg = guard.config.clone();
     let result: Result<(), Close> = async {
         loop {
             let record = tokio::select! {
-                r = read_record(&mut rd, &cfg) => r?,
+                r = reader.read(&mut rd) => r?,
                 _ = stopping.wait_for(|s| *s) => return Ok(()),
             };
             let Some(record) = record else { return Ok(()) };
-            let call = rpc::parse_call(&record).ok_or(Close::Garbage)?;
-            if let Some(reply) = answer_locally(&guard, &call, &record, &mut spare) {
-                send(&out, &reply, cfg.request_timeout).await?;
-                // Reuse the READ reply buffer: no 1 MiB allocation (and page faults) per
-                // READ.
-                if reply.capacity() <= 2 << 20 {
-                    spare = reply;
-                }
+            let start = Instant::now();
+            let header = match rpcmsg::decode_call(&record) {
+                Ok(h) => h,
+                Err(e) => match e.rejection() {
+                    Some((xid, r)) => {
+                        send(&out, &r.record(xid), cfg.request_timeout).await?;
+                        guard
+                            .registry
+                            .record_op("OTHER", "total", r.label(), start.elapsed(), 0);
+                        continue;
+                    }
+                    None => return Err(Close::Garbage),
+                },
+            };
+            let call = Call::from(&header);
+            // RFC 5531: every call gets an answer, a refused one included.
+            if let Err(r) = header.check(&PROGRAMS) {
+                debug!(%peer, prog = call.prog, vers = call.vers, "call refused: {}", r.label());
+                send(&out, &r.record(call.xid), cfg.request_timeout).await?;
+                guard.registry.record_op(
+                    rpc::proc_name(call.prog, call.proc_),
+                    "total",
+                    r.label(),
+                    start.elapsed(),
+                    0,
+                );
                 continue;
             }
-            let record = rewrite_mount_path(&call, record);
-            // Bound the calls in flight (a retransmitted xid does not count twice).
-            loop {
-                let notified = inflight.drained.notified();
-                {
-                    let mut calls = inflight.calls.lock();
-                    if calls.len() < MAX_IN_FLIGHT || calls.contains_key(&call.xid) {
-                        calls.insert(call.xid, (call.prog, call.proc_, Instant::now()));
-                        break;
-                    }
-                }
-                notified.await;
+            if call.prog == NFS_PROG && call.proc_ == 6 {
+                read(&guard, &call, &record[call.args..], start, &out).await?;
+                continue;
             }
-            if backend.is_none() {
-                backend = Some(connect_backend(&guard, out.clone(), inflight.clone()).await?);
+            if let Some(reply) = answer_locally(&guard, &call, &record) {
+                send(&out, &reply, cfg.request_timeout).await?;
+                continue;
             }
-            let Some(b) = backend.as_mut() else {
-                unreachable!()
+            // Every other call: answered in process, on this task. A client that stops
+            // reading is closed when a reply cannot be sent within the request timeout,
+            // so it never holds more than one reply.
+            let mut reply = Vec::new();
+            guard.nfs.dispatch(&call, &record, &mut reply);
+            drop(record);
+            // The reply's bytes count against the budget while it waits to be sent.
+            let _grant = match tokio::time::timeout(
+                cfg.request_timeout,
+                guard.budget.acquire(reply.capacity()),
+            )
+            .await
+            {
+                Ok(Ok(g)) => g,
+                Ok(Err(e)) => return Err(Close::Record(e.into())),
+                Err(_) => return Err(Close::NoBudget(cfg.request_timeout)),
             };
-            b.wr.write_all(&rpc::record_mark(record.len()))
-                .await
-                .map_err(Close::Engine)?;
-            b.wr.write_all(&record).await.map_err(Close::Engine)?;
+            send(&out, &reply, cfg.request_timeout).await?;
         }
     }
     .await;
     match &result {
         Ok(()) => debug!(%peer, "connection closed"),
-        Err(e @ (Close::Idle(_) | Close::Io(_))) => debug!(%peer, "connection closed: {e}"),
+        Err(e @ (Close::Record(RecordError::Idle(_) | RecordError::Truncated) | Close::Io(_))) => {
+            debug!(%peer, "connection closed: {e}")
+        }
+        Err(Close::Record(RecordError::Io(e))) => debug!(%peer, "connection closed: {e}"),
         Err(e) => warn!(%peer, "connection closed by the guard: {e}"),
     }
-    // Let answers to calls already forwarded reach the client (bounded), then tear down.
-    if let Some(b) = backend {
-        let wait = async {
-            loop {
-                let notified = inflight.drained.notified();
-                if inflight.calls.lock().is_empty() {
-                    break;
-                }
-                notified.await;
-            }
-        };
-        let _ = tokio::time::timeout(Duration::from_secs(5), wait).await;
-        b.pump.abort();
-        drop(b.wr);
-    }
-    let _ = out.lock().await.shutdown().await;
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        out.lock().await.shutdown().await
+    })
+    .await;
+    guard
+        .closed
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
 }
 
-/// The client's write half, shared by the connection task and the engine-reply pump.
+/// The client's write half.
 type ClientWriter = Arc<tokio::sync::Mutex<OwnedWriteHalf>>;
 
 /// Writes one whole record to the client; a client that does not read it within
@@ -268,75 +254,8 @@ async fn send(out: &ClientWriter, record: &[u8], limit: Duration) -> Result<(), 
     }
 }
 
-async fn connect_backend(
-    guard: &Guard,
-    out: ClientWriter,
-    inflight: Arc<InFlight>,
-) -> Result<Backend, Close> {
-    let sock = TcpStream::connect(guard.backend)
-        .await
-        .map_err(Close::Engine)?;
-    let _ = sock.set_nodelay(true);
-    let (brd, wr) = sock.into_split();
-    let registry = guard.registry.clone();
-    let limit = guard.config.request_timeout;
-    let pump = tokio::spawn(pump_replies(brd, out, inflight, registry, limit));
-    Ok(Backend { wr, pump })
-}
-
-/// Moves the engine's replies to the client, whole records at a time, timing each call.
-async fn pump_replies(
-    mut brd: OwnedReadHalf,
-    out: ClientWriter,
-    inflight: Arc<InFlight>,
-    registry: Arc<Registry>,
-    limit: Duration,
-) {
-    loop {
-        let mut hdr = [0u8; 4];
-        if brd.read_exact(&mut hdr).await.is_err() {
-            break;
-        }
-        let len = (u32::from_be_bytes(hdr) & 0x7fff_ffff) as usize;
-        let mut buf = Vec::with_capacity(4 + len);
-        buf.extend_from_slice(&hdr);
-        buf.resize(4 + len, 0);
-        if brd.read_exact(&mut buf[4..]).await.is_err() {
-            break;
-        }
-        if buf.len() >= 8 {
-            let xid = u32::from_be_bytes([buf[4], buf[5], buf[6], buf[7]]);
-            let started = inflight.calls.lock().remove(&xid);
-            inflight.drained.notify_waiters();
-            if let Some((prog, proc_, start)) = started {
-                let status = rpc::reply_status(&buf[4..], prog, proc_);
-                let bytes = if prog == NFS_PROG && proc_ == 6 {
-                    len as u64
-                } else {
-                    0
-                };
-                registry.record_op(
-                    rpc::proc_name(prog, proc_),
-                    "total",
-                    status,
-                    start.elapsed(),
-                    bytes,
-                );
-            }
-        }
-        if send(&out, &buf, limit).await.is_err() {
-            break;
-        }
-    }
-}
-
-/// Calls the guard answers itself (see the module docs); `None` means forward.
-fn answer_locally(
-    guard: &Guard,
-    call: &Call,
-    record: &[u8],
-    spare: &mut Vec<u8>,
-) -> Option<Vec<u8>> {
+/// Calls the guard answers itself (see the module docs); `None`: the dispatcher answers.
+fn answer_locally(guard: &Guard, call: &Call, record: &[u8]) -> Option<Vec<u8>> {
     let start = Instant::now();
     let args = &record[call.args..];
     let (reply, status) = match (call.prog, call.proc_) {
@@ -350,21 +269,6 @@ fn answer_locally(
                     let ours = (prog == NFS_PROG || prog == MOUNT_PROG) && vers == 3 && prot == 6;
                     let port = if ours { u32::from(guard.front_port) } else { 0 };
                     (rpc::accepted_reply(call.xid, 0, &port.to_be_bytes()), "ok")
-                }
-                _ => (rpc::accepted_reply(call.xid, 4, &[]), "GARBAGE_ARGS"),
-            }
-        }
-        (NFS_PROG, 6) if call.vers == 3 => {
-            let mut cur = Cursor::new(args);
-            match READ3args::unpack(&mut cur) {
-                Ok((a, _)) if cur.position() as usize == args.len() => {
-                    let reply = read_reply(guard, call.xid, &a, std::mem::take(spare));
-                    let status = rpc::reply_status(&reply[4..], NFS_PROG, 6);
-                    let bytes = reply.len() as u64;
-                    guard
-                        .registry
-                        .record_op("READ", "total", status, start.elapsed(), bytes);
-                    return Some(reply);
                 }
                 _ => (rpc::accepted_reply(call.xid, 4, &[]), "GARBAGE_ARGS"),
             }
@@ -402,109 +306,234 @@ fn answer_locally(
     Some(reply)
 }
 
+/// Bytes of a successful READ3res before its data: status, post_op_attr with attributes,
+/// count, eof and the data opaque's length word (the size of a `READ3res::Ok` with empty
+/// data, so it follows the XDR definitions rather than a hand count).
+fn read_ok_head_len() -> usize {
+    READ3res::Ok(READ3resok {
+        file_attributes: post_op_attr::Some(zero_fattr()),
+        count: 0,
+        eof: false,
+        data: Opaque::borrowed(&[]),
+    })
+    .packed_size()
+}
+
+fn zero_fattr() -> fattr3 {
+    use nfs3_types::nfs3::{ftype3, nfstime3, specdata3};
+    let t = nfstime3 {
+        seconds: 0,
+        nseconds: 0,
+    };
+    fattr3 {
+        type_: ftype3::NF3REG,
+        mode: 0,
+        nlink: 0,
+        uid: 0,
+        gid: 0,
+        size: 0,
+        used: 0,
+        rdev: specdata3 {
+            specdata1: 0,
+            specdata2: 0,
+        },
+        fsid: 0,
+        fileid: 0,
+        atime: t,
+        mtime: t,
+        ctime: t,
+    }
+}
+
+/// Room a READ reply of `count` bytes needs: mark, RPC header, READ3res head, data, pad.
+fn read_reply_capacity(count: u32) -> usize {
+    record::MARK_LEN
+        + rpcmsg::ACCEPTED_HEADER_LEN
+        + read_ok_head_len()
+        + count.min(crate::fs::MAX_IO) as usize
+        + 3
+}
+
 /// READ answered here rather than by the engine: the payload is read straight into the
 /// reply record (one copy) instead of crossing the engine's tasks and a second socket
-/// (four more copies); see the README's design notes for the measurement.
-fn read_reply(guard: &Guard, xid: u32, a: &READ3args, mut rec: Vec<u8>) -> Vec<u8> {
-    let count = a.count.min(crate::fs::MAX_IO) as usize;
-    rec.clear();
-    rec.reserve(4 + 24 + 4 + 84 + 12 + count + 4);
-    rec.extend_from_slice(&rpc::accepted_reply(xid, 0, &[]));
-    let status_at = rec.len();
-    rec.extend_from_slice(&[0; 4]);
-    let fh = match decode_fh(&guard.fs, &a.file.data) {
-        Ok(fh) => fh,
-        Err(s) => {
-            rec[status_at..].copy_from_slice(&(s as u32).to_be_bytes());
-            rec.extend_from_slice(&0u32.to_be_bytes()); // no attributes
-            return finish(rec);
+/// (four more copies); see the README's design notes for the measurement. The reply
+/// buffer comes from the shared budget and goes back to the warm set once sent.
+async fn read(
+    guard: &Guard,
+    call: &Call,
+    args: &[u8],
+    start: Instant,
+    out: &ClientWriter,
+) -> Result<(), Close> {
+    let limit = guard.config.request_timeout;
+    let mut cur = Cursor::new(args);
+    let a = match READ3args::unpack(&mut cur) {
+        Ok((a, _)) if cur.position() as usize == args.len() => a,
+        _ => {
+            let r = rpcmsg::Rejection::GarbageArgs;
+            send(out, &r.record(call.xid), limit).await?;
+            guard
+                .registry
+                .record_op("READ", "total", r.label(), start.elapsed(), 0);
+            return Ok(());
         }
     };
-    // Attributes, then count, eof and the opaque's length, then the data in place.
-    let mut head = Vec::with_capacity(100);
-    let data_at = rec.len() + 4 + 84 + 12;
+    let mut reply =
+        match tokio::time::timeout(limit, guard.buffers.get(read_reply_capacity(a.count))).await {
+            Ok(Ok(b)) => b,
+            Ok(Err(e)) => return Err(Close::Record(e.into())),
+            Err(_) => return Err(Close::NoBudget(limit)),
+        };
+    read_reply(&guard.fs, call.xid, &a, &mut reply.buf);
+    let status = rpc::reply_status(&reply.buf[record::MARK_LEN..], NFS_PROG, 6);
+    let bytes = reply.buf.len() as u64;
+    send(out, &reply.buf, limit).await?;
+    guard.buffers.put(reply);
+    guard
+        .registry
+        .record_op("READ", "total", status, start.elapsed(), bytes);
+    Ok(())
+}
+
+/// Builds the whole READ reply record for `a` into `rec` (cleared first): the data is read
+/// in place after a head of known size, and the head is packed over it afterwards.
+fn read_reply(fs: &DirFs, xid: u32, a: &READ3args, rec: &mut Vec<u8>) {
+    rec.clear();
+    let at = record::begin(rec);
+    rpcmsg::accepted(rec, xid, AcceptStat::Success);
+    let res_at = rec.len();
+    let fail = |rec: &mut Vec<u8>, s: nfsstat3, attr: Option<fattr3>| {
+        rec.truncate(res_at);
+        let res: READ3res<'_> = READ3res::Err((
+            s,
+            READ3resfail {
+                file_attributes: attr.map_or(post_op_attr::None, post_op_attr::Some),
+            },
+        ));
+        // Packing into a Vec cannot fail.
+        let _ = res.pack(rec);
+    };
+    let fh = match decode_fh(fs, &a.file.data) {
+        Ok(fh) => fh,
+        Err(s) => {
+            fail(rec, s, None);
+            record::finish(rec, at);
+            return;
+        }
+    };
+    let data_at = res_at + read_ok_head_len();
     rec.resize(data_at, 0);
-    match guard.fs.read_into(&fh, a.offset, a.count, &mut rec) {
+    match fs.read_into(&fh, a.offset, a.count, rec) {
         Ok((attr, n, eof)) => {
-            let _ = post_op_attr::Some(attr).pack(&mut head);
-            debug_assert_eq!(head.len(), 88);
-            head.extend_from_slice(&n.to_be_bytes());
-            head.extend_from_slice(&u32::from(eof).to_be_bytes());
-            head.extend_from_slice(&n.to_be_bytes());
-            rec[status_at + 4..data_at].copy_from_slice(&head);
-            let pad = (4 - (n as usize % 4)) % 4;
+            // XDR pads the opaque to a multiple of four.
+            let pad = (4 - n as usize % 4) % 4;
             rec.extend_from_slice(&[0; 3][..pad]);
-            finish(rec)
+            let mut head = &mut rec[res_at..data_at];
+            let packed = (|| {
+                Ok::<_, nfs3_types::xdr_codec::Error>(
+                    nfsstat3::NFS3_OK.pack(&mut head)?
+                        + post_op_attr::Some(attr).pack(&mut head)?
+                        + n.pack(&mut head)?
+                        + eof.pack(&mut head)?
+                        // The data opaque's length word; its bytes are already in place.
+                        + n.pack(&mut head)?,
+                )
+            })();
+            debug_assert_eq!(packed.ok(), Some(data_at - res_at));
         }
-        Err((s, attr)) => {
-            rec.truncate(status_at + 4);
-            rec[status_at..].copy_from_slice(&(s as u32).to_be_bytes());
-            let _ = attr
-                .map_or(post_op_attr::None, post_op_attr::Some)
-                .pack(&mut rec);
-            finish(rec)
-        }
+        Err((s, attr)) => fail(rec, s, attr),
     }
+    record::finish(rec, at);
 }
 
-/// Sets the record mark of a record built in place.
-fn finish(mut rec: Vec<u8>) -> Vec<u8> {
-    let mark = rpc::record_mark(rec.len() - 4);
-    rec[..4].copy_from_slice(&mark);
-    rec
-}
-
-/// Checks the engine's 8-byte generation prefix the way the engine does, then decodes ours.
+/// Decodes a client's handle (generation prefix, inode, birth time).
 fn decode_fh(fs: &DirFs, data: &[u8]) -> Result<Fh, nfsstat3> {
-    if data.len() < 8 {
-        return Err(nfsstat3::NFS3ERR_BADHANDLE);
-    }
-    let generation = u64::from_le_bytes(
-        data[..8]
-            .try_into()
-            .map_err(|_| nfsstat3::NFS3ERR_BADHANDLE)?,
-    );
-    if generation != fs.generation() {
-        return Err(if generation < fs.generation() {
-            nfsstat3::NFS3ERR_STALE
-        } else {
-            nfsstat3::NFS3ERR_BADHANDLE
-        });
-    }
-    Fh::from_bytes(&data[8..]).ok_or(nfsstat3::NFS3ERR_BADHANDLE)
-}
-
-/// libnfs 4.0 mounts `nfs://host/file` with an empty path, which the engine refuses; it
-/// means the export root, so it becomes `/`.
-fn rewrite_mount_path(call: &Call, mut record: Vec<u8>) -> Vec<u8> {
-    if call.prog == MOUNT_PROG
-        && call.proc_ == 1
-        && record.len() == call.args + 4
-        && record[call.args..] == [0, 0, 0, 0]
-    {
-        record.truncate(call.args);
-        record.extend_from_slice(&[0, 0, 0, 1, b'/', 0, 0, 0]);
-        info!("empty MOUNT path taken as /");
-    }
-    record
+    fs.decode(data)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn empty_mount_path_becomes_root() {
-        let mut rec = Vec::new();
-        for w in [1u32, 0, 2, MOUNT_PROG, 3, 1, 0, 0, 0, 0, 0] {
-            rec.extend_from_slice(&w.to_be_bytes());
+    fn wire_handle(fs: &DirFs, fh: &Fh) -> Vec<u8> {
+        fs.wire(fh).data.as_ref().to_vec()
+    }
+
+    /// Decodes a READ reply record the way a client does.
+    fn decode(rec: &[u8], xid: u32) -> READ3res<'static> {
+        let len = u32::from_be_bytes(rec[..4].try_into().unwrap());
+        assert_eq!(
+            len,
+            record::LAST_FRAGMENT | (rec.len() - 4) as u32,
+            "record mark"
+        );
+        let h = rpcmsg::decode_reply(&rec[4..]).unwrap();
+        assert_eq!((h.xid, h.status), (xid, Ok(())));
+        let body = &rec[4 + h.body..];
+        let mut cur = Cursor::new(body);
+        let (res, n) = READ3res::unpack(&mut cur).unwrap();
+        assert_eq!(n, body.len(), "nothing after the READ3res");
+        match res {
+            READ3res::Ok(ok) => READ3res::Ok(READ3resok {
+                file_attributes: ok.file_attributes,
+                count: ok.count,
+                eof: ok.eof,
+                data: Opaque::owned(ok.data.as_ref().to_vec()),
+            }),
+            READ3res::Err(e) => READ3res::Err(e),
         }
-        let call = rpc::parse_call(&rec).unwrap();
-        let out = rewrite_mount_path(&call, rec.clone());
-        assert_eq!(&out[call.args..], &[0, 0, 0, 1, b'/', 0, 0, 0]);
-        // A non-empty path is left alone.
-        let mut other = rec[..call.args].to_vec();
-        other.extend_from_slice(&[0, 0, 0, 1, b'/', 0, 0, 0]);
-        assert_eq!(rewrite_mount_path(&call, other.clone()), other);
+    }
+
+    #[test]
+    fn read_reply_decodes_with_read3res_unpack() {
+        let dir = tempfile::tempdir().unwrap();
+        let data: Vec<u8> = (0..10_001u32).map(|i| (i * 7) as u8).collect();
+        std::fs::write(dir.path().join("f"), &data).unwrap();
+        let fs = DirFs::open(&Config::new(dir.path()), Registry::new("t")).unwrap();
+        let fh = fs.lookup(&fs.root_fh(), b"f").0.unwrap().0;
+        let args = |offset, count, handle: Vec<u8>| READ3args {
+            file: nfs3_types::nfs3::nfs_fh3 {
+                data: Opaque::owned(handle),
+            },
+            offset,
+            count,
+        };
+        let mut rec = Vec::new();
+        // Every padding length, a short read at EOF, and a read past the end.
+        for (offset, count) in [(0, 4096), (1, 4095), (2, 4094), (3, 4093), (9_000, 4096)] {
+            read_reply(
+                &fs,
+                9,
+                &args(offset, count, wire_handle(&fs, &fh)),
+                &mut rec,
+            );
+            assert!(rec.capacity() <= read_reply_capacity(count).max(rec.capacity()));
+            let READ3res::Ok(ok) = decode(&rec, 9) else {
+                panic!("READ at {offset} failed")
+            };
+            let end = (offset as usize + count as usize).min(data.len());
+            assert_eq!(ok.data.as_ref(), &data[offset as usize..end]);
+            assert_eq!(ok.count as usize, end - offset as usize);
+            assert_eq!(ok.eof, end == data.len());
+            let post_op_attr::Some(attr) = ok.file_attributes else {
+                panic!("no attributes")
+            };
+            assert_eq!(attr.size, data.len() as u64);
+            assert!(rec.len() <= read_reply_capacity(count));
+        }
+        // A forged handle: an error result with no attributes, still well formed.
+        let mut bad = wire_handle(&fs, &fh);
+        bad[9] ^= 0xff;
+        read_reply(&fs, 10, &args(0, 10, bad), &mut rec);
+        let READ3res::Err((status, fail)) = decode(&rec, 10) else {
+            panic!("a forged handle read")
+        };
+        assert_eq!(status, nfsstat3::NFS3ERR_STALE);
+        assert!(matches!(fail.file_attributes, post_op_attr::None));
+        read_reply(&fs, 11, &args(0, 10, vec![1, 2, 3]), &mut rec);
+        assert!(matches!(
+            decode(&rec, 11),
+            READ3res::Err((nfsstat3::NFS3ERR_BADHANDLE, _))
+        ));
     }
 }

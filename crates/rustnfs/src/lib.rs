@@ -4,16 +4,20 @@
 //! - [`config`]: the validated [`Config`] and parsing of its user-facing spellings.
 //! - [`cli`]: flags and environment variables → [`cli::RunConfig`] (used by the binary).
 //! - `guard`: the connection guard every client talks to (allowlist, connection cap,
-//!   timeouts, bounded record marking, per-RPC timing) in front of the engine.
-//! - [`fs`]: the directory-backed `NfsFileSystem` — a jail resolved beneath fds, with
-//!   restart-stable handles, an open-file LRU and per-procedure VFS timing.
+//!   timeouts, bounded record marking); it answers READ itself and hands every other
+//!   call to `nfs`.
+//! - `nfs`: the NFSv3, MOUNT and portmapper procedures — bounded XDR decoding, a call
+//!   to [`fs`], the reply built with `nfs3_types`, per-procedure timing.
+//! - [`fs`]: the exported directory — a jail resolved beneath fds, with restart-stable
+//!   handles and an open-file LRU.
 //! - [`health`]: `--healthcheck`, an RPC NULL call to the running server.
 //! - [`rpc`]: the little ONC RPC the guard needs. `sys`: Linux call wrappers.
 //! - `metrics`: `/metrics` and `/metrics.json`.
 //!
-//! The NFS engine is `nfs3_server` (the maintained fork of nfsserve); see the README's
-//! design notes for why, and for what the guard adds in front of it.
+//! Every call is read, bounded, parsed, answered and timed on one path inside the
+//! process: no second socket, no engine (see the README's design notes).
 
+mod buffers;
 pub mod cli;
 pub mod config;
 mod error;
@@ -21,14 +25,13 @@ pub mod fs;
 mod guard;
 pub mod health;
 mod metrics;
+mod nfs;
 pub mod rpc;
 mod sys;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use latency::Registry;
-use nfs3_server::tcp::{NFSTcp, NFSTcpListener};
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 use tracing::info;
@@ -48,15 +51,6 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Error> {
     let fs = fs::DirFs::open(&config, registry.clone())?;
-    let engine = NFSTcpListener::bind_with_generation("127.0.0.1:0", fs.clone(), fs.generation())
-        .await
-        .map_err(Error::Engine)?;
-    let backend = SocketAddr::from(([127, 0, 0, 1], engine.get_listen_port()));
-    let engine_task = tokio::spawn(async move {
-        if let Err(e) = engine.handle_forever().await {
-            tracing::error!("NFS engine stopped: {e}");
-        }
-    });
     let local = listener.local_addr()?;
     info!(
         listen = %local,
@@ -66,16 +60,22 @@ pub async fn serve(
         p = local.port()
     );
     let max = config.max_connections.max(1);
+    // Never below one whole record, or that record could never be read.
+    let budget = oncrpc::Budget::new(config.max_buffer_bytes.max(2 * config.max_record));
     let permits = Arc::new(Semaphore::new(max));
     let (stop_tx, stopping) = watch::channel(false);
+    let nfs = nfs::Dispatcher::new(fs.clone(), registry.clone(), local.port(), config.squash);
     let guard = Arc::new(guard::Guard {
         config: Arc::new(config),
         fs,
         registry,
-        backend,
+        nfs,
         front_port: local.port(),
         permits: permits.clone(),
         stopping,
+        buffers: buffers::ReplyBuffers::new(budget.clone()),
+        budget,
+        closed: Default::default(),
     });
     guard::accept_loop(listener, guard, shutdown).await;
     info!("shutting down: finishing calls in flight");
@@ -86,7 +86,6 @@ pub async fn serve(
         permits.acquire_many(all),
     )
     .await;
-    engine_task.abort();
     Ok(())
 }
 

@@ -1,5 +1,5 @@
-//! Just enough ONC RPC (RFC 5531) to guard and time calls: record marks, call and reply
-//! headers, procedure names, and the few replies the guard writes itself.
+//! rustnfs's view of ONC RPC: its programs and versions, procedure names and reply status
+//! labels for the metrics; the wire format itself lives in the `oncrpc` crate.
 
 /// RPC program numbers.
 pub const PMAP_PROG: u32 = 100_000;
@@ -17,54 +17,43 @@ pub struct Call {
     pub args: usize,
 }
 
-struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
-}
+/// The programs and versions this server speaks; anything else gets PROG_UNAVAIL or
+/// PROG_MISMATCH before it reaches a procedure.
+pub const PROGRAMS: [oncrpc::msg::Program; 3] = [
+    oncrpc::msg::Program {
+        prog: NFS_PROG,
+        low: 3,
+        high: 3,
+    },
+    oncrpc::msg::Program {
+        prog: MOUNT_PROG,
+        low: 3,
+        high: 3,
+    },
+    oncrpc::msg::Program {
+        prog: PMAP_PROG,
+        low: 2,
+        high: 2,
+    },
+];
 
-impl<'a> Reader<'a> {
-    fn u32(&mut self) -> Option<u32> {
-        let b = self.buf.get(self.pos..self.pos + 4)?;
-        self.pos += 4;
-        Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-    }
-    fn opaque_auth(&mut self) -> Option<()> {
-        let _flavor = self.u32()?;
-        let len = self.u32()? as usize;
-        // RFC 5531: an opaque_auth body is at most 400 bytes.
-        if len > 400 {
-            return None;
+impl From<&oncrpc::CallHeader<'_>> for Call {
+    fn from(h: &oncrpc::CallHeader<'_>) -> Self {
+        Call {
+            xid: h.xid,
+            prog: h.prog,
+            vers: h.vers,
+            proc_: h.proc_,
+            args: h.args,
         }
-        let padded = len.div_ceil(4) * 4;
-        self.buf.get(self.pos..self.pos + padded)?;
-        self.pos += padded;
-        Some(())
     }
 }
 
 /// Parses a call header; `None` when the record is not an RPC call at all.
 pub fn parse_call(record: &[u8]) -> Option<Call> {
-    let mut r = Reader {
-        buf: record,
-        pos: 0,
-    };
-    let xid = r.u32()?;
-    if r.u32()? != 0 {
-        return None; // not a CALL
-    }
-    let _rpcvers = r.u32()?; // the engine answers RPC_MISMATCH itself
-    let prog = r.u32()?;
-    let vers = r.u32()?;
-    let proc_ = r.u32()?;
-    r.opaque_auth()?;
-    r.opaque_auth()?;
-    Some(Call {
-        xid,
-        prog,
-        vers,
-        proc_,
-        args: r.pos,
-    })
+    oncrpc::msg::decode_call(record)
+        .ok()
+        .map(|h| Call::from(&h))
 }
 
 /// The metric name of a procedure (`READ`, `MNT`, `PMAP_GETPORT`).
@@ -111,66 +100,53 @@ pub fn proc_name(prog: u32, proc_: u32) -> &'static str {
     table.get(proc_ as usize).copied().unwrap_or("UNKNOWN_PROC")
 }
 
-/// How a reply ended, for the `status` label: `ok`, an nfsstat3/mountstat3 name, an RPC
-/// accept status (`PROC_UNAVAIL`, `GARBAGE_ARGS`, ...) or `DENIED`.
+/// How a reply ended, for the `status` label: `ok`, an nfsstat3/mountstat3 name, or the
+/// RPC error (`PROC_UNAVAIL`, `GARBAGE_ARGS`, `AUTH_BADCRED`, ...).
 pub fn reply_status(reply: &[u8], prog: u32, proc_: u32) -> &'static str {
-    let mut r = Reader { buf: reply, pos: 0 };
-    let parse = |r: &mut Reader<'_>| -> Option<&'static str> {
-        let _xid = r.u32()?;
-        if r.u32()? != 1 {
-            return Some("BAD_REPLY");
-        }
-        if r.u32()? != 0 {
-            return Some("DENIED");
-        }
-        r.opaque_auth()?;
-        let accept = r.u32()?;
-        let name = match accept {
-            0 => None,
-            1 => Some("PROG_UNAVAIL"),
-            2 => Some("PROG_MISMATCH"),
-            3 => Some("PROC_UNAVAIL"),
-            4 => Some("GARBAGE_ARGS"),
-            _ => Some("SYSTEM_ERR"),
-        };
-        if let Some(n) = name {
-            return Some(n);
-        }
-        if proc_ == 0 {
-            return Some("ok");
-        }
-        match prog {
-            NFS_PROG => Some(crate::error::status_label_raw(r.u32()?)),
-            MOUNT_PROG if proc_ == 1 => Some(match r.u32()? {
-                0 => "ok",
-                1 => "MNT3ERR_PERM",
-                2 => "MNT3ERR_NOENT",
-                13 => "MNT3ERR_ACCES",
-                20 => "MNT3ERR_NOTDIR",
-                22 => "MNT3ERR_INVAL",
-                _ => "MNT3ERR_OTHER",
-            }),
-            _ => Some("ok"),
-        }
+    let Ok(h) = oncrpc::msg::decode_reply(reply) else {
+        return "BAD_REPLY";
     };
-    parse(&mut r).unwrap_or("BAD_REPLY")
+    if let Err(r) = h.status {
+        return r.label();
+    }
+    if proc_ == 0 {
+        return "ok";
+    }
+    let Some(b) = reply.get(h.body..h.body + 4) else {
+        return "BAD_REPLY";
+    };
+    let word = u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+    match prog {
+        NFS_PROG => crate::error::status_label_raw(word),
+        MOUNT_PROG if proc_ == 1 => match word {
+            0 => "ok",
+            1 => "MNT3ERR_PERM",
+            2 => "MNT3ERR_NOENT",
+            13 => "MNT3ERR_ACCES",
+            20 => "MNT3ERR_NOTDIR",
+            22 => "MNT3ERR_INVAL",
+            _ => "MNT3ERR_OTHER",
+        },
+        _ => "ok",
+    }
 }
 
-/// A whole record (mark + accepted SUCCESS reply header + `body`).
+/// A whole record (mark + accepted reply header + `body`); `accept_stat` 0 is SUCCESS.
 pub fn accepted_reply(xid: u32, accept_stat: u32, body: &[u8]) -> Vec<u8> {
-    let len = 24 + body.len();
-    let mut v = Vec::with_capacity(4 + len);
-    v.extend_from_slice(&(0x8000_0000u32 | len as u32).to_be_bytes());
-    for word in [xid, 1, 0, 0, 0, accept_stat] {
-        v.extend_from_slice(&word.to_be_bytes());
-    }
-    v.extend_from_slice(body);
-    v
+    use oncrpc::msg::{AcceptStat, Rejection};
+    let fail = match accept_stat {
+        0 => return oncrpc::msg::accepted_record(xid, AcceptStat::Success, body),
+        1 => Rejection::ProgUnavail,
+        3 => Rejection::ProcUnavail,
+        4 => Rejection::GarbageArgs,
+        _ => Rejection::SystemErr,
+    };
+    fail.record(xid)
 }
 
 /// The record mark for a single last fragment of `len` bytes.
 pub fn record_mark(len: usize) -> [u8; 4] {
-    (0x8000_0000u32 | len as u32).to_be_bytes()
+    oncrpc::record::mark(len)
 }
 
 #[cfg(test)]

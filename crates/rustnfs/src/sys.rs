@@ -331,6 +331,21 @@ pub fn lchownat(dir: BorrowedFd<'_>, name: &CStr, uid: u32, gid: u32) -> io::Res
     cvt(unsafe { libc::fchownat(dir.as_raw_fd(), name.as_ptr(), uid, gid, flags) }).map(drop)
 }
 
+/// `fchmodat(dir, name, mode, AT_SYMLINK_NOFOLLOW)`: a symlink is refused, never
+/// followed (glibc does it through an `O_PATH` descriptor).
+pub fn lchmodat(dir: BorrowedFd<'_>, name: &CStr, mode: u32) -> io::Result<()> {
+    // SAFETY: valid fd and NUL-terminated name.
+    cvt(unsafe {
+        libc::fchmodat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            mode,
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    })
+    .map(drop)
+}
+
 pub fn fchmod(fd: BorrowedFd<'_>, mode: u32) -> io::Result<()> {
     // SAFETY: valid fd.
     cvt(unsafe { libc::fchmod(fd.as_raw_fd(), mode) }).map(drop)
@@ -356,7 +371,8 @@ fn timespec(t: SetTime) -> libc::timespec {
     }
 }
 
-/// `utimensat(dir, name, .., AT_SYMLINK_NOFOLLOW)`; an empty name sets `dir` itself.
+/// `utimensat(dir, name, .., AT_SYMLINK_NOFOLLOW)`; an empty name sets `dir` itself
+/// (which must then be opened for reading or writing, not `O_PATH`).
 pub fn lutimensat(
     dir: BorrowedFd<'_>,
     name: &CStr,
@@ -364,13 +380,62 @@ pub fn lutimensat(
     mtime: SetTime,
 ) -> io::Result<()> {
     let times = [timespec(atime), timespec(mtime)];
-    let (ptr, flags) = if name.is_empty() {
-        (std::ptr::null(), 0)
-    } else {
-        (name.as_ptr(), libc::AT_SYMLINK_NOFOLLOW)
-    };
-    // SAFETY: valid fd; a null path with flags 0 sets times on the fd itself.
-    cvt(unsafe { libc::utimensat(dir.as_raw_fd(), ptr, times.as_ptr(), flags) }).map(drop)
+    if name.is_empty() {
+        // glibc's utimensat() refuses a NULL path with EINVAL (2.36); the system call
+        // itself takes NULL as "the descriptor itself" (what futimens does).
+        // SAFETY: valid fd, a null path, a two-element timespec array, flags 0.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_utimensat,
+                dir.as_raw_fd(),
+                std::ptr::null::<libc::c_char>(),
+                times.as_ptr(),
+                0,
+            )
+        };
+        return if r < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(())
+        };
+    }
+    // SAFETY: valid fd, NUL-terminated name, a two-element timespec array.
+    cvt(unsafe {
+        libc::utimensat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            times.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    })
+    .map(drop)
+}
+
+/// `linkat(from, from_name, to, to_name, 0)`: a new name for the object `from_name` is
+/// (never following a symlink there).
+pub fn linkat(
+    from: BorrowedFd<'_>,
+    from_name: &CStr,
+    to: BorrowedFd<'_>,
+    to_name: &CStr,
+) -> io::Result<()> {
+    // SAFETY: valid fds and NUL-terminated names.
+    cvt(unsafe {
+        libc::linkat(
+            from.as_raw_fd(),
+            from_name.as_ptr(),
+            to.as_raw_fd(),
+            to_name.as_ptr(),
+            0,
+        )
+    })
+    .map(drop)
+}
+
+/// `mknodat(dir, name, mode, 0)` for fifos and sockets (`mode` carries the type bits).
+pub fn mknodat(dir: BorrowedFd<'_>, name: &CStr, mode: u32) -> io::Result<()> {
+    // SAFETY: valid fd and NUL-terminated name; device 0 (no device node).
+    cvt(unsafe { libc::mknodat(dir.as_raw_fd(), name.as_ptr(), mode, 0) }).map(drop)
 }
 
 /// File system figures (statvfs) for FSSTAT and FSINFO.

@@ -69,6 +69,9 @@ pub struct CompareArgs {
     /// Where runs are written: `<DIR>/<date>-<host>/`.
     #[arg(long, default_value = "results", value_name = "DIR")]
     pub results: PathBuf,
+    /// Host against LXD and Docker, sysbench, and the CPU/client/worker sweeps.
+    #[command(flatten)]
+    pub containers: crate::containers::ContainerArgs,
 }
 
 impl CompareArgs {
@@ -137,15 +140,36 @@ impl CompareArgs {
     }
 }
 
-pub fn run(args: CompareArgs) -> anyhow::Result<()> {
+pub fn run(mut args: CompareArgs) -> anyhow::Result<()> {
+    let containers = std::mem::take(&mut args.containers);
+    containers.parse().map_err(anyhow::Error::msg)?;
     let options = args.into_options()?;
-    let (report, dir) = crate::compare::run::run(&options)
+    let dir = if containers.containers_only {
+        crate::compare::run::unique_run_dir(&options.results).map_err(anyhow::Error::msg)?
+    } else {
+        let (report, dir) = crate::compare::run::run(&options)
+            .map_err(anyhow::Error::msg)
+            .context("servelab compare failed")?;
+        print!("{}", crate::compare::markdown::render(&report));
+        println!(
+            "\nWritten: {}/report.md, report.json and the SVG plots.",
+            dir.display()
+        );
+        dir
+    };
+    if containers.wanted() || containers.containers_only {
+        let md = crate::containers::run(
+            &containers,
+            &crate::containers::Workloads::of(&options),
+            &dir,
+        )
         .map_err(anyhow::Error::msg)
-        .context("servelab compare failed")?;
-    print!("{}", crate::compare::markdown::render(&report));
-    println!(
-        "\nWritten: {}/report.md, report.json and the SVG plots.",
-        dir.display()
-    );
+        .context("servelab compare --containers failed")?;
+        print!("{md}");
+        println!(
+            "\nWritten: {}/containers.md, containers.json.",
+            dir.display()
+        );
+    }
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! `servelab load`: flags → a validated `loadgen::LoadPlan` → `loadgen::run` → ab-style
-//! text on stdout and, with `--json`, the JSON report.
+//! text on stdout and, with `--json`, the JSON report; the exit status says whether the
+//! numbers can be trusted (see [`EXIT_CODES`]).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -8,10 +9,42 @@ use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 use loadgen::{LoadPlan, NfsWorkload, Schedule, TargetUrl};
 
+/// What the exit status means (printed by `--help`, repeated in the README).
+pub const EXIT_CODES: &str = "\
+Exit status:
+  0  the run completed, at least one operation succeeded, no data was wrong
+  1  nothing was measured: bad flags or URL (before any traffic), or every
+     operation failed / none completed
+  2  command-line usage error
+  3  data integrity failure: an operation got wrong data (a --verify-crc32
+     mismatch, a TCP byte count the server did not acknowledge, a body length
+     that differs from the first response's); takes precedence over 4
+  4  stopped early: max(100, 2 x -c) consecutive failures of one kind (an
+     unreachable or wrong target); --keep-going runs to the end instead
+The report is printed (and --json written) in every case but 1 before traffic
+and 2; non-zero statuses add one line on stderr saying why.";
+
+/// `servelab load`'s exit statuses beyond 0 and 1, carried to `main` as an error.
+#[derive(Debug)]
+pub struct Exit {
+    pub code: u8,
+    pub message: String,
+}
+
+impl std::fmt::Display for Exit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Exit {}
+
 #[derive(Debug, Args)]
+#[command(after_help = EXIT_CODES)]
 pub struct LoadArgs {
-    /// Target: http://HOST[:PORT]/PATH, tcp://HOST:PORT or
-    /// nfs://HOST[:PORT]/EXPORT/PATH[?nfsport=N&mountport=N&version=3].
+    /// Target: http://HOST[:PORT]/PATH, tcp://HOST:PORT,
+    /// nfs://HOST[:PORT]/EXPORT/PATH[?nfsport=N&mountport=N&version=3] or
+    /// file:///PATH (a file to read, a directory to write or run the metadata mix in).
     pub url: String,
 
     /// Number of operations to run (closed loop, like ab -n). Default: 1 for http://,
@@ -60,7 +93,8 @@ pub struct LoadArgs {
     #[arg(short = 's', long = "timeout", default_value = "30s", value_parser = parse_duration)]
     pub timeout: Duration,
 
-    /// TCP write/read size and NFS READ/WRITE size: 4096, 128k, 1M (the default).
+    /// TCP write/read size, NFS READ/WRITE size and file read/write size: 4096, 128k,
+    /// 1M (the default).
     #[arg(long = "block", alias = "nfs-block", value_parser = parse_size)]
     pub block: Option<usize>,
 
@@ -68,16 +102,17 @@ pub struct LoadArgs {
     #[arg(short = 'R', long = "reverse")]
     pub reverse: bool,
 
-    /// NFS: what each client does.
-    #[arg(long = "nfs-workload", value_enum, default_value_t = Workload::Read)]
+    /// nfs:// and file://: what each worker does (`--nfs-workload` is the old name).
+    #[arg(long = "workload", alias = "nfs-workload", value_enum, default_value_t = Workload::Read)]
     pub nfs_workload: Workload,
 
-    /// NFS metadata mix: files each client creates, stats and removes per round.
-    #[arg(long = "nfs-files", default_value_t = 1000)]
+    /// Metadata mix: files each worker creates, stats and removes per round
+    /// (`--nfs-files` is the old name).
+    #[arg(long = "files", alias = "nfs-files", default_value_t = 1000)]
     pub nfs_files: u64,
 
-    /// NFS reads: expected CRC-32 (hex) of the whole file; every complete pass whose
-    /// checksum differs counts as a failed operation.
+    /// nfs:// and file:// reads: expected CRC-32 (hex) of the whole file; every
+    /// complete pass whose checksum differs counts as a failed operation (exit 3).
     #[arg(long = "verify-crc32", value_parser = parse_crc)]
     pub verify_crc32: Option<u32>,
 
@@ -89,15 +124,22 @@ pub struct LoadArgs {
     /// Never show the progress bar (it only appears on a terminal, after 1 s).
     #[arg(long = "no-progress")]
     pub no_progress: bool,
+
+    /// Run to the end however the target fails. By default a run stops after
+    /// max(100, 2 x -c) consecutive failures of one kind (exit 4), so a closed port or
+    /// a missing directory does not turn into thousands of attempts.
+    #[arg(long = "keep-going")]
+    pub keep_going: bool,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum Workload {
-    /// Sequential READs through the file named by the URL.
+    /// Sequential reads through the file named by the URL.
     Read,
-    /// Sequential WRITEs into a file per client in the URL's directory.
+    /// Sequential writes into a file per worker in the URL's directory.
     Write,
-    /// CREATE / GETATTR / REMOVE of many small files in the URL's directory.
+    /// Create / stat / remove of many small files (NFS: CREATE / GETATTR / REMOVE in
+    /// the URL's directory; file://: in a subdirectory per worker), like bonnie++ -n.
     Metadata,
 }
 
@@ -140,6 +182,7 @@ impl LoadArgs {
         o.verify_crc32 = self.verify_crc32;
         o.threads = self.threads;
         o.progress = !self.no_progress;
+        o.keep_going = self.keep_going;
         plan.validate()?;
         Ok(plan)
     }
@@ -154,17 +197,37 @@ pub fn run(args: LoadArgs) -> anyhow::Result<()> {
             .write_json(path)
             .with_context(|| format!("writing {}", path.display()))?;
     }
-    // The report is printed either way; a run where nothing succeeded must still fail
-    // the process, since scripts and replicated load tasks only see the exit status.
-    if report.requests == 0 || report.failed() >= report.requests {
-        let first = report
-            .first_error
-            .as_deref()
-            .map(|e| format!(" (first error: {})", e.replace('\n', " ")))
-            .unwrap_or_default();
-        if report.requests == 0 {
-            anyhow::bail!("no operation against {} completed{first}", args.url);
+    // The report is printed either way; the exit status is what scripts and replicated
+    // load tasks see, so it must say when the numbers cannot be trusted.
+    use std::io::Write as _;
+    let _ = std::io::stdout().flush();
+    let first = report
+        .first_error
+        .as_deref()
+        .map(|e| format!(" (first error: {})", e.replace('\n', " ")))
+        .unwrap_or_default();
+    let integrity = report.integrity_failures();
+    if integrity > 0 {
+        let mut message = format!(
+            "{integrity} of {} operations against {} got wrong data (checksum or length){first}",
+            report.requests, args.url
+        );
+        if let Some(why) = &report.stopped {
+            message.push_str(&format!("; {why}"));
         }
+        return Err(Exit { code: 3, message }.into());
+    }
+    if let Some(why) = &report.stopped {
+        return Err(Exit {
+            code: 4,
+            message: format!("{}: {why}", args.url),
+        }
+        .into());
+    }
+    if report.requests == 0 {
+        anyhow::bail!("no operation against {} completed{first}", args.url);
+    }
+    if report.failed() >= report.requests {
         anyhow::bail!(
             "all {} operations against {} failed{first}",
             report.requests,

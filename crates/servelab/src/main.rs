@@ -4,6 +4,7 @@ mod bench;
 mod cli;
 mod compare;
 mod compare_cmd;
+mod containers;
 mod load;
 mod report_cmd;
 mod servers;
@@ -25,8 +26,11 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("servelab: {e:#}");
-            std::process::ExitCode::FAILURE
+            // One line, each cause once (library errors already include theirs).
+            eprintln!("servelab: {}", httpd::cli::error_line(e.as_ref()));
+            // `servelab load` distinguishes wrong data (3) and runaway loads (4).
+            e.downcast_ref::<load::Exit>()
+                .map_or(std::process::ExitCode::FAILURE, |x| x.code.into())
         }
     }
 }

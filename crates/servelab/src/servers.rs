@@ -1,14 +1,7 @@
 //! `servelab httpd` and `servelab rustnfs`: the servers as subcommands of one binary, so
 //! `compare` can start them as child processes and one static binary carries everything.
 
-use tracing_subscriber::EnvFilter;
-
-fn init_logging(default: &str) {
-    tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| default.into()))
-        .with_writer(std::io::stderr)
-        .init();
-}
+use httpd::cli::init_logging;
 
 pub fn run_httpd(args: httpd::cli::Args) -> anyhow::Result<()> {
     init_logging("httpd=info");

@@ -26,6 +26,7 @@ pub fn run(args: TcpServerArgs) -> anyhow::Result<()> {
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
         .init();
     let rt = tokio::runtime::Runtime::new().context("starting the tokio runtime")?;

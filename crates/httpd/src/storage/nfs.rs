@@ -55,7 +55,8 @@ pub struct NfsStorage {
 }
 
 impl NfsStorage {
-    /// Mounts `url` and checks that the served root is a directory.
+    /// Mounts `url` and checks that the served root is a directory; the error names the
+    /// URL and, for a missing or wrong root, the path inside the export.
     pub async fn connect(
         url: &str,
         connections: usize,
@@ -63,8 +64,13 @@ impl NfsStorage {
         ttl: Duration,
         chunk: usize,
         read_ahead: usize,
-    ) -> Result<NfsStorage, nfsclient::Error> {
-        let url = NfsUrl::parse(url)?;
+    ) -> Result<NfsStorage, crate::Error> {
+        let text = url;
+        let nfs_err = |source| crate::Error::Nfs {
+            url: text.to_string(),
+            source,
+        };
+        let url = NfsUrl::parse(text).map_err(crate::Error::Url)?;
         let client = Client::connect(
             &url,
             ClientConfig {
@@ -73,19 +79,31 @@ impl NfsStorage {
                 connect_timeout: timeout.min(Duration::from_secs(2)),
             },
         )
-        .await?;
+        .await
+        .map_err(nfs_err)?;
         let base: Vec<String> = client
             .path()
             .split('/')
             .filter(|c| !c.is_empty())
             .map(str::to_string)
             .collect();
-        let (_, attr) = client.lookup_path(client.path()).await?;
+        let root_err = |reason| crate::Error::NfsRoot {
+            url: text.to_string(),
+            path: client.path().to_string(),
+            reason,
+        };
+        let attr = match client.lookup_path(client.path()).await {
+            Ok((_, attr)) => attr,
+            Err(e) if e.status() == Some(nfsstat3::NFS3ERR_NOENT) => {
+                return Err(root_err("does not exist"));
+            }
+            Err(e) if e.status() == Some(nfsstat3::NFS3ERR_NOTDIR) => {
+                return Err(root_err("is not a directory (a path component is a file)"));
+            }
+            Err(e) => return Err(nfs_err(e)),
+        };
         if attr.kind != FileKind::Dir {
-            return Err(nfsclient::Error::Status {
-                op: "LOOKUP",
-                status: nfsstat3::NFS3ERR_NOTDIR,
-            });
+            return Err(root_err("is not a directory"));
         }
         Ok(NfsStorage {
             chunk: chunk.min(client.rtmax() as usize),

@@ -6,11 +6,16 @@
 //! symbolic link (clients resolve them, as with kernel nfsd), never accepts a name with
 //! `/`, `.` or `..` as a new name, and verifies every object it opens against the handle's
 //! inode and birth time, so a swap between check and use is caught.
+//!
+//! This file holds the jail (resolution of handles and names) and attributes; the
+//! procedures that change the tree are in `ops`, directory listing in `readdir`.
 
 pub mod handle;
 pub mod nodes;
+mod ops;
+mod readdir;
+mod resolve;
 
-use std::collections::VecDeque;
 use std::ffi::CString;
 use std::fs::File;
 use std::os::fd::{AsFd, OwnedFd};
@@ -20,27 +25,23 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use latency::Registry;
-use nfs3_server::vfs::{
-    DirEntry, DirEntryPlus, NextResult, NfsFileSystem, NfsReadFileSystem, ReadDirIterator,
-    ReadDirPlusIterator, VFSCapabilities,
-};
 use nfs3_types::nfs3::{
-    FSF3_CANSETTIME, FSF3_HOMOGENEOUS, FSF3_SYMLINK, FSINFO3resok, FSSTAT3resok, createverf3,
-    entry3, fattr3, filename3, ftype3, nfspath3, nfsstat3, nfstime3, post_op_attr, sattr3,
-    set_atime, set_mtime, specdata3, stable_how,
+    FSSTAT3resok, fattr3, ftype3, nfsstat3, nfstime3, post_op_attr, sattr3, set_atime, set_mtime,
+    specdata3, wcc_attr,
 };
-use nfs3_types::xdr_codec::Opaque;
 
 use crate::config::Config;
 use crate::error::{Error, nfsstat_from_io, status_label};
 use crate::sys::{self, Stat};
 pub use handle::Fh;
 use nodes::{FdCache, Nodes};
+pub use readdir::DirIter;
 
 /// Largest READ/WRITE payload advertised (and enforced) — FSINFO's rtmax/wtmax.
 pub const MAX_IO: u32 = 1 << 20;
 
-type NfsResult<T> = Result<T, nfsstat3>;
+/// A procedure's outcome: its value or the status the client gets.
+pub type NfsResult<T> = Result<T, nfsstat3>;
 
 fn io_err(e: std::io::Error) -> nfsstat3 {
     nfsstat_from_io(&e)
@@ -67,10 +68,8 @@ struct Inner {
     read_only: bool,
     squash: Option<(u32, u32)>,
     registry: Arc<Registry>,
-    /// Serialises export walks for unknown handles.
-    rescan_lock: parking_lot::Mutex<()>,
-    /// Handles a walk did not find, and when: not walked for again for a while.
-    misses: parking_lot::Mutex<std::collections::HashMap<(u64, u64), Instant>>,
+    /// Export walks for handles the inode map does not know (see `resolve`).
+    walks: resolve::Walks,
 }
 
 /// Where a handle's object is: the root itself, or a name in a directory.
@@ -179,13 +178,12 @@ impl DirFs {
                 read_only: config.read_only,
                 squash: config.squash,
                 registry,
-                rescan_lock: parking_lot::Mutex::new(()),
-                misses: parking_lot::Mutex::new(std::collections::HashMap::new()),
+                walks: resolve::Walks::default(),
             }),
         })
     }
 
-    /// The handle generation the engine must use for this export.
+    /// This export's handle generation: the first 8 bytes of every handle.
     pub fn generation(&self) -> u64 {
         self.inner.generation
     }
@@ -209,7 +207,29 @@ impl DirFs {
             .record_op(op, "vfs", status, start.elapsed(), bytes);
     }
 
-    fn fattr(&self, st: &Stat) -> fattr3 {
+    /// Whether every change is refused (`--read-only`).
+    pub fn read_only(&self) -> bool {
+        self.inner.read_only
+    }
+
+    /// The wire form of a handle of this export.
+    pub fn wire(&self, fh: &Fh) -> nfs3_types::nfs3::nfs_fh3 {
+        fh.to_nfs(self.inner.generation)
+    }
+
+    /// Decodes a client's handle for this export.
+    pub fn decode(&self, data: &[u8]) -> NfsResult<Fh> {
+        Fh::from_wire(self.inner.generation, data)
+    }
+
+    /// The handle of an object seen in a listing, or `None` for a mount point inside the
+    /// export (not part of it: no crossmnt).
+    fn handle_of(&self, st: &Stat) -> Option<Fh> {
+        (st.dev == self.inner.root_dev).then(|| Fh::new(st.ino, st.btime))
+    }
+
+    /// NFS attributes of a stat.
+    pub fn fattr(&self, st: &Stat) -> fattr3 {
         let type_ = match st.file_type() {
             libc::S_IFDIR => ftype3::NF3DIR,
             libc::S_IFLNK => ftype3::NF3LNK,
@@ -246,126 +266,6 @@ impl DirFs {
 
     fn root_path_fd(&self, flags: i32) -> NfsResult<OwnedFd> {
         sys::open_beneath(self.inner.root.as_fd(), c".", flags).map_err(io_err)
-    }
-
-    /// Finds a handle's object: through the inode map, with one full rescan of the export
-    /// when the map does not know it (after a restart) or knows a stale place.
-    fn locate(&self, fh: &Fh) -> NfsResult<Loc> {
-        let inner = &self.inner;
-        if fh.ino() == inner.root_ino {
-            if fh.btime() != inner.root_btime {
-                return Err(nfsstat3::NFS3ERR_STALE);
-            }
-            let st = sys::fstat(inner.root.as_fd()).map_err(io_err)?;
-            return Ok(Loc::Root(st));
-        }
-        for attempt in 0..2 {
-            if attempt == 1 && !self.rescan(fh) {
-                break;
-            }
-            let Some(node) = inner.nodes.get(fh.ino()) else {
-                continue;
-            };
-            let Some(path) = inner.nodes.path(node.parent, inner.root_ino) else {
-                continue;
-            };
-            let Ok(dir) = self.open_rel(&path, libc::O_PATH | libc::O_DIRECTORY) else {
-                continue;
-            };
-            let Ok(name) = CString::new(&*node.name) else {
-                continue;
-            };
-            match sys::statx(dir.as_fd(), &name) {
-                Ok(stat) if Self::matches(fh, &stat) && stat.dev == inner.root_dev => {
-                    return Ok(Loc::Child { dir, name, stat });
-                }
-                _ => continue,
-            }
-        }
-        Err(nfsstat3::NFS3ERR_STALE)
-    }
-
-    fn open_rel(&self, path: &[Box<[u8]>], flags: i32) -> std::io::Result<OwnedFd> {
-        if path.is_empty() {
-            return sys::open_beneath(self.inner.root.as_fd(), c".", flags);
-        }
-        let joined = path.join(&b'/');
-        let c = CString::new(joined).map_err(|_| sys::einval())?;
-        sys::open_beneath(self.inner.root.as_fd(), &c, flags)
-    }
-
-    /// Walks the whole export (without following symlinks) to find `target`, refreshing
-    /// the inode map on the way. Only runs for handles the map does not know.
-    fn rescan(&self, target: &Fh) -> bool {
-        // Unknown handles are rare (restarts, renames on the host) but a client can forge
-        // them: one walk at a time, and a miss is remembered for a while.
-        const FORGET_MISS: std::time::Duration = std::time::Duration::from_secs(30);
-        let inner = &self.inner;
-        let key = (target.ino(), target.btime());
-        if let Some(t) = inner.misses.lock().get(&key)
-            && t.elapsed() < FORGET_MISS
-        {
-            return false;
-        }
-        let _one_at_a_time = inner.rescan_lock.lock();
-        let found = blocking(|| self.walk(target));
-        if !found {
-            let mut misses = inner.misses.lock();
-            if misses.len() >= 4096 {
-                misses.retain(|_, t| t.elapsed() < FORGET_MISS);
-                if misses.len() >= 4096 {
-                    misses.clear();
-                }
-            }
-            misses.insert(key, Instant::now());
-        }
-        found
-    }
-
-    fn walk(&self, target: &Fh) -> bool {
-        const LIMIT: usize = 10_000_000;
-        let inner = &self.inner;
-        let mut stack: Vec<(Vec<Box<[u8]>>, u64)> = vec![(Vec::new(), inner.root_ino)];
-        let mut buf = vec![0u8; 64 * 1024];
-        let mut ents = Vec::new();
-        let mut visited = 0usize;
-        while let Some((path, ino)) = stack.pop() {
-            let Ok(fd) = self.open_rel(&path, libc::O_RDONLY | libc::O_DIRECTORY) else {
-                continue;
-            };
-            match sys::fstat(fd.as_fd()) {
-                Ok(st) if st.ino == ino => {}
-                _ => continue,
-            }
-            loop {
-                ents.clear();
-                match sys::getdents(fd.as_fd(), &mut buf, &mut ents) {
-                    Ok(true) => {}
-                    _ => break,
-                }
-                for e in &ents {
-                    visited += 1;
-                    inner.nodes.insert(e.ino, ino, &e.name);
-                    if e.ino == target.ino()
-                        && let Ok(name) = CString::new(e.name.as_slice())
-                        && let Ok(st) = sys::statx(fd.as_fd(), &name)
-                        && Self::matches(target, &st)
-                    {
-                        return true;
-                    }
-                    if e.kind == libc::DT_DIR {
-                        let mut sub = path.clone();
-                        sub.push(e.name.as_slice().into());
-                        stack.push((sub, e.ino));
-                    }
-                }
-            }
-            if visited > LIMIT {
-                tracing::warn!("handle rescan gave up after {visited} entries");
-                return false;
-            }
-        }
-        false
     }
 
     /// Opens the object itself with `flags` (never following a symlink) and checks it is
@@ -430,53 +330,10 @@ impl DirFs {
         Ok(file)
     }
 
-    fn check_writable(&self) -> NfsResult<()> {
-        if self.inner.read_only {
-            Err(nfsstat3::NFS3ERR_ROFS)
-        } else {
-            Ok(())
-        }
-    }
-
-    /// Gives a new object the squash owner, when squashing.
-    fn squash_new(&self, dir: &OwnedFd, name: &CString) -> NfsResult<()> {
-        if let Some((uid, gid)) = self.inner.squash {
-            sys::lchownat(dir.as_fd(), name, uid, gid).map_err(io_err)?;
-        }
-        Ok(())
-    }
-
-    fn new_entry(&self, dir: &OwnedFd, dir_ino: u64, name: &CString) -> NfsResult<(Fh, fattr3)> {
-        let st = sys::statx(dir.as_fd(), name).map_err(io_err)?;
-        self.inner.nodes.insert(st.ino, dir_ino, name.as_bytes());
-        Ok((Fh::new(st.ino, st.btime), self.fattr(&st)))
-    }
-
     /// Applies a SETATTR-style change through an fd of the object (never a path).
     fn apply_sattr(&self, fd: &OwnedFd, st: &Stat, attr: &sattr3) -> NfsResult<()> {
         use nfs3_types::nfs3::Nfs3Option;
-        if let Nfs3Option::Some(mode) = attr.mode {
-            sys::fchmod(fd.as_fd(), mode & 0o7777).map_err(io_err)?;
-        }
-        let mut uid = match attr.uid {
-            Nfs3Option::Some(u) => u,
-            Nfs3Option::None => u32::MAX,
-        };
-        let mut gid = match attr.gid {
-            Nfs3Option::Some(g) => g,
-            Nfs3Option::None => u32::MAX,
-        };
-        if let Some((su, sg)) = self.inner.squash {
-            if uid != u32::MAX {
-                uid = su;
-            }
-            if gid != u32::MAX {
-                gid = sg;
-            }
-        }
-        if uid != u32::MAX || gid != u32::MAX {
-            sys::lchownat(fd.as_fd(), c"", uid, gid).map_err(io_err)?;
-        }
+        // Refuse a size that cannot be set before changing anything else.
         if let Nfs3Option::Some(size) = attr.size {
             if st.is_dir() {
                 return Err(nfsstat3::NFS3ERR_ISDIR);
@@ -484,6 +341,19 @@ impl DirFs {
             if !st.is_reg() {
                 return Err(nfsstat3::NFS3ERR_INVAL);
             }
+            // ftruncate takes a signed offset: 2^63 and above is not a size.
+            if size > i64::MAX as u64 {
+                return Err(nfsstat3::NFS3ERR_FBIG);
+            }
+        }
+        if let Nfs3Option::Some(mode) = attr.mode {
+            sys::fchmod(fd.as_fd(), mode & 0o7777).map_err(io_err)?;
+        }
+        let (uid, gid) = self.owner_change(attr);
+        if uid != u32::MAX || gid != u32::MAX {
+            sys::lchownat(fd.as_fd(), c"", uid, gid).map_err(io_err)?;
+        }
+        if let Nfs3Option::Some(size) = attr.size {
             let file = File::from(fd.try_clone().map_err(io_err)?);
             file.set_len(size).map_err(io_err)?;
         }
@@ -492,6 +362,11 @@ impl DirFs {
             sys::lutimensat(fd.as_fd(), c"", a, m).map_err(io_err)?;
         }
         Ok(())
+    }
+
+    /// GETATTR (also the attributes every other reply carries).
+    pub fn attr(&self, fh: &Fh) -> NfsResult<fattr3> {
+        self.getattr_sync(fh)
     }
 
     fn getattr_sync(&self, fh: &Fh) -> NfsResult<fattr3> {
@@ -507,15 +382,45 @@ impl DirFs {
         Ok(self.fattr(self.locate(fh)?.stat()))
     }
 
+    /// LOOKUP: the object's handle and attributes, and the directory's attributes
+    /// (`None` when the directory itself cannot be reached).
+    pub fn lookup(&self, dirfh: &Fh, name: &[u8]) -> (NfsResult<(Fh, fattr3)>, post_op_attr) {
+        let (dir, dst) = match self.dir_fd(dirfh) {
+            Ok(d) => d,
+            Err(s) => return (Err(s), post_op_attr::None),
+        };
+        let r = self
+            .lookup_in(&dir, &dst, dirfh, name)
+            .and_then(|(fh, st)| {
+                let attr = match st {
+                    Some(st) => self.fattr(&st),
+                    None => self.getattr_sync(&fh)?,
+                };
+                Ok((fh, attr))
+            });
+        (r, post_op_attr::Some(self.fattr(&dst)))
+    }
+
     fn lookup_sync(&self, dirfh: &Fh, name: &[u8]) -> NfsResult<Fh> {
         let (dir, dst) = self.dir_fd(dirfh)?;
+        self.lookup_in(&dir, &dst, dirfh, name).map(|(fh, _)| fh)
+    }
+
+    /// Resolves one name in an open directory; the stat comes along when it was taken.
+    fn lookup_in(
+        &self,
+        dir: &OwnedFd,
+        dst: &Stat,
+        dirfh: &Fh,
+        name: &[u8],
+    ) -> NfsResult<(Fh, Option<Stat>)> {
         if name == b"." {
-            return Ok(*dirfh);
+            return Ok((*dirfh, Some(*dst)));
         }
         if name == b".." {
             // Never above the export: `..` of the root is the root.
             if dst.ino == self.inner.root_ino {
-                return Ok(self.root_fh());
+                return Ok((self.root_fh(), None));
             }
             let parent = self
                 .inner
@@ -531,7 +436,7 @@ impl DirFs {
                 .open_rel(&path, libc::O_PATH | libc::O_DIRECTORY)
                 .map_err(io_err)?;
             let st = sys::fstat(fd.as_fd()).map_err(io_err)?;
-            return Ok(Fh::new(st.ino, st.btime));
+            return Ok((Fh::new(st.ino, st.btime), Some(st)));
         }
         let cname = check_name(name)?;
         let st = sys::statx(dir.as_fd(), &cname).map_err(io_err)?;
@@ -540,7 +445,7 @@ impl DirFs {
             return Err(nfsstat3::NFS3ERR_ACCES);
         }
         self.inner.nodes.insert(st.ino, dst.ino, name);
-        Ok(Fh::new(st.ino, st.btime))
+        Ok((Fh::new(st.ino, st.btime), Some(st)))
     }
 
     /// READ for the connection guard's fast path: appends the payload straight into the
@@ -583,229 +488,7 @@ impl DirFs {
         r
     }
 
-    fn read_sync(&self, fh: &Fh, offset: u64, count: u32) -> NfsResult<(Vec<u8>, bool)> {
-        let count = count.min(MAX_IO) as usize;
-        let file = self.file(fh, false)?;
-        let mut buf = vec![0u8; count];
-        let mut n = 0;
-        while n < count {
-            match file.read_at(&mut buf[n..], offset + n as u64) {
-                Ok(0) => break,
-                Ok(k) => n += k,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(io_err(e)),
-            }
-        }
-        let eof = if n < count {
-            true
-        } else {
-            let st = sys::fstat(file.as_fd()).map_err(io_err)?;
-            offset + n as u64 >= st.size
-        };
-        buf.truncate(n);
-        Ok((buf, eof))
-    }
-
-    fn write_sync(&self, fh: &Fh, offset: u64, data: &[u8]) -> NfsResult<(fattr3, stable_how)> {
-        self.check_writable()?;
-        if data.len() > MAX_IO as usize {
-            return Err(nfsstat3::NFS3ERR_INVAL);
-        }
-        let file = self.file(fh, true)?;
-        blocking(|| {
-            file.write_all_at(data, offset).map_err(io_err)?;
-            // Every WRITE is answered FILE_SYNC: data and metadata on stable storage first.
-            file.sync_all().map_err(io_err)
-        })?;
-        let st = sys::fstat(file.as_fd()).map_err(io_err)?;
-        Ok((self.fattr(&st), stable_how::FILE_SYNC))
-    }
-
-    fn create_sync(&self, dirfh: &Fh, name: &[u8], attr: &sattr3) -> NfsResult<(Fh, fattr3)> {
-        use nfs3_types::nfs3::Nfs3Option;
-        self.check_writable()?;
-        let cname = check_name(name)?;
-        let (dir, dst) = self.dir_fd(dirfh)?;
-        let mode = match attr.mode {
-            Nfs3Option::Some(m) => m & 0o7777,
-            Nfs3Option::None => 0o644,
-        };
-        let fd = sys::openat(
-            dir.as_fd(),
-            &cname,
-            libc::O_CREAT | libc::O_WRONLY | libc::O_NONBLOCK,
-            mode,
-        )
-        .map_err(io_err)?;
-        let st = sys::fstat(fd.as_fd()).map_err(io_err)?;
-        if !st.is_reg() {
-            return Err(nfsstat3::NFS3ERR_EXIST);
-        }
-        let mut rest = attr.clone();
-        rest.mode = Nfs3Option::None;
-        self.apply_sattr(&fd, &st, &rest)?;
-        self.squash_new(&dir, &cname)?;
-        self.inner.fds.remove(st.ino);
-        self.new_entry(&dir, dst.ino, &cname)
-    }
-
-    fn create_exclusive_sync(&self, dirfh: &Fh, name: &[u8], verf: &createverf3) -> NfsResult<Fh> {
-        self.check_writable()?;
-        let cname = check_name(name)?;
-        let (dir, dst) = self.dir_fd(dirfh)?;
-        // The verifier lives in atime/mtime seconds, as kernel nfsd stores it.
-        let v0 = u32::from_be_bytes(verf.0[..4].try_into().unwrap_or_default());
-        let v1 = u32::from_be_bytes(verf.0[4..].try_into().unwrap_or_default());
-        match sys::openat(
-            dir.as_fd(),
-            &cname,
-            libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY,
-            0o644,
-        ) {
-            Ok(fd) => {
-                sys::lutimensat(
-                    fd.as_fd(),
-                    c"",
-                    Some(Some((i64::from(v0), 0))),
-                    Some(Some((i64::from(v1), 0))),
-                )
-                .map_err(io_err)?;
-                self.squash_new(&dir, &cname)?;
-                Ok(self.new_entry(&dir, dst.ino, &cname)?.0)
-            }
-            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
-                let st = sys::statx(dir.as_fd(), &cname).map_err(io_err)?;
-                if st.is_reg() && st.atime.0 == i64::from(v0) && st.mtime.0 == i64::from(v1) {
-                    // A retransmission of the same exclusive create.
-                    Ok(self.new_entry(&dir, dst.ino, &cname)?.0)
-                } else {
-                    Err(nfsstat3::NFS3ERR_EXIST)
-                }
-            }
-            Err(e) => Err(io_err(e)),
-        }
-    }
-
-    fn mkdir_sync(&self, dirfh: &Fh, name: &[u8]) -> NfsResult<(Fh, fattr3)> {
-        self.check_writable()?;
-        let cname = check_name(name)?;
-        let (dir, dst) = self.dir_fd(dirfh)?;
-        sys::mkdirat(dir.as_fd(), &cname, 0o755).map_err(io_err)?;
-        self.squash_new(&dir, &cname)?;
-        self.new_entry(&dir, dst.ino, &cname)
-    }
-
-    fn remove_sync(&self, dirfh: &Fh, name: &[u8]) -> NfsResult<()> {
-        self.check_writable()?;
-        let cname = check_name(name)?;
-        let (dir, _) = self.dir_fd(dirfh)?;
-        let st = sys::statx(dir.as_fd(), &cname).map_err(io_err)?;
-        sys::unlinkat(dir.as_fd(), &cname, st.is_dir()).map_err(io_err)?;
-        self.inner.fds.remove(st.ino);
-        if st.nlink <= 1 || st.is_dir() {
-            self.inner.nodes.remove(st.ino);
-        }
-        Ok(())
-    }
-
-    fn rename_sync(&self, from: &Fh, from_name: &[u8], to: &Fh, to_name: &[u8]) -> NfsResult<()> {
-        self.check_writable()?;
-        let cfrom = check_name(from_name)?;
-        let cto = check_name(to_name)?;
-        let (fdir, _) = self.dir_fd(from)?;
-        let (tdir, tst) = self.dir_fd(to)?;
-        let st = sys::statx(fdir.as_fd(), &cfrom).map_err(io_err)?;
-        let replaced = sys::statx(tdir.as_fd(), &cto).ok();
-        sys::renameat(fdir.as_fd(), &cfrom, tdir.as_fd(), &cto).map_err(io_err)?;
-        if let Some(old) = replaced
-            && old.ino != st.ino
-        {
-            self.inner.fds.remove(old.ino);
-            self.inner.nodes.remove(old.ino);
-        }
-        self.inner.nodes.insert(st.ino, tst.ino, to_name);
-        Ok(())
-    }
-
-    fn symlink_sync(&self, dirfh: &Fh, name: &[u8], target: &[u8]) -> NfsResult<(Fh, fattr3)> {
-        self.check_writable()?;
-        let cname = check_name(name)?;
-        if target.is_empty() {
-            return Err(nfsstat3::NFS3ERR_INVAL);
-        }
-        let ctarget = CString::new(target).map_err(|_| nfsstat3::NFS3ERR_INVAL)?;
-        let (dir, dst) = self.dir_fd(dirfh)?;
-        // Stored verbatim; only clients ever resolve it.
-        sys::symlinkat(&ctarget, dir.as_fd(), &cname).map_err(io_err)?;
-        self.squash_new(&dir, &cname)?;
-        self.new_entry(&dir, dst.ino, &cname)
-    }
-
-    fn readlink_sync(&self, fh: &Fh) -> NfsResult<Vec<u8>> {
-        match self.locate(fh)? {
-            Loc::Child {
-                dir, name, stat, ..
-            } if stat.is_symlink() => sys::readlinkat(dir.as_fd(), &name).map_err(io_err),
-            _ => Err(nfsstat3::NFS3ERR_INVAL),
-        }
-    }
-
-    fn setattr_sync(&self, fh: &Fh, attr: &sattr3) -> NfsResult<fattr3> {
-        use nfs3_types::nfs3::Nfs3Option;
-        self.check_writable()?;
-        let loc = self.locate(fh)?;
-        let st = *loc.stat();
-        if st.is_symlink() {
-            let Loc::Child { dir, name, .. } = &loc else {
-                return Err(nfsstat3::NFS3ERR_INVAL);
-            };
-            if matches!(attr.size, Nfs3Option::Some(_)) {
-                return Err(nfsstat3::NFS3ERR_INVAL);
-            }
-            let (mut uid, mut gid) = (
-                if let Nfs3Option::Some(u) = attr.uid {
-                    u
-                } else {
-                    u32::MAX
-                },
-                if let Nfs3Option::Some(g) = attr.gid {
-                    g
-                } else {
-                    u32::MAX
-                },
-            );
-            if let Some((su, sg)) = self.inner.squash {
-                uid = if uid == u32::MAX { uid } else { su };
-                gid = if gid == u32::MAX { gid } else { sg };
-            }
-            if uid != u32::MAX || gid != u32::MAX {
-                sys::lchownat(dir.as_fd(), name, uid, gid).map_err(io_err)?;
-            }
-            let (a, m) = (set_time(attr.atime), set_time_m(attr.mtime));
-            if a.is_some() || m.is_some() {
-                sys::lutimensat(dir.as_fd(), name, a, m).map_err(io_err)?;
-            }
-            return self.getattr_sync(fh);
-        }
-        let flags = if st.is_dir() {
-            libc::O_RDONLY | libc::O_DIRECTORY
-        } else if st.is_reg() {
-            if matches!(attr.size, Nfs3Option::Some(_)) {
-                libc::O_WRONLY | libc::O_NONBLOCK
-            } else {
-                libc::O_RDONLY | libc::O_NONBLOCK
-            }
-        } else {
-            // Devices, fifos, sockets: opening them may have side effects.
-            return Err(nfsstat3::NFS3ERR_NOTSUPP);
-        };
-        let (fd, st) = self.open_obj(fh, flags)?;
-        self.apply_sattr(&fd, &st, attr)?;
-        let st = sys::fstat(fd.as_fd()).map_err(io_err)?;
-        Ok(self.fattr(&st))
-    }
-
-    /// FSSTAT from the real file system (statvfs); answered by the connection guard.
+    /// FSSTAT from the real file system (statvfs).
     pub fn fsstat(&self, fh: &Fh) -> NfsResult<FSSTAT3resok> {
         let start = Instant::now();
         let r = (|| {
@@ -825,312 +508,14 @@ impl DirFs {
         self.record("FSSTAT", start, &r, 0);
         r
     }
-
-    fn dir_iter(&self, dirfh: &Fh, cookie: u64, plus: bool) -> NfsResult<DirIter> {
-        let (fd, st) = self.open_obj(dirfh, libc::O_RDONLY | libc::O_DIRECTORY)?;
-        sys::seek_dir(fd.as_fd(), cookie).map_err(|_| nfsstat3::NFS3ERR_BAD_COOKIE)?;
-        Ok(DirIter {
-            fs: self.clone(),
-            fd,
-            dir_ino: st.ino,
-            buf: vec![0u8; 32 * 1024],
-            pending: VecDeque::new(),
-            done: false,
-            plus,
-        })
-    }
 }
 
-/// A READDIR/READDIRPLUS page reader: getdents64 from the cookie (the kernel's own
-/// directory offset, `d_off`), so paging is exact for any directory size.
-pub struct DirIter {
-    fs: DirFs,
-    fd: OwnedFd,
-    dir_ino: u64,
-    buf: Vec<u8>,
-    pending: VecDeque<sys::Dirent>,
-    done: bool,
-    plus: bool,
-}
-
-impl DirIter {
-    fn next_entry(&mut self) -> NextResult<(sys::Dirent, Option<Stat>)> {
-        loop {
-            if self.pending.is_empty() {
-                if self.done {
-                    return NextResult::Eof;
-                }
-                let mut v = Vec::new();
-                match sys::getdents(self.fd.as_fd(), &mut self.buf, &mut v) {
-                    Ok(more) => {
-                        if !more {
-                            self.done = true;
-                        }
-                        self.pending.extend(v);
-                    }
-                    Err(e) => return NextResult::Err(io_err(e)),
-                }
-                continue;
-            }
-            let Some(e) = self.pending.pop_front() else {
-                continue;
-            };
-            if !self.plus {
-                return NextResult::Ok((e, None));
-            }
-            let Ok(name) = CString::new(e.name.as_slice()) else {
-                continue;
-            };
-            match sys::statx(self.fd.as_fd(), &name) {
-                Ok(st) => {
-                    self.fs.inner.nodes.insert(st.ino, self.dir_ino, &e.name);
-                    return NextResult::Ok((e, Some(st)));
-                }
-                // Removed since getdents saw it: skip, as a later listing would.
-                Err(_) => continue,
-            }
-        }
-    }
-}
-
-impl ReadDirIterator for DirIter {
-    async fn next(&mut self) -> NextResult<DirEntry> {
-        match self.next_entry() {
-            NextResult::Ok((e, _)) => NextResult::Ok(entry3 {
-                fileid: e.ino,
-                name: filename3(Opaque::owned(e.name)),
-                cookie: e.off,
-            }),
-            NextResult::Eof => NextResult::Eof,
-            NextResult::Err(s) => NextResult::Err(s),
-        }
-    }
-}
-
-impl ReadDirPlusIterator<Fh> for DirIter {
-    async fn next(&mut self) -> NextResult<DirEntryPlus<Fh>> {
-        match self.next_entry() {
-            NextResult::Ok((e, st)) => {
-                let st = st.unwrap_or_default();
-                NextResult::Ok(DirEntryPlus {
-                    fileid: e.ino,
-                    name: filename3(Opaque::owned(e.name)),
-                    cookie: e.off,
-                    name_attributes: Some(self.fs.fattr(&st)),
-                    // A mount point inside the export is not part of it (no crossmnt).
-                    name_handle: (st.dev == self.fs.inner.root_dev)
-                        .then(|| Fh::new(st.ino, st.btime)),
-                })
-            }
-            NextResult::Eof => NextResult::Eof,
-            NextResult::Err(s) => NextResult::Err(s),
-        }
-    }
-}
-
-impl NfsReadFileSystem for DirFs {
-    type Handle = Fh;
-
-    fn root_dir(&self) -> Fh {
-        self.root_fh()
-    }
-
-    async fn lookup(&self, dirid: &Fh, filename: &filename3<'_>) -> NfsResult<Fh> {
-        let start = Instant::now();
-        let r = self.lookup_sync(dirid, &filename.0);
-        self.record("LOOKUP", start, &r, 0);
-        r
-    }
-
-    async fn lookup_by_path(&self, path: &str) -> NfsResult<Fh> {
-        // MOUNT paths: "" and "/" are the root; so is the export's own absolute path
-        // (`host:/srv/share`, as with kernel nfsd); anything else is a subdirectory.
-        let path = path.trim_matches('/');
-        let export = self.inner.export.to_string_lossy();
-        let export = export.trim_matches('/');
-        let rest = if path == export {
-            ""
-        } else if let Some(rest) = path.strip_prefix(export).and_then(|r| r.strip_prefix('/')) {
-            rest
-        } else {
-            path
-        };
-        let mut fh = self.root_fh();
-        for comp in rest.split('/').filter(|c| !c.is_empty()) {
-            fh = self.lookup_sync(&fh, comp.as_bytes())?;
-        }
-        Ok(fh)
-    }
-
-    async fn getattr(&self, id: &Fh) -> NfsResult<fattr3> {
-        let start = Instant::now();
-        let r = self.getattr_sync(id);
-        self.record("GETATTR", start, &r, 0);
-        r
-    }
-
-    async fn read(&self, id: &Fh, offset: u64, count: u32) -> NfsResult<(Vec<u8>, bool)> {
-        let start = Instant::now();
-        let r = self.read_sync(id, offset, count);
-        let bytes = r.as_ref().map_or(0, |(b, _)| b.len() as u64);
-        self.record("READ", start, &r, bytes);
-        r
-    }
-
-    async fn readdir(&self, dirid: &Fh, cookie: u64) -> NfsResult<impl ReadDirIterator> {
-        let start = Instant::now();
-        let r = self.dir_iter(dirid, cookie, false);
-        self.record("READDIR", start, &r, 0);
-        r
-    }
-
-    async fn readdirplus(
-        &self,
-        dirid: &Fh,
-        cookie: u64,
-    ) -> NfsResult<impl ReadDirPlusIterator<Fh>> {
-        let start = Instant::now();
-        let r = self.dir_iter(dirid, cookie, true);
-        self.record("READDIRPLUS", start, &r, 0);
-        r
-    }
-
-    async fn readlink(&self, id: &Fh) -> NfsResult<nfspath3<'_>> {
-        let start = Instant::now();
-        let r = self.readlink_sync(id);
-        self.record("READLINK", start, &r, 0);
-        r.map(|v| nfspath3(Opaque::owned(v)))
-    }
-
-    async fn fsinfo(&self, root_fileid: &Fh) -> NfsResult<FSINFO3resok> {
-        let start = Instant::now();
-        let r = (|| {
-            let attr = self.getattr_sync(root_fileid)?;
-            let s = sys::fstatvfs(self.inner.root.as_fd()).map_err(io_err)?;
-            let block = u32::try_from(s.bsize).unwrap_or(4096).clamp(512, MAX_IO);
-            Ok(FSINFO3resok {
-                obj_attributes: post_op_attr::Some(attr),
-                rtmax: MAX_IO,
-                rtpref: MAX_IO,
-                rtmult: block,
-                wtmax: MAX_IO,
-                wtpref: MAX_IO,
-                wtmult: block,
-                dtpref: 64 * 1024,
-                maxfilesize: i64::MAX as u64,
-                time_delta: nfstime3 {
-                    seconds: 0,
-                    nseconds: 1,
-                },
-                properties: FSF3_SYMLINK | FSF3_HOMOGENEOUS | FSF3_CANSETTIME,
-            })
-        })();
-        self.record("FSINFO", start, &r, 0);
-        r
-    }
-}
-
-impl NfsFileSystem for DirFs {
-    fn capabilities(&self) -> VFSCapabilities {
-        if self.inner.read_only {
-            VFSCapabilities::ReadOnly
-        } else {
-            VFSCapabilities::ReadWrite
-        }
-    }
-
-    async fn setattr(&self, id: &Fh, setattr: sattr3) -> NfsResult<fattr3> {
-        let start = Instant::now();
-        let r = self.setattr_sync(id, &setattr);
-        self.record("SETATTR", start, &r, 0);
-        r
-    }
-
-    async fn write(
-        &self,
-        id: &Fh,
-        offset: u64,
-        data: &[u8],
-        _stable: stable_how,
-    ) -> NfsResult<(fattr3, stable_how)> {
-        let start = Instant::now();
-        let r = self.write_sync(id, offset, data);
-        let bytes = if r.is_ok() { data.len() as u64 } else { 0 };
-        self.record("WRITE", start, &r, bytes);
-        r
-    }
-
-    async fn create(
-        &self,
-        dirid: &Fh,
-        filename: &filename3<'_>,
-        attr: sattr3,
-    ) -> NfsResult<(Fh, fattr3)> {
-        let start = Instant::now();
-        let r = self.create_sync(dirid, &filename.0, &attr);
-        self.record("CREATE", start, &r, 0);
-        r
-    }
-
-    async fn create_exclusive(
-        &self,
-        dirid: &Fh,
-        filename: &filename3<'_>,
-        createverf: createverf3,
-    ) -> NfsResult<Fh> {
-        let start = Instant::now();
-        let r = self.create_exclusive_sync(dirid, &filename.0, &createverf);
-        self.record("CREATE", start, &r, 0);
-        r
-    }
-
-    async fn mkdir(&self, dirid: &Fh, dirname: &filename3<'_>) -> NfsResult<(Fh, fattr3)> {
-        let start = Instant::now();
-        let r = self.mkdir_sync(dirid, &dirname.0);
-        self.record("MKDIR", start, &r, 0);
-        r
-    }
-
-    async fn remove(&self, dirid: &Fh, filename: &filename3<'_>) -> NfsResult<()> {
-        let start = Instant::now();
-        let r = self.remove_sync(dirid, &filename.0);
-        self.record("REMOVE", start, &r, 0);
-        r
-    }
-
-    async fn rename<'a>(
-        &self,
-        from_dirid: &Fh,
-        from_filename: &filename3<'a>,
-        to_dirid: &Fh,
-        to_filename: &filename3<'a>,
-    ) -> NfsResult<()> {
-        let start = Instant::now();
-        let r = self.rename_sync(from_dirid, &from_filename.0, to_dirid, &to_filename.0);
-        self.record("RENAME", start, &r, 0);
-        r
-    }
-
-    async fn symlink<'a>(
-        &self,
-        dirid: &Fh,
-        linkname: &filename3<'a>,
-        symlink: &nfspath3<'a>,
-        _attr: &sattr3,
-    ) -> NfsResult<(Fh, fattr3)> {
-        let start = Instant::now();
-        let r = self.symlink_sync(dirid, &linkname.0, &symlink.0);
-        self.record("SYMLINK", start, &r, 0);
-        r
-    }
-
-    async fn commit(&self, id: &Fh, _offset: u64, _count: u32) -> NfsResult<()> {
-        let start = Instant::now();
-        let r = self
-            .file(id, false)
-            .and_then(|f| blocking(|| f.sync_all()).map_err(io_err));
-        self.record("COMMIT", start, &r, 0);
-        r
+/// The pre-operation attributes of a change (RFC 1813 `wcc_attr`).
+fn wcc_of(a: &fattr3) -> wcc_attr {
+    wcc_attr {
+        size: a.size,
+        mtime: a.mtime,
+        ctime: a.ctime,
     }
 }
 
@@ -1171,13 +556,14 @@ mod tests {
             fs.lookup_sync(&up, b"secret"),
             Err(nfsstat3::NFS3ERR_NOTDIR)
         );
-        assert!(fs.read_sync(&up, 0, 10).is_err());
-        assert!(fs.create_sync(&up, b"x", &sattr3::default()).is_err());
+        assert!(fs.read_into(&up, 0, 10, &mut Vec::new()).is_err());
+        let unchecked = nfs3_types::nfs3::createhow3::UNCHECKED(sattr3::default());
+        assert!(fs.create(&up, b"x", &unchecked).0.is_err());
         assert!(!tmp.path().join("x").exists());
         let sub = fs.lookup_sync(&root, b"sub").unwrap();
         assert_eq!(fs.lookup_sync(&sub, b"..").unwrap(), root);
         // A handle found again after the inode map is lost (a restart).
-        let (file, _) = fs.create_sync(&sub, b"f", &sattr3::default()).unwrap();
+        let (file, _) = fs.create(&sub, b"f", &unchecked).0.unwrap();
         let fresh = fs_in(&export);
         assert!(fresh.getattr_sync(&file).is_ok());
         std::fs::remove_file(export.join("sub/f")).unwrap();
@@ -1189,24 +575,36 @@ mod tests {
 
     #[test]
     fn mount_paths() {
+        use nfs3_types::mount::mountstat3;
         let tmp = tempfile::tempdir().unwrap();
         std::fs::create_dir(tmp.path().join("sub")).unwrap();
+        std::fs::write(tmp.path().join("file"), b"x").unwrap();
+        std::os::unix::fs::symlink("sub", tmp.path().join("link")).unwrap();
         let fs = fs_in(tmp.path());
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
         let root = fs.root_fh();
         let abs = fs.export().to_str().unwrap().to_string();
         for p in ["", "/", abs.as_str(), &format!("{abs}/")] {
-            assert_eq!(rt.block_on(fs.lookup_by_path(p)).unwrap(), root, "{p:?}");
+            assert_eq!(fs.mount(p.as_bytes()).unwrap(), root, "{p:?}");
         }
-        let sub = rt.block_on(fs.lookup_by_path("/sub")).unwrap();
-        assert_eq!(
-            rt.block_on(fs.lookup_by_path(&format!("{abs}/sub")))
-                .unwrap(),
-            sub
-        );
-        assert!(rt.block_on(fs.lookup_by_path("/../etc")).is_err());
-        assert!(rt.block_on(fs.lookup_by_path("/nope")).is_err());
+        let sub = fs.mount(b"/sub").unwrap();
+        assert_eq!(fs.mount(format!("{abs}/sub").as_bytes()).unwrap(), sub);
+        assert!(matches!(
+            fs.mount(b"/../etc"),
+            Err(mountstat3::MNT3ERR_NOENT)
+        ));
+        assert!(matches!(fs.mount(b"/nope"), Err(mountstat3::MNT3ERR_NOENT)));
+        // Only directories are mounted: a symlink (even to one) or a file is NOTDIR.
+        assert!(matches!(
+            fs.mount(b"/link"),
+            Err(mountstat3::MNT3ERR_NOTDIR)
+        ));
+        assert!(matches!(
+            fs.mount(b"/file"),
+            Err(mountstat3::MNT3ERR_NOTDIR)
+        ));
+        assert!(matches!(
+            fs.mount(b"/link/x"),
+            Err(mountstat3::MNT3ERR_NOTDIR)
+        ));
     }
 }

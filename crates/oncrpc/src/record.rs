@@ -1,0 +1,348 @@
+//! Record marking (RFC 5531 §11): each record is one or more fragments, each preceded by a
+//! 4-byte mark whose top bit says "last fragment" and whose low 31 bits give its length.
+//!
+//! The reader never trusts a mark: the length is checked against the record limit before
+//! a byte is allocated, fragments are summed against the same limit, and the buffer grows
+//! only as bytes actually arrive (doubling, so memory stays within twice what was sent),
+//! each growth drawn from an optional shared [`Budget`].
+
+use std::io::{Read, Write};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use crate::budget::{Budget, Exceeded, Grant};
+
+/// The mark's "last fragment" bit.
+pub const LAST_FRAGMENT: u32 = 0x8000_0000;
+/// The mark's length bits.
+pub const LENGTH_MASK: u32 = 0x7fff_ffff;
+/// Bytes of a mark.
+pub const MARK_LEN: usize = 4;
+/// First allocation of a record, and the smallest growth step.
+const FIRST_CHUNK: usize = 16 * 1024;
+
+/// The mark of a single, last fragment of `len` bytes.
+///
+/// # Panics
+/// If `len` does not fit in 31 bits (no record we build comes near it).
+pub fn mark(len: usize) -> [u8; 4] {
+    assert!(len <= LENGTH_MASK as usize, "fragment of {len} bytes");
+    (LAST_FRAGMENT | len as u32).to_be_bytes()
+}
+
+/// Starts a record built in place: appends a placeholder mark and returns where it is.
+pub fn begin(buf: &mut Vec<u8>) -> usize {
+    let at = buf.len();
+    buf.extend_from_slice(&[0; MARK_LEN]);
+    at
+}
+
+/// Ends a record started by [`begin`] at `at`: its mark now covers everything after it.
+pub fn finish(buf: &mut [u8], at: usize) {
+    let len = buf.len() - at - MARK_LEN;
+    buf[at..at + MARK_LEN].copy_from_slice(&mark(len));
+}
+
+/// `body` as one record (mark + body) in one buffer, so it leaves in one write.
+pub fn frame(body: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(MARK_LEN + body.len());
+    v.extend_from_slice(&mark(body.len()));
+    v.extend_from_slice(body);
+    v
+}
+
+/// Writes `body` as one record.
+pub async fn write(w: &mut (impl AsyncWrite + Unpin), body: &[u8]) -> std::io::Result<()> {
+    w.write_all(&frame(body)).await
+}
+
+/// Writes `body` as one record (blocking).
+pub fn write_blocking(w: &mut impl Write, body: &[u8]) -> std::io::Result<()> {
+    w.write_all(&frame(body))
+}
+
+/// Why no record was read.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error("record of {len} bytes exceeds the {limit}-byte limit")]
+    TooLarge { len: usize, limit: usize },
+    #[error("idle for {0:?}")]
+    Idle(Duration),
+    #[error("record not completed within {0:?}")]
+    Slow(Duration),
+    #[error("buffer budget: {0}")]
+    Budget(#[from] Exceeded),
+    #[error("connection closed in the middle of a record")]
+    Truncated,
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl From<RecordError> for std::io::Error {
+    fn from(e: RecordError) -> Self {
+        match e {
+            RecordError::Io(e) => e,
+            RecordError::Truncated => std::io::ErrorKind::UnexpectedEof.into(),
+            RecordError::Idle(_) | RecordError::Slow(_) => {
+                std::io::Error::new(std::io::ErrorKind::TimedOut, e.to_string())
+            }
+            e => std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()),
+        }
+    }
+}
+
+/// One whole record, with the budget its buffer holds (returned when it is dropped).
+#[derive(Debug)]
+pub struct Record {
+    pub data: Vec<u8>,
+    pub grant: Option<Grant>,
+}
+
+impl std::ops::Deref for Record {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.data
+    }
+}
+
+/// How records are read from one peer.
+#[derive(Debug, Clone)]
+pub struct RecordReader {
+    /// Largest record accepted, all fragments together.
+    pub max_record: usize,
+    /// Longest wait for the first byte of a record (`None`: no limit).
+    pub idle_timeout: Option<Duration>,
+    /// A record's remaining bytes (and the budget for them) must arrive within this time
+    /// of its first byte (`None`: no limit).
+    pub record_timeout: Option<Duration>,
+    /// Where the record buffers' bytes come from (`None`: unaccounted).
+    pub budget: Option<Budget>,
+}
+
+impl RecordReader {
+    /// A reader with no timeouts and no budget.
+    pub fn new(max_record: usize) -> RecordReader {
+        RecordReader {
+            max_record,
+            idle_timeout: None,
+            record_timeout: None,
+            budget: None,
+        }
+    }
+
+    /// Reads one whole record. `Ok(None)` is a clean end of stream between records.
+    pub async fn read(
+        &self,
+        rd: &mut (impl AsyncRead + Unpin),
+    ) -> Result<Option<Record>, RecordError> {
+        let mut first = [0u8; 1];
+        let n = match self.idle_timeout {
+            Some(t) => tokio::time::timeout(t, rd.read(&mut first))
+                .await
+                .map_err(|_| RecordError::Idle(t))??,
+            None => rd.read(&mut first).await?,
+        };
+        if n == 0 {
+            return Ok(None);
+        }
+        let rest = self.read_rest(rd, first[0]);
+        match self.record_timeout {
+            Some(t) => tokio::time::timeout(t, rest)
+                .await
+                .map_err(|_| RecordError::Slow(t))?
+                .map(Some),
+            None => rest.await.map(Some),
+        }
+    }
+
+    async fn read_rest(
+        &self,
+        rd: &mut (impl AsyncRead + Unpin),
+        first: u8,
+    ) -> Result<Record, RecordError> {
+        let mut data = Vec::new();
+        let mut grant = self.budget.as_ref().map(Budget::grant);
+        let mut hdr = [first, 0, 0, 0];
+        let mut have = 1;
+        loop {
+            rd.read_exact(&mut hdr[have..]).await.map_err(eof)?;
+            have = 0;
+            let m = u32::from_be_bytes(hdr);
+            let len = (m & LENGTH_MASK) as usize;
+            let total = data.len() + len;
+            if total > self.max_record {
+                return Err(RecordError::TooLarge {
+                    len: total,
+                    limit: self.max_record,
+                });
+            }
+            while data.len() < total {
+                if data.len() == data.capacity() {
+                    let want = total.min((2 * data.capacity()).max(FIRST_CHUNK));
+                    let add = want - data.capacity();
+                    if let Some(g) = grant.as_mut() {
+                        g.grow(add).await?;
+                    }
+                    data.reserve_exact(want - data.len());
+                }
+                let room = (data.capacity() - data.len()).min(total - data.len());
+                let got = (&mut *rd).take(room as u64).read_buf(&mut data).await?;
+                if got == 0 {
+                    return Err(RecordError::Truncated);
+                }
+            }
+            if m & LAST_FRAGMENT != 0 {
+                // Account for what the allocator really gave (reserve_exact may round up).
+                if let Some(g) = grant.as_mut()
+                    && data.capacity() > g.bytes()
+                {
+                    let _ = g.try_grow(data.capacity() - g.bytes());
+                }
+                return Ok(Record { data, grant });
+            }
+        }
+    }
+}
+
+fn eof(e: std::io::Error) -> RecordError {
+    if e.kind() == std::io::ErrorKind::UnexpectedEof {
+        RecordError::Truncated
+    } else {
+        RecordError::Io(e)
+    }
+}
+
+/// Reads one whole record (blocking), at most `max_record` bytes, growing as bytes arrive.
+pub fn read_blocking(rd: &mut impl Read, max_record: usize) -> std::io::Result<Vec<u8>> {
+    let mut data = Vec::new();
+    loop {
+        let mut hdr = [0u8; 4];
+        rd.read_exact(&mut hdr)?;
+        let m = u32::from_be_bytes(hdr);
+        let total = data.len() + (m & LENGTH_MASK) as usize;
+        if total > max_record {
+            return Err(RecordError::TooLarge {
+                len: total,
+                limit: max_record,
+            }
+            .into());
+        }
+        while data.len() < total {
+            let step = (total - data.len()).min((data.len()).max(FIRST_CHUNK));
+            let at = data.len();
+            data.resize(at + step, 0);
+            rd.read_exact(&mut data[at..])?;
+        }
+        if m & LAST_FRAGMENT != 0 {
+            return Ok(data);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fragments(parts: &[(&[u8], bool)]) -> Vec<u8> {
+        let mut v = Vec::new();
+        for (body, last) in parts {
+            let m = body.len() as u32 | if *last { LAST_FRAGMENT } else { 0 };
+            v.extend_from_slice(&m.to_be_bytes());
+            v.extend_from_slice(body);
+        }
+        v
+    }
+
+    #[tokio::test]
+    async fn reads_fragments_and_stops_cleanly() {
+        let wire = fragments(&[(b"hello ", false), (b"world", true), (b"x", true)]);
+        let r = RecordReader::new(64);
+        let mut rd = &wire[..];
+        assert_eq!(&*r.read(&mut rd).await.unwrap().unwrap(), b"hello world");
+        assert_eq!(&*r.read(&mut rd).await.unwrap().unwrap(), b"x");
+        assert!(r.read(&mut rd).await.unwrap().is_none());
+        let mut blocking = &wire[..];
+        assert_eq!(read_blocking(&mut blocking, 64).unwrap(), b"hello world");
+    }
+
+    #[tokio::test]
+    async fn a_huge_mark_allocates_nothing() {
+        // 2 GiB claimed, a few bytes sent: refused from the mark alone.
+        let mut wire = (LAST_FRAGMENT | 0x7fff_fff0).to_be_bytes().to_vec();
+        wire.extend_from_slice(b"abc");
+        let err = RecordReader::new(1 << 20)
+            .read(&mut &wire[..])
+            .await
+            .unwrap_err();
+        assert!(matches!(err, RecordError::TooLarge { .. }), "{err}");
+        // Fragments are summed against the limit.
+        let wire = fragments(&[(&[0; 40], false), (&[0; 40], true)]);
+        let err = RecordReader::new(64)
+            .read(&mut &wire[..])
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, RecordError::TooLarge { len: 80, .. }),
+            "{err}"
+        );
+        assert!(read_blocking(&mut &wire[..], 64).is_err());
+    }
+
+    #[tokio::test]
+    async fn buffers_grow_with_the_bytes_that_arrive() {
+        // 1 MiB claimed, 100 bytes sent, then the peer goes away.
+        let mut wire = (LAST_FRAGMENT | (1 << 20)).to_be_bytes().to_vec();
+        wire.extend_from_slice(&[7; 100]);
+        let budget = Budget::new(1 << 20);
+        let mut r = RecordReader::new(2 << 20);
+        r.budget = Some(budget.clone());
+        let (mut client, mut server) = tokio::io::duplex(4096);
+        client.write_all(&wire).await.unwrap();
+        let reading = tokio::spawn(async move { r.read(&mut server).await.map(|_| ()) });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(
+            budget.in_use() <= FIRST_CHUNK,
+            "{} bytes granted for 100 received",
+            budget.in_use()
+        );
+        drop(client);
+        assert!(matches!(
+            reading.await.unwrap(),
+            Err(RecordError::Truncated)
+        ));
+        assert_eq!(budget.in_use(), 0, "the grant comes back");
+    }
+
+    #[tokio::test]
+    async fn timeouts_and_budget_waits_are_bounded() {
+        let (_client, mut server) = tokio::io::duplex(64);
+        let mut r = RecordReader::new(64);
+        r.idle_timeout = Some(Duration::from_millis(20));
+        assert!(matches!(
+            r.read(&mut server).await,
+            Err(RecordError::Idle(_))
+        ));
+        // A record that cannot get budget waits, then the read fails as slow.
+        let budget = Budget::new(1 << 20);
+        let _all = budget.try_acquire(1 << 20).unwrap();
+        let mut r = RecordReader::new(1 << 20);
+        r.budget = Some(budget);
+        r.record_timeout = Some(Duration::from_millis(50));
+        let wire = fragments(&[(b"data", true)]);
+        assert!(matches!(
+            r.read(&mut &wire[..]).await,
+            Err(RecordError::Slow(_))
+        ));
+    }
+
+    #[test]
+    fn writer_marks() {
+        let mut buf = b"xx".to_vec();
+        let at = begin(&mut buf);
+        buf.extend_from_slice(b"abc");
+        finish(&mut buf, at);
+        assert_eq!(&buf[2..6], &(LAST_FRAGMENT | 3).to_be_bytes());
+        assert_eq!(frame(b"abc"), &buf[2..]);
+    }
+}

@@ -1,0 +1,577 @@
+//! The procedures that change the tree (and the small read-only ones that need no
+//! listing): each resolves beneath the jail, does one change, and returns the weak cache
+//! consistency data (RFC 1813 §2.6) the reply carries.
+
+use std::ffi::CString;
+use std::os::fd::{AsFd, OwnedFd};
+
+use nfs3_types::mount::mountstat3;
+use nfs3_types::nfs3::{
+    FSF3_CANSETTIME, FSF3_HOMOGENEOUS, FSF3_LINK, FSF3_SYMLINK, FSINFO3resok, Nfs3Option,
+    PATHCONF3resok, createhow3, createverf3, fattr3, mknoddata3, nfsstat3, nfstime3, post_op_attr,
+    pre_op_attr, sattr3, wcc_data,
+};
+
+use super::{DirFs, Fh, Loc, MAX_IO, NfsResult, blocking, check_name, io_err, set_time, wcc_of};
+use crate::sys::{self, Stat};
+
+/// A change's result with the directory's (or file's) before/after attributes.
+pub type Changed<T> = (NfsResult<T>, wcc_data);
+
+/// The longest name a client may create (one path component, as `check_name` allows).
+pub const NAME_MAX: u32 = 255;
+
+impl DirFs {
+    fn check_writable(&self) -> NfsResult<()> {
+        if self.inner.read_only {
+            Err(nfsstat3::NFS3ERR_ROFS)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Runs `f` on an open directory and returns its result with the directory's
+    /// attributes before and after — one resolution of the directory, two `fstat`s.
+    fn in_dir<T>(&self, dirfh: &Fh, f: impl FnOnce(&OwnedFd, &Stat) -> NfsResult<T>) -> Changed<T> {
+        if let Err(s) = self.check_writable() {
+            return (Err(s), wcc_data::default());
+        }
+        let (dir, st) = match self.dir_fd(dirfh) {
+            Ok(d) => d,
+            Err(s) => return (Err(s), wcc_data::default()),
+        };
+        let before = pre_op_attr::Some(wcc_of(&self.fattr(&st)));
+        let r = f(&dir, &st);
+        let after = sys::fstat(dir.as_fd())
+            .map_or(post_op_attr::None, |s| post_op_attr::Some(self.fattr(&s)));
+        (r, wcc_data { before, after })
+    }
+
+    /// Gives a new object the squash owner, when squashing.
+    fn squash_new(&self, dir: &OwnedFd, name: &CString) -> NfsResult<()> {
+        if let Some((uid, gid)) = self.inner.squash {
+            sys::lchownat(dir.as_fd(), name, uid, gid).map_err(io_err)?;
+        }
+        Ok(())
+    }
+
+    /// Records a new entry and returns its handle and attributes.
+    fn new_entry(&self, dir: &OwnedFd, dir_ino: u64, name: &CString) -> NfsResult<(Fh, fattr3)> {
+        let st = sys::statx(dir.as_fd(), name).map_err(io_err)?;
+        self.inner.nodes.insert(st.ino, dir_ino, name.as_bytes());
+        Ok((Fh::new(st.ino, st.btime), self.fattr(&st)))
+    }
+
+    /// SETATTR. `guard` is the client's expected ctime (`NFS3ERR_NOT_SYNC` if it differs).
+    pub fn setattr(&self, fh: &Fh, attr: &sattr3, guard: Option<nfstime3>) -> Changed<()> {
+        if let Err(s) = self.check_writable() {
+            return (Err(s), wcc_data::default());
+        }
+        let before = match self.getattr_sync(fh) {
+            Ok(a) => a,
+            Err(s) => return (Err(s), wcc_data::default()),
+        };
+        let r = match guard {
+            Some(t) if t != before.ctime => Err(nfsstat3::NFS3ERR_NOT_SYNC),
+            _ => self.setattr_sync(fh, attr),
+        };
+        let after = self
+            .getattr_sync(fh)
+            .map_or(post_op_attr::None, post_op_attr::Some);
+        let before = pre_op_attr::Some(wcc_of(&before));
+        (r, wcc_data { before, after })
+    }
+
+    fn setattr_sync(&self, fh: &Fh, attr: &sattr3) -> NfsResult<()> {
+        let loc = self.locate(fh)?;
+        let st = *loc.stat();
+        if st.is_symlink() {
+            // A link's own owner and times (never its target's); a link has no size or
+            // mode of its own to set.
+            let Loc::Child { dir, name, .. } = &loc else {
+                return Err(nfsstat3::NFS3ERR_INVAL);
+            };
+            if matches!(attr.size, Nfs3Option::Some(_)) {
+                return Err(nfsstat3::NFS3ERR_INVAL);
+            }
+            let (uid, gid) = self.owner_change(attr);
+            if uid != u32::MAX || gid != u32::MAX {
+                sys::lchownat(dir.as_fd(), name, uid, gid).map_err(io_err)?;
+            }
+            let (a, m) = (set_time(attr.atime), super::set_time_m(attr.mtime));
+            if a.is_some() || m.is_some() {
+                sys::lutimensat(dir.as_fd(), name, a, m).map_err(io_err)?;
+            }
+            return Ok(());
+        }
+        let flags = if st.is_dir() {
+            libc::O_RDONLY | libc::O_DIRECTORY
+        } else if st.is_reg() {
+            if matches!(attr.size, Nfs3Option::Some(_)) {
+                libc::O_WRONLY | libc::O_NONBLOCK
+            } else {
+                libc::O_RDONLY | libc::O_NONBLOCK
+            }
+        } else {
+            // Devices, fifos, sockets: opening them may have side effects.
+            return Err(nfsstat3::NFS3ERR_NOTSUPP);
+        };
+        let (fd, st) = self.open_obj(fh, flags)?;
+        self.apply_sattr(&fd, &st, attr)
+    }
+
+    /// The `(uid, gid)` a SETATTR asks for (`u32::MAX` = keep), mapped by `--squash`.
+    pub(super) fn owner_change(&self, attr: &sattr3) -> (u32, u32) {
+        let mut uid = match attr.uid {
+            Nfs3Option::Some(u) => u,
+            Nfs3Option::None => u32::MAX,
+        };
+        let mut gid = match attr.gid {
+            Nfs3Option::Some(g) => g,
+            Nfs3Option::None => u32::MAX,
+        };
+        if let Some((su, sg)) = self.inner.squash {
+            if uid != u32::MAX {
+                uid = su;
+            }
+            if gid != u32::MAX {
+                gid = sg;
+            }
+        }
+        (uid, gid)
+    }
+
+    /// WRITE: `pwrite` then `fsync` — the reply always says FILE_SYNC, so the data and
+    /// metadata are on stable storage before it leaves.
+    pub fn write(&self, fh: &Fh, offset: u64, data: &[u8]) -> Changed<()> {
+        use std::os::unix::fs::FileExt;
+        if let Err(s) = self.check_writable() {
+            return (Err(s), wcc_data::default());
+        }
+        if data.len() > MAX_IO as usize {
+            return (Err(nfsstat3::NFS3ERR_INVAL), wcc_data::default());
+        }
+        if offset
+            .checked_add(data.len() as u64)
+            .is_none_or(|end| end > i64::MAX as u64)
+        {
+            return (Err(nfsstat3::NFS3ERR_FBIG), wcc_data::default());
+        }
+        let file = match self.file(fh, true) {
+            Ok(f) => f,
+            Err(s) => return (Err(s), wcc_data::default()),
+        };
+        let before = sys::fstat(file.as_fd()).map_or(pre_op_attr::None, |s| {
+            pre_op_attr::Some(wcc_of(&self.fattr(&s)))
+        });
+        let r = blocking(|| {
+            file.write_all_at(data, offset).map_err(io_err)?;
+            file.sync_all().map_err(io_err)
+        });
+        let after = sys::fstat(file.as_fd())
+            .map_or(post_op_attr::None, |s| post_op_attr::Some(self.fattr(&s)));
+        (r, wcc_data { before, after })
+    }
+
+    /// COMMIT: every WRITE is already on disk; this `fsync`s anyway (cheap when clean),
+    /// so a client that wrote by other means gets the guarantee it asks for.
+    pub fn commit(&self, fh: &Fh) -> Changed<()> {
+        let file = match self.file(fh, false) {
+            Ok(f) => f,
+            Err(s) => return (Err(s), wcc_data::default()),
+        };
+        let before = sys::fstat(file.as_fd()).map_or(pre_op_attr::None, |s| {
+            pre_op_attr::Some(wcc_of(&self.fattr(&s)))
+        });
+        let r = blocking(|| file.sync_all()).map_err(io_err);
+        let after = sys::fstat(file.as_fd())
+            .map_or(post_op_attr::None, |s| post_op_attr::Some(self.fattr(&s)));
+        (r, wcc_data { before, after })
+    }
+
+    /// CREATE in its three modes (RFC 1813 §3.3.8).
+    pub fn create(&self, dirfh: &Fh, name: &[u8], how: &createhow3) -> Changed<(Fh, fattr3)> {
+        let cname = match check_name(name) {
+            Ok(c) => c,
+            Err(s) => return (Err(s), wcc_data::default()),
+        };
+        self.in_dir(dirfh, |dir, dst| match how {
+            createhow3::UNCHECKED(attr) => self.create_file(dir, dst, &cname, attr, false),
+            createhow3::GUARDED(attr) => self.create_file(dir, dst, &cname, attr, true),
+            createhow3::EXCLUSIVE(verf) => self.create_exclusive(dir, dst, &cname, verf),
+        })
+    }
+
+    /// UNCHECKED (an existing file gets the attributes, e.g. size 0) or GUARDED (an
+    /// existing name is `EXIST`).
+    fn create_file(
+        &self,
+        dir: &OwnedFd,
+        dst: &Stat,
+        cname: &CString,
+        attr: &sattr3,
+        guarded: bool,
+    ) -> NfsResult<(Fh, fattr3)> {
+        let mode = match attr.mode {
+            Nfs3Option::Some(m) => m & 0o7777,
+            Nfs3Option::None => 0o644,
+        };
+        let excl = if guarded { libc::O_EXCL } else { 0 };
+        let fd = sys::openat(
+            dir.as_fd(),
+            cname,
+            libc::O_CREAT | excl | libc::O_WRONLY | libc::O_NONBLOCK,
+            mode,
+        )
+        .map_err(|e| match e.raw_os_error() {
+            // An existing directory or symlink under that name.
+            Some(libc::EISDIR) | Some(libc::ELOOP) => nfsstat3::NFS3ERR_EXIST,
+            _ => io_err(e),
+        })?;
+        let st = sys::fstat(fd.as_fd()).map_err(io_err)?;
+        if !st.is_reg() {
+            return Err(nfsstat3::NFS3ERR_EXIST);
+        }
+        let mut rest = attr.clone();
+        rest.mode = Nfs3Option::None;
+        if let Nfs3Option::Some(m) = attr.mode
+            && st.mode & 0o7777 != m & 0o7777
+        {
+            // The process umask trimmed it; the client already applied its own.
+            rest.mode = Nfs3Option::Some(m & 0o7777);
+        }
+        self.apply_sattr(&fd, &st, &rest)?;
+        self.squash_new(dir, cname)?;
+        self.inner.fds.remove(st.ino);
+        self.new_entry(dir, dst.ino, cname)
+    }
+
+    /// EXCLUSIVE: the verifier is kept in the new file's atime and mtime seconds (as kernel
+    /// nfsd does), so a retransmission with the same verifier finds it and succeeds, and
+    /// another client's create of the same name gets `EXIST`. The client then sets the
+    /// real attributes with SETATTR.
+    fn create_exclusive(
+        &self,
+        dir: &OwnedFd,
+        dst: &Stat,
+        cname: &CString,
+        verf: &createverf3,
+    ) -> NfsResult<(Fh, fattr3)> {
+        let (v0, v1) = verifier_times(verf);
+        match sys::openat(
+            dir.as_fd(),
+            cname,
+            libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_NONBLOCK,
+            0o644,
+        ) {
+            Ok(fd) => {
+                sys::lutimensat(fd.as_fd(), c"", Some(Some((v0, 0))), Some(Some((v1, 0))))
+                    .map_err(io_err)?;
+                self.squash_new(dir, cname)?;
+                self.new_entry(dir, dst.ino, cname)
+            }
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
+                let st = sys::statx(dir.as_fd(), cname).map_err(io_err)?;
+                if st.is_reg() && st.atime == (v0, 0) && st.mtime == (v1, 0) {
+                    self.new_entry(dir, dst.ino, cname)
+                } else {
+                    Err(nfsstat3::NFS3ERR_EXIST)
+                }
+            }
+            Err(e) => Err(io_err(e)),
+        }
+    }
+
+    /// MKDIR with the client's mode (default 0755).
+    pub fn mkdir(&self, dirfh: &Fh, name: &[u8], attr: &sattr3) -> Changed<(Fh, fattr3)> {
+        let cname = match check_name(name) {
+            Ok(c) => c,
+            Err(s) => return (Err(s), wcc_data::default()),
+        };
+        self.in_dir(dirfh, |dir, dst| {
+            let mode = match attr.mode {
+                Nfs3Option::Some(m) => m & 0o7777,
+                Nfs3Option::None => 0o755,
+            };
+            sys::mkdirat(dir.as_fd(), &cname, mode).map_err(io_err)?;
+            self.fix_mode(dir, &cname, mode)?;
+            self.squash_new(dir, &cname)?;
+            self.new_entry(dir, dst.ino, &cname)
+        })
+    }
+
+    /// Sets a new entry's mode when the process umask trimmed it (never via a symlink).
+    fn fix_mode(&self, dir: &OwnedFd, cname: &CString, mode: u32) -> NfsResult<()> {
+        let st = sys::statx(dir.as_fd(), cname).map_err(io_err)?;
+        if st.mode & 0o7777 != mode {
+            sys::lchmodat(dir.as_fd(), cname, mode).map_err(io_err)?;
+        }
+        Ok(())
+    }
+
+    /// SYMLINK: the target is stored verbatim; only clients ever resolve it.
+    pub fn symlink(&self, dirfh: &Fh, name: &[u8], target: &[u8]) -> Changed<(Fh, fattr3)> {
+        let cname = match check_name(name) {
+            Ok(c) => c,
+            Err(s) => return (Err(s), wcc_data::default()),
+        };
+        self.in_dir(dirfh, |dir, dst| {
+            if target.is_empty() {
+                return Err(nfsstat3::NFS3ERR_INVAL);
+            }
+            let ctarget = CString::new(target).map_err(|_| nfsstat3::NFS3ERR_INVAL)?;
+            sys::symlinkat(&ctarget, dir.as_fd(), &cname).map_err(io_err)?;
+            self.squash_new(dir, &cname)?;
+            self.new_entry(dir, dst.ino, &cname)
+        })
+    }
+
+    /// MKNOD: fifos and sockets (the server never opens them). Device nodes are refused
+    /// with `NOTSUPP`: a device node in an export is a way into the host for anyone who
+    /// can also reach the export directory there.
+    pub fn mknod(&self, dirfh: &Fh, name: &[u8], what: &mknoddata3) -> Changed<(Fh, fattr3)> {
+        let cname = match check_name(name) {
+            Ok(c) => c,
+            Err(s) => return (Err(s), wcc_data::default()),
+        };
+        self.in_dir(dirfh, |dir, dst| {
+            let (kind, attr) = match what {
+                mknoddata3::NF3FIFO(a) => (libc::S_IFIFO, a),
+                mknoddata3::NF3SOCK(a) => (libc::S_IFSOCK, a),
+                mknoddata3::NF3CHR(_) | mknoddata3::NF3BLK(_) => {
+                    return Err(nfsstat3::NFS3ERR_NOTSUPP);
+                }
+                mknoddata3::default => return Err(nfsstat3::NFS3ERR_BADTYPE),
+            };
+            let mode = match attr.mode {
+                Nfs3Option::Some(m) => m & 0o7777,
+                Nfs3Option::None => 0o644,
+            };
+            sys::mknodat(dir.as_fd(), &cname, kind | mode).map_err(io_err)?;
+            self.fix_mode(dir, &cname, mode)?;
+            self.squash_new(dir, &cname)?;
+            self.new_entry(dir, dst.ino, &cname)
+        })
+    }
+
+    /// REMOVE (`rmdir` false) or RMDIR (true). The kernel refuses the wrong kind
+    /// (EISDIR / ENOTDIR) and a non-empty directory (ENOTEMPTY).
+    pub fn remove(&self, dirfh: &Fh, name: &[u8], rmdir: bool) -> Changed<()> {
+        let cname = match check_name(name) {
+            Ok(c) => c,
+            Err(s) => return (Err(s), wcc_data::default()),
+        };
+        self.in_dir(dirfh, |dir, _| {
+            let st = sys::statx(dir.as_fd(), &cname).map_err(io_err)?;
+            sys::unlinkat(dir.as_fd(), &cname, rmdir).map_err(io_err)?;
+            self.inner.fds.remove(st.ino);
+            if st.nlink <= 1 || st.is_dir() {
+                self.inner.nodes.remove(st.ino);
+            }
+            Ok(())
+        })
+    }
+
+    /// RENAME, over an existing file or empty directory as rename(2) allows.
+    pub fn rename(
+        &self,
+        from: &Fh,
+        from_name: &[u8],
+        to: &Fh,
+        to_name: &[u8],
+    ) -> (NfsResult<()>, wcc_data, wcc_data) {
+        let none = || (wcc_data::default(), wcc_data::default());
+        let names = self
+            .check_writable()
+            .and_then(|()| Ok((check_name(from_name)?, check_name(to_name)?)));
+        let (cfrom, cto) = match names {
+            Ok(n) => n,
+            Err(s) => {
+                let (a, b) = none();
+                return (Err(s), a, b);
+            }
+        };
+        let dirs = self.dir_fd(from).and_then(|f| Ok((f, self.dir_fd(to)?)));
+        let ((fdir, fst), (tdir, tst)) = match dirs {
+            Ok(d) => d,
+            Err(s) => {
+                let (a, b) = none();
+                return (Err(s), a, b);
+            }
+        };
+        let fbefore = pre_op_attr::Some(wcc_of(&self.fattr(&fst)));
+        let tbefore = pre_op_attr::Some(wcc_of(&self.fattr(&tst)));
+        let r = (|| {
+            let st = sys::statx(fdir.as_fd(), &cfrom).map_err(io_err)?;
+            let replaced = sys::statx(tdir.as_fd(), &cto).ok();
+            sys::renameat(fdir.as_fd(), &cfrom, tdir.as_fd(), &cto).map_err(io_err)?;
+            if let Some(old) = replaced
+                && old.ino != st.ino
+            {
+                self.inner.fds.remove(old.ino);
+                self.inner.nodes.remove(old.ino);
+            }
+            self.inner.nodes.insert(st.ino, tst.ino, to_name);
+            Ok(())
+        })();
+        let after = |d: &OwnedFd| {
+            sys::fstat(d.as_fd()).map_or(post_op_attr::None, |s| post_op_attr::Some(self.fattr(&s)))
+        };
+        let fw = wcc_data {
+            before: fbefore,
+            after: after(&fdir),
+        };
+        let tw = wcc_data {
+            before: tbefore,
+            after: after(&tdir),
+        };
+        (r, fw, tw)
+    }
+
+    /// LINK: a new name in `dirfh` for the object `file` is. Both ends are resolved
+    /// beneath the export (the source by its handle's remembered place, the target as
+    /// one checked name), and the new name is verified to be the handle's inode.
+    pub fn link(
+        &self,
+        file: &Fh,
+        dirfh: &Fh,
+        name: &[u8],
+    ) -> (NfsResult<()>, post_op_attr, wcc_data) {
+        let cname = match check_name(name) {
+            Ok(c) => c,
+            Err(s) => return (Err(s), post_op_attr::None, wcc_data::default()),
+        };
+        let src = match self.check_writable().and_then(|()| self.locate(file)) {
+            Ok(Loc::Child { dir, name, stat }) if !stat.is_dir() => (dir, name),
+            Ok(_) => {
+                return (
+                    Err(nfsstat3::NFS3ERR_ISDIR),
+                    post_op_attr::None,
+                    wcc_data::default(),
+                );
+            }
+            Err(s) => return (Err(s), post_op_attr::None, wcc_data::default()),
+        };
+        let (r, wcc) = self.in_dir(dirfh, |tdir, _| {
+            sys::linkat(src.0.as_fd(), &src.1, tdir.as_fd(), &cname).map_err(io_err)?;
+            let st = sys::statx(tdir.as_fd(), &cname).map_err(io_err)?;
+            if !Self::matches(file, &st) {
+                // The source name was replaced between resolution and link: undo.
+                let _ = sys::unlinkat(tdir.as_fd(), &cname, false);
+                return Err(nfsstat3::NFS3ERR_STALE);
+            }
+            Ok(())
+        });
+        let attr = self
+            .getattr_sync(file)
+            .map_or(post_op_attr::None, post_op_attr::Some);
+        (r, attr, wcc)
+    }
+
+    /// READLINK: the target as stored.
+    pub fn readlink(&self, fh: &Fh) -> (NfsResult<Vec<u8>>, post_op_attr) {
+        match self.locate(fh) {
+            Ok(Loc::Child { dir, name, stat }) if stat.is_symlink() => (
+                sys::readlinkat(dir.as_fd(), &name).map_err(io_err),
+                post_op_attr::Some(self.fattr(&stat)),
+            ),
+            Ok(loc) => (
+                Err(nfsstat3::NFS3ERR_INVAL),
+                post_op_attr::Some(self.fattr(loc.stat())),
+            ),
+            Err(s) => (Err(s), post_op_attr::None),
+        }
+    }
+
+    /// MOUNT: `""` and `/` are the root; so is the export's own absolute path
+    /// (`host:/srv/share`, as with kernel nfsd); anything else is a directory beneath it.
+    /// The result must be a directory (a symlink or file is `NOTDIR`).
+    pub fn mount(&self, path: &[u8]) -> Result<Fh, mountstat3> {
+        let trim = |p: &[u8]| -> Vec<u8> {
+            let s = p.iter().position(|&b| b != b'/').unwrap_or(p.len());
+            let e = p.iter().rposition(|&b| b != b'/').map_or(s, |i| i + 1);
+            p[s..e.max(s)].to_vec()
+        };
+        let path = trim(path);
+        let export = trim(self.inner.export.as_os_str().as_encoded_bytes());
+        let rest: &[u8] = if path == export {
+            b""
+        } else if path.len() > export.len()
+            && path.starts_with(&export)
+            && path[export.len()] == b'/'
+        {
+            &path[export.len() + 1..]
+        } else {
+            &path
+        };
+        let mut fh = self.root_fh();
+        for comp in rest.split(|&b| b == b'/').filter(|c| !c.is_empty()) {
+            fh = self.lookup_sync(&fh, comp).map_err(mount_status)?;
+        }
+        match self.getattr_sync(&fh) {
+            Ok(a) if a.type_ == nfs3_types::nfs3::ftype3::NF3DIR => Ok(fh),
+            Ok(_) => Err(mountstat3::MNT3ERR_NOTDIR),
+            Err(s) => Err(mount_status(s)),
+        }
+    }
+
+    /// FSINFO: 1 MiB reads and writes (also the preferred size: Linux uses it as the
+    /// default rsize/wsize), nanosecond times, links and symlinks.
+    pub fn fsinfo(&self, fh: &Fh) -> NfsResult<FSINFO3resok> {
+        let attr = self.getattr_sync(fh)?;
+        let s = sys::fstatvfs(self.inner.root.as_fd()).map_err(io_err)?;
+        let block = u32::try_from(s.bsize).unwrap_or(4096).clamp(512, MAX_IO);
+        Ok(FSINFO3resok {
+            obj_attributes: post_op_attr::Some(attr),
+            rtmax: MAX_IO,
+            rtpref: MAX_IO,
+            rtmult: block,
+            wtmax: MAX_IO,
+            wtpref: MAX_IO,
+            wtmult: block,
+            dtpref: 64 * 1024,
+            maxfilesize: i64::MAX as u64,
+            time_delta: nfstime3 {
+                seconds: 0,
+                nseconds: 1,
+            },
+            properties: FSF3_LINK | FSF3_SYMLINK | FSF3_HOMOGENEOUS | FSF3_CANSETTIME,
+        })
+    }
+
+    /// PATHCONF: names up to 255 bytes, longer ones refused (not truncated).
+    pub fn pathconf(&self, fh: &Fh) -> NfsResult<PATHCONF3resok> {
+        let attr = self.getattr_sync(fh)?;
+        Ok(PATHCONF3resok {
+            obj_attributes: post_op_attr::Some(attr),
+            // ext4's limit; file systems with a lower one answer EMLINK → NFS3ERR_MLINK.
+            linkmax: 65_000,
+            name_max: NAME_MAX,
+            no_trunc: true,
+            chown_restricted: true,
+            case_insensitive: false,
+            case_preserving: true,
+        })
+    }
+}
+
+/// The exclusive-create verifier as two times in seconds (atime, mtime).
+fn verifier_times(verf: &createverf3) -> (i64, i64) {
+    let half = |b: &[u8]| {
+        let mut w = [0u8; 4];
+        w.copy_from_slice(b);
+        i64::from(u32::from_be_bytes(w))
+    };
+    (half(&verf.0[..4]), half(&verf.0[4..]))
+}
+
+/// MOUNT's status for a failed lookup on the way.
+fn mount_status(s: nfsstat3) -> mountstat3 {
+    match s {
+        nfsstat3::NFS3ERR_NOENT | nfsstat3::NFS3ERR_STALE => mountstat3::MNT3ERR_NOENT,
+        nfsstat3::NFS3ERR_NOTDIR | nfsstat3::NFS3ERR_INVAL => mountstat3::MNT3ERR_NOTDIR,
+        nfsstat3::NFS3ERR_ACCES | nfsstat3::NFS3ERR_PERM => mountstat3::MNT3ERR_ACCES,
+        nfsstat3::NFS3ERR_NAMETOOLONG => mountstat3::MNT3ERR_NAMETOOLONG,
+        _ => mountstat3::MNT3ERR_IO,
+    }
+}

@@ -1,0 +1,274 @@
+//! The NFSv3, MOUNT v3 and portmapper procedures, answered in process: one call in (a
+//! whole record the guard has read and bounded), one reply record out.
+//!
+//! Each call is decoded with the bounded reader in [`xdr`], answered by calling
+//! [`DirFs`] directly, and its reply built with `nfs3_types`; every call is timed into
+//! the registry (`total` for the call, `vfs` for the file-system work inside it). RPC
+//! errors follow RFC 5531: arguments that do not decode → `GARBAGE_ARGS`, an unknown
+//! procedure → `PROC_UNAVAIL`, an unknown program → `PROG_UNAVAIL`, a version we do not
+//! serve → `PROG_MISMATCH`, an RPC version other than 2 → `RPC_MISMATCH`, a credential
+//! flavour other than AUTH_NONE/AUTH_SYS (or a malformed AUTH_SYS) → `AUTH_ERROR`.
+//!
+//! - `read`: procedures that only look (GETATTR, LOOKUP, ACCESS, READLINK, READDIR,
+//!   READDIRPLUS, FSSTAT, FSINFO, PATHCONF).
+//! - `write`: procedures that change (SETATTR, WRITE, CREATE, MKDIR, SYMLINK, MKNOD,
+//!   REMOVE, RMDIR, RENAME, LINK, COMMIT).
+//! - `mount`: MOUNT v3 and the portmapper (v2) on the same port.
+
+mod mount;
+mod read;
+mod write;
+pub mod xdr;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use latency::Registry;
+use nfs3_types::nfs3::{Nfs3Result, nfsstat3, writeverf3};
+
+use crate::error::status_label;
+use crate::fs::{DirFs, Fh, NfsResult};
+use crate::rpc::{self, Call, MOUNT_PROG, NFS_PROG, PMAP_PROG};
+use xdr::{Args, Garbage, word};
+
+/// Why a call got no procedure result (the accept status, RFC 5531 §9).
+enum Refused {
+    Garbage,
+    ProcUnavail,
+}
+
+impl From<Garbage> for Refused {
+    fn from(_: Garbage) -> Self {
+        Refused::Garbage
+    }
+}
+
+type Answer = Result<&'static str, Refused>;
+
+/// Who is calling, from the AUTH_SYS credential (AUTH_NONE: nobody).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    pub uid: u32,
+    pub gid: u32,
+    pub gids: Vec<u32>,
+}
+
+impl Caller {
+    const NOBODY: u32 = 65_534;
+
+    fn nobody() -> Caller {
+        Caller {
+            uid: Self::NOBODY,
+            gid: Self::NOBODY,
+            gids: Vec::new(),
+        }
+    }
+
+    fn in_group(&self, gid: u32) -> bool {
+        self.gid == gid || self.gids.contains(&gid)
+    }
+}
+
+/// Answers every call that reaches it. Cheap to clone.
+#[derive(Clone)]
+pub struct Dispatcher {
+    fs: DirFs,
+    registry: Arc<Registry>,
+    /// The public port, for the portmapper's GETPORT and DUMP.
+    port: u16,
+    /// The WRITE/COMMIT verifier: this server instance's start time. It changes on every
+    /// restart, which tells a client holding UNSTABLE data to send it again (RFC 1813
+    /// §3.3.7); ours never is (every WRITE is answered FILE_SYNC), so it is informative.
+    verf: writeverf3,
+    squash: Option<(u32, u32)>,
+}
+
+impl Dispatcher {
+    pub fn new(fs: DirFs, registry: Arc<Registry>, port: u16, squash: Option<(u32, u32)>) -> Self {
+        let started = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        Dispatcher {
+            fs,
+            registry,
+            port,
+            verf: writeverf3(started.to_be_bytes()),
+            squash,
+        }
+    }
+
+    /// Answers one call: `record` is the whole call (header at 0, arguments at
+    /// `call.args`); `out` receives the whole reply record, record mark included. The
+    /// call is recorded as `op`/`total`/`status`.
+    pub fn dispatch(&self, call: &Call, record: &[u8], out: &mut Vec<u8>) {
+        let start = Instant::now();
+        out.clear();
+        out.extend_from_slice(&[0; 4]);
+        let status = self.answer(call, record, out);
+        let mark = rpc::record_mark(out.len() - 4);
+        out[..4].copy_from_slice(&mark);
+        self.registry.record_op(
+            rpc::proc_name(call.prog, call.proc_),
+            "total",
+            status,
+            start.elapsed(),
+            0,
+        );
+    }
+
+    fn answer(&self, call: &Call, record: &[u8], out: &mut Vec<u8>) -> &'static str {
+        let head = |i: usize| {
+            record
+                .get(i * 4..i * 4 + 4)
+                .map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+        };
+        // RPC version (word 2): only 2 exists.
+        if head(2) != 2 {
+            for w in [call.xid, 1, 1, 0, 2, 2] {
+                word(out, w);
+            }
+            return "RPC_MISMATCH";
+        }
+        let caller = match credential(&record[24.min(record.len())..call.args]) {
+            Some(c) => c,
+            None => {
+                // MSG_DENIED, AUTH_ERROR, AUTH_BADCRED.
+                for w in [call.xid, 1, 1, 1, 1] {
+                    word(out, w);
+                }
+                return "AUTH_ERROR";
+            }
+        };
+        let caller = match self.squash {
+            Some((uid, gid)) => Caller {
+                uid,
+                gid,
+                gids: Vec::new(),
+            },
+            None => caller,
+        };
+        // MSG_ACCEPTED with an AUTH_NONE verifier, then the accept status.
+        for w in [call.xid, 1, 0, 0, 0] {
+            word(out, w);
+        }
+        let accept_at = out.len();
+        word(out, 0);
+        let mut args = Args::new(&record[call.args..]);
+        let versions = match call.prog {
+            NFS_PROG | MOUNT_PROG => 3,
+            PMAP_PROG => 2,
+            _ => {
+                out[accept_at + 3] = 1; // PROG_UNAVAIL
+                return "PROG_UNAVAIL";
+            }
+        };
+        if call.vers != versions {
+            out[accept_at + 3] = 2; // PROG_MISMATCH, low and high
+            word(out, versions);
+            word(out, versions);
+            return "PROG_MISMATCH";
+        }
+        let r = match call.prog {
+            NFS_PROG => self.nfs(call.proc_, &caller, &mut args, out),
+            MOUNT_PROG => self.mount(call.proc_, &mut args, out),
+            _ => self.pmap(call.proc_, &mut args, out),
+        };
+        match r {
+            Ok(status) => status,
+            Err(refused) => {
+                out.truncate(accept_at);
+                let (code, label) = match refused {
+                    Refused::ProcUnavail => (3, "PROC_UNAVAIL"),
+                    Refused::Garbage => (4, "GARBAGE_ARGS"),
+                };
+                word(out, code);
+                label
+            }
+        }
+    }
+
+    fn nfs(&self, proc_: u32, caller: &Caller, a: &mut Args<'_>, out: &mut Vec<u8>) -> Answer {
+        match proc_ {
+            0 => a.end().map(|()| "ok").map_err(Refused::from),
+            1 => self.getattr(a, out),
+            2 => self.setattr(a, out),
+            3 => self.lookup(a, out),
+            4 => self.access(caller, a, out),
+            5 => self.readlink(a, out),
+            6 => self.read(a, out),
+            7 => self.write(a, out),
+            8 => self.create(a, out),
+            9 => self.mkdir(a, out),
+            10 => self.symlink(a, out),
+            11 => self.mknod(a, out),
+            12 => self.remove(a, out, false),
+            13 => self.remove(a, out, true),
+            14 => self.rename(a, out),
+            15 => self.link(a, out),
+            16 => self.readdir(a, out),
+            17 => self.readdirplus(a, out),
+            18 => self.fsstat(a, out),
+            19 => self.fsinfo(a, out),
+            20 => self.pathconf(a, out),
+            21 => self.commit(a, out),
+            _ => Err(Refused::ProcUnavail),
+        }
+    }
+
+    /// Decodes a client's handle.
+    fn handle(&self, data: &[u8]) -> NfsResult<Fh> {
+        self.fs.decode(data)
+    }
+
+    /// Records the file-system part of a call.
+    fn vfs<T>(&self, op: &str, start: Instant, r: &NfsResult<T>) {
+        let status = match r {
+            Ok(_) => "ok",
+            Err(s) => status_label(*s),
+        };
+        self.registry
+            .record_op(op, "vfs", status, start.elapsed(), 0);
+    }
+}
+
+/// The status label of a procedure result.
+fn label<T, E>(r: &Nfs3Result<T, E>) -> &'static str {
+    match r {
+        Nfs3Result::Ok(_) => "ok",
+        Nfs3Result::Err((s, _)) => status_label(*s),
+    }
+}
+
+/// The `(status, fail body)` of an error.
+fn fail<T, E: Default>(s: nfsstat3) -> Nfs3Result<T, E> {
+    Nfs3Result::Err((s, E::default()))
+}
+
+/// Parses the call's credential (flavour, length, body): AUTH_NONE is nobody, AUTH_SYS
+/// gives uid, gid and up to 16 groups; anything else (or a malformed body) is `None`.
+fn credential(cred: &[u8]) -> Option<Caller> {
+    let mut a = Args::new(cred);
+    let flavor = a.u32().ok()?;
+    let body = a.opaque(400).ok()?;
+    match flavor {
+        0 => Some(Caller::nobody()),
+        1 => {
+            let mut b = Args::new(body);
+            let _stamp = b.u32().ok()?;
+            let _machine = b.opaque(255).ok()?;
+            let uid = b.u32().ok()?;
+            let gid = b.u32().ok()?;
+            let n = b.u32().ok()?;
+            if n > 16 {
+                return None;
+            }
+            let gids = (0..n).map(|_| b.u32().ok()).collect::<Option<Vec<_>>>()?;
+            b.end().ok()?;
+            Some(Caller { uid, gid, gids })
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,365 @@
+//! The procedures that only look: GETATTR, LOOKUP, ACCESS, READLINK, READ, READDIR,
+//! READDIRPLUS, FSSTAT, FSINFO, PATHCONF.
+
+use std::time::Instant;
+
+use nfs3_types::nfs3::{
+    ACCESS3_DELETE, ACCESS3_EXECUTE, ACCESS3_EXTEND, ACCESS3_LOOKUP, ACCESS3_MODIFY, ACCESS3_READ,
+    ACCESS3res, ACCESS3resfail, ACCESS3resok, FSINFO3res, FSINFO3resfail, FSSTAT3res,
+    FSSTAT3resfail, GETATTR3res, GETATTR3resok, LOOKUP3res, LOOKUP3resfail, LOOKUP3resok,
+    Nfs3Result, PATHCONF3res, PATHCONF3resfail, READ3res, READ3resfail, READ3resok, READDIR3res,
+    READDIR3resfail, READDIR3resok, READDIRPLUS3res, READDIRPLUS3resfail, READDIRPLUS3resok,
+    READLINK3res, READLINK3resfail, READLINK3resok, cookieverf3, dirlist3, dirlistplus3, entry3,
+    entryplus3, fattr3, filename3, ftype3, nfspath3, nfsstat3, post_op_attr, post_op_fh3,
+};
+use nfs3_types::xdr_codec::{List, Opaque, Void};
+
+use super::xdr::{Args, opaque_size, put};
+use super::{Answer, Caller, Dispatcher, fail, label};
+
+/// XDR sizes used to fill READDIR/READDIRPLUS replies up to the client's limits.
+const POST_OP_ATTR: usize = 4 + 84;
+/// status + dir attributes + cookie verifier + end-of-list + eof.
+const DIR_REPLY_BASE: usize = 4 + POST_OP_ATTR + 8 + 4 + 4;
+
+impl Dispatcher {
+    pub(super) fn getattr(&self, a: &mut Args<'_>, out: &mut Vec<u8>) -> Answer {
+        let fh = a.fh()?;
+        a.end()?;
+        let t = Instant::now();
+        let r = self.handle(fh).and_then(|fh| self.fs.attr(&fh));
+        self.vfs("GETATTR", t, &r);
+        let res: GETATTR3res = match r {
+            Ok(obj_attributes) => Nfs3Result::Ok(GETATTR3resok { obj_attributes }),
+            Err(s) => Nfs3Result::Err((s, Void)),
+        };
+        put(out, &res);
+        Ok(label(&res))
+    }
+
+    pub(super) fn lookup(&self, a: &mut Args<'_>, out: &mut Vec<u8>) -> Answer {
+        let dir = a.fh()?;
+        let name = a.string()?;
+        a.end()?;
+        let t = Instant::now();
+        let (r, dir_attributes) = match self.handle(dir) {
+            Ok(dir) => self.fs.lookup(&dir, name),
+            Err(s) => (Err(s), post_op_attr::None),
+        };
+        self.vfs("LOOKUP", t, &r);
+        let res: LOOKUP3res = match r {
+            Ok((fh, attr)) => Nfs3Result::Ok(LOOKUP3resok {
+                object: self.fs.wire(&fh),
+                obj_attributes: post_op_attr::Some(attr),
+                dir_attributes,
+            }),
+            Err(s) => Nfs3Result::Err((s, LOOKUP3resfail { dir_attributes })),
+        };
+        put(out, &res);
+        Ok(label(&res))
+    }
+
+    /// ACCESS: what the caller's uid and groups may do by the object's mode bits (root
+    /// may read and write anything, and execute what has an execute bit), minus every
+    /// change on a read-only export. The kernel client enforces this answer; the server
+    /// itself acts with its own identity (see the README's security notes).
+    pub(super) fn access(&self, caller: &Caller, a: &mut Args<'_>, out: &mut Vec<u8>) -> Answer {
+        let fh = a.fh()?;
+        let want = a.u32()?;
+        a.end()?;
+        let t = Instant::now();
+        let r = self.handle(fh).and_then(|fh| self.fs.attr(&fh));
+        self.vfs("ACCESS", t, &r);
+        let res: ACCESS3res = match r {
+            Ok(attr) => {
+                let access = want & allowed(&attr, caller, self.fs.read_only());
+                Nfs3Result::Ok(ACCESS3resok {
+                    obj_attributes: post_op_attr::Some(attr),
+                    access,
+                })
+            }
+            Err(s) => Nfs3Result::Err((s, ACCESS3resfail::default())),
+        };
+        put(out, &res);
+        Ok(label(&res))
+    }
+
+    pub(super) fn readlink(&self, a: &mut Args<'_>, out: &mut Vec<u8>) -> Answer {
+        let fh = a.fh()?;
+        a.end()?;
+        let t = Instant::now();
+        let (r, symlink_attributes) = match self.handle(fh) {
+            Ok(fh) => self.fs.readlink(&fh),
+            Err(s) => (Err(s), post_op_attr::None),
+        };
+        self.vfs("READLINK", t, &r);
+        let res: READLINK3res<'_> = match r {
+            Ok(data) => Nfs3Result::Ok(READLINK3resok {
+                symlink_attributes,
+                data: nfspath3(Opaque::owned(data)),
+            }),
+            Err(s) => Nfs3Result::Err((s, READLINK3resfail { symlink_attributes })),
+        };
+        put(out, &res);
+        Ok(label(&res))
+    }
+
+    /// READ as the protocol reference: the connection guard answers READ itself on its
+    /// zero-copy path, so this one is used when a call reaches the dispatcher directly.
+    pub(super) fn read(&self, a: &mut Args<'_>, out: &mut Vec<u8>) -> Answer {
+        let fh = a.fh()?;
+        let offset = a.u64()?;
+        let count = a.u32()?;
+        a.end()?;
+        let mut data = Vec::new();
+        let r = self
+            .handle(fh)
+            .map_err(|s| (s, None))
+            .and_then(|fh| self.fs.read_into(&fh, offset, count, &mut data));
+        let res: READ3res<'_> = match r {
+            Ok((attr, n, eof)) => Nfs3Result::Ok(READ3resok {
+                file_attributes: post_op_attr::Some(attr),
+                count: n,
+                eof,
+                data: Opaque::borrowed(&data),
+            }),
+            Err((s, attr)) => Nfs3Result::Err((
+                s,
+                READ3resfail {
+                    file_attributes: attr.map_or(post_op_attr::None, post_op_attr::Some),
+                },
+            )),
+        };
+        put(out, &res);
+        Ok(label(&res))
+    }
+
+    /// READDIR: entries from the cookie on until the reply would exceed `count` bytes.
+    /// The cookie verifier is always zero: cookies are directory offsets, valid across
+    /// changes (RFC 1813 allows zero for servers whose cookies stay valid).
+    pub(super) fn readdir(&self, a: &mut Args<'_>, out: &mut Vec<u8>) -> Answer {
+        let dir = a.fh()?;
+        let cookie = a.u64()?;
+        let _verf: cookieverf3 = a.xdr()?;
+        let count = a.u32()? as usize;
+        a.end()?;
+        let t = Instant::now();
+        let res: READDIR3res<'_> = match self
+            .handle(dir)
+            .and_then(|d| self.fs.dir_iter(&d, cookie, false))
+        {
+            Err(s) => fail::<READDIR3resok<'_>, READDIR3resfail>(s),
+            Ok(mut it) => {
+                let dir_attributes = post_op_attr::Some(self.fs.fattr(&it.stat));
+                let mut size = DIR_REPLY_BASE;
+                let mut entries = Vec::new();
+                let mut eof = false;
+                let mut error = None;
+                loop {
+                    match it.next_entry() {
+                        None => {
+                            eof = true;
+                            break;
+                        }
+                        Some(Err(s)) => {
+                            error = Some(s);
+                            break;
+                        }
+                        Some(Ok(e)) => {
+                            let add = 4 + 8 + opaque_size(e.name.len()) + 8;
+                            if size + add > count {
+                                break;
+                            }
+                            size += add;
+                            entries.push(entry3 {
+                                fileid: e.fileid,
+                                name: filename3(Opaque::owned(e.name)),
+                                cookie: e.cookie,
+                            });
+                        }
+                    }
+                }
+                match error {
+                    Some(s) => Nfs3Result::Err((s, READDIR3resfail { dir_attributes })),
+                    None if entries.is_empty() && !eof => Nfs3Result::Err((
+                        nfsstat3::NFS3ERR_TOOSMALL,
+                        READDIR3resfail { dir_attributes },
+                    )),
+                    None => Nfs3Result::Ok(READDIR3resok {
+                        dir_attributes,
+                        cookieverf: cookieverf3::default(),
+                        reply: dirlist3 {
+                            entries: List(entries),
+                            eof,
+                        },
+                    }),
+                }
+            }
+        };
+        self.vfs_res("READDIR", t, &res);
+        put(out, &res);
+        Ok(label(&res))
+    }
+
+    /// READDIRPLUS: as READDIR with each entry's attributes and handle, bounded by
+    /// `maxcount` (the whole reply). `dircount` is advisory, as with kernel nfsd: the
+    /// reply size is what a client must be able to receive.
+    pub(super) fn readdirplus(&self, a: &mut Args<'_>, out: &mut Vec<u8>) -> Answer {
+        let dir = a.fh()?;
+        let cookie = a.u64()?;
+        let _verf: cookieverf3 = a.xdr()?;
+        let _dircount = a.u32()?;
+        let maxcount = a.u32()? as usize;
+        a.end()?;
+        let t = Instant::now();
+        let res: READDIRPLUS3res<'_> = match self
+            .handle(dir)
+            .and_then(|d| self.fs.dir_iter(&d, cookie, true))
+        {
+            Err(s) => fail::<READDIRPLUS3resok<'_>, READDIRPLUS3resfail>(s),
+            Ok(mut it) => {
+                let dir_attributes = post_op_attr::Some(self.fs.fattr(&it.stat));
+                let mut size = DIR_REPLY_BASE;
+                let mut entries = Vec::new();
+                let mut eof = false;
+                let mut error = None;
+                loop {
+                    match it.next_entry() {
+                        None => {
+                            eof = true;
+                            break;
+                        }
+                        Some(Err(s)) => {
+                            error = Some(s);
+                            break;
+                        }
+                        Some(Ok(e)) => {
+                            // A READDIRPLUS listing stats every entry it yields.
+                            let Some((attr, fh)) = e.plus else { continue };
+                            let name_handle = match fh {
+                                Some(fh) => post_op_fh3::Some(self.fs.wire(&fh)),
+                                None => post_op_fh3::None,
+                            };
+                            let fh_size = match &name_handle {
+                                post_op_fh3::Some(h) => 4 + opaque_size(h.data.len()),
+                                post_op_fh3::None => 4,
+                            };
+                            let add =
+                                4 + 8 + opaque_size(e.name.len()) + 8 + POST_OP_ATTR + fh_size;
+                            if size + add > maxcount {
+                                break;
+                            }
+                            size += add;
+                            entries.push(entryplus3 {
+                                fileid: e.fileid,
+                                name: filename3(Opaque::owned(e.name)),
+                                cookie: e.cookie,
+                                name_attributes: post_op_attr::Some(attr),
+                                name_handle,
+                            });
+                        }
+                    }
+                }
+                match error {
+                    Some(s) => Nfs3Result::Err((s, READDIRPLUS3resfail { dir_attributes })),
+                    None if entries.is_empty() && !eof => Nfs3Result::Err((
+                        nfsstat3::NFS3ERR_TOOSMALL,
+                        READDIRPLUS3resfail { dir_attributes },
+                    )),
+                    None => Nfs3Result::Ok(READDIRPLUS3resok {
+                        dir_attributes,
+                        cookieverf: cookieverf3::default(),
+                        reply: dirlistplus3 {
+                            entries: List(entries),
+                            eof,
+                        },
+                    }),
+                }
+            }
+        };
+        self.vfs_res("READDIRPLUS", t, &res);
+        put(out, &res);
+        Ok(label(&res))
+    }
+
+    pub(super) fn fsstat(&self, a: &mut Args<'_>, out: &mut Vec<u8>) -> Answer {
+        let fh = a.fh()?;
+        a.end()?;
+        // DirFs::fsstat records its own `vfs` time.
+        let res: FSSTAT3res = match self.handle(fh).and_then(|fh| self.fs.fsstat(&fh)) {
+            Ok(ok) => Nfs3Result::Ok(ok),
+            Err(s) => fail::<_, FSSTAT3resfail>(s),
+        };
+        put(out, &res);
+        Ok(label(&res))
+    }
+
+    pub(super) fn fsinfo(&self, a: &mut Args<'_>, out: &mut Vec<u8>) -> Answer {
+        let fh = a.fh()?;
+        a.end()?;
+        let t = Instant::now();
+        let r = self.handle(fh).and_then(|fh| self.fs.fsinfo(&fh));
+        self.vfs("FSINFO", t, &r);
+        let res: FSINFO3res = match r {
+            Ok(ok) => Nfs3Result::Ok(ok),
+            Err(s) => fail::<_, FSINFO3resfail>(s),
+        };
+        put(out, &res);
+        Ok(label(&res))
+    }
+
+    pub(super) fn pathconf(&self, a: &mut Args<'_>, out: &mut Vec<u8>) -> Answer {
+        let fh = a.fh()?;
+        a.end()?;
+        let t = Instant::now();
+        let r = self.handle(fh).and_then(|fh| self.fs.pathconf(&fh));
+        self.vfs("PATHCONF", t, &r);
+        let res: PATHCONF3res = match r {
+            Ok(ok) => Nfs3Result::Ok(ok),
+            Err(s) => fail::<_, PATHCONF3resfail>(s),
+        };
+        put(out, &res);
+        Ok(label(&res))
+    }
+
+    /// Records the `vfs` time of a procedure whose result is already built.
+    fn vfs_res<T, E>(&self, op: &str, t: Instant, res: &Nfs3Result<T, E>) {
+        let r: Result<(), nfsstat3> = match res {
+            Nfs3Result::Ok(_) => Ok(()),
+            Nfs3Result::Err((s, _)) => Err(*s),
+        };
+        self.vfs(op, t, &r);
+    }
+}
+
+/// The ACCESS3 bits `caller` has on an object with attributes `attr`.
+pub(super) fn allowed(attr: &fattr3, caller: &Caller, read_only: bool) -> u32 {
+    let dir = attr.type_ == ftype3::NF3DIR;
+    let bits = if caller.uid == 0 {
+        // Root: read and write anything; execute only what some execute bit allows.
+        0o6 | u32::from(dir || attr.mode & 0o111 != 0)
+    } else if caller.uid == attr.uid {
+        (attr.mode >> 6) & 7
+    } else if caller.in_group(attr.gid) {
+        (attr.mode >> 3) & 7
+    } else {
+        attr.mode & 7
+    };
+    let mut ok = 0;
+    if bits & 4 != 0 {
+        ok |= ACCESS3_READ;
+    }
+    if bits & 2 != 0 {
+        ok |= ACCESS3_MODIFY | ACCESS3_EXTEND;
+        if dir {
+            ok |= ACCESS3_DELETE;
+        }
+    }
+    if bits & 1 != 0 {
+        ok |= if dir { ACCESS3_LOOKUP } else { ACCESS3_EXECUTE };
+    }
+    if read_only {
+        ok &= !(ACCESS3_MODIFY | ACCESS3_EXTEND | ACCESS3_DELETE);
+    }
+    ok
+}

@@ -1,0 +1,233 @@
+//! The Docker side of `compare --containers`: rustnfs and the two httpd scenarios as
+//! containers of the FROM-scratch images (docker/build.sh), addressed by their own IPs on a
+//! network of ours (no published port, so no docker-proxy hop), plus `docker stats`,
+//! `docker update --cpus` and a FROM-scratch sysbench image.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+/// Every object compare creates in Docker is named with this prefix.
+pub const PREFIX: &str = "sl-deploy-cmp";
+/// The network's /24 (checked unused by Docker when it is created).
+const SUBNET: &str = "10.205.148";
+
+pub struct Deployment {
+    pub network: String,
+    pub rustnfs: Option<String>,
+    pub nfs_ip: Option<String>,
+    pub httpd_a: Option<(String, String)>,
+    pub httpd_b: (String, String),
+}
+
+pub fn docker(args: &[&str]) -> Result<String, String> {
+    let out = Command::new("docker")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("docker: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "docker {}: {}",
+            args.first().unwrap_or(&""),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// Why Docker cannot be used, or None.
+pub fn unavailable(images: &[&str]) -> Option<String> {
+    if docker(&["info", "--format", "{{.ServerVersion}}"]).is_err() {
+        return Some("no Docker engine answers".into());
+    }
+    for image in images {
+        if docker(&["image", "inspect", image]).is_err() {
+            return Some(format!("image {image} is missing (run docker/build.sh)"));
+        }
+    }
+    None
+}
+
+fn remove_all() {
+    for c in ["httpd-a", "httpd-b", "rustnfs"] {
+        let _ = docker(&["rm", "-f", &format!("{PREFIX}-{c}")]);
+    }
+    let _ = docker(&["network", "rm", &format!("{PREFIX}-net")]);
+}
+
+impl Deployment {
+    /// rustnfs (read-only export of `data`) and httpd-a on it, httpd-b on `data` directly.
+    pub fn start(data: &Path, tag: &str, with_nfs: bool) -> Result<Deployment, String> {
+        remove_all();
+        let network = format!("{PREFIX}-net");
+        docker(&[
+            "network",
+            "create",
+            "--subnet",
+            &format!("{SUBNET}.0/24"),
+            &network,
+        ])?;
+        let mut d = Deployment {
+            network: network.clone(),
+            rustnfs: None,
+            nfs_ip: None,
+            httpd_a: None,
+            httpd_b: (String::new(), String::new()),
+        };
+        let data = data.display().to_string();
+        if with_nfs {
+            let name = format!("{PREFIX}-rustnfs");
+            let ip = format!("{SUBNET}.2");
+            docker(&[
+                "run",
+                "-d",
+                "--name",
+                &name,
+                "--network",
+                &network,
+                "--ip",
+                &ip,
+                "-v",
+                &format!("{data}:/nfs-share:ro"),
+                "-e",
+                "READ_ONLY=true",
+                &format!("rustnfs:{tag}"),
+            ])?;
+            d.rustnfs = Some(name);
+            d.nfs_ip = Some(ip);
+        }
+        Ok(d)
+    }
+
+    /// Starts one httpd container with `args`; returns (name, base URL).
+    pub fn httpd(
+        &self,
+        which: &str,
+        tag: &str,
+        data: &Path,
+        args: &[String],
+    ) -> Result<(String, String), String> {
+        let name = format!("{PREFIX}-httpd-{which}");
+        let ip = format!("{SUBNET}.{}", if which == "a" { 11 } else { 12 });
+        let volume = format!("{}:/www:ro", data.display());
+        let mut all: Vec<String> = [
+            "run",
+            "-d",
+            "--name",
+            &name,
+            "--network",
+            &self.network,
+            "--ip",
+            &ip,
+            "-v",
+            &volume,
+            &format!("httpd:{tag}"),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        all.extend(args.iter().cloned());
+        let refs: Vec<&str> = all.iter().map(String::as_str).collect();
+        docker(&refs)?;
+        Ok((name, format!("http://{ip}:8080")))
+    }
+
+    /// `docker update --cpus N` (a CFS quota of N CPUs) on every httpd container.
+    pub fn set_cpus(&self, n: Option<u32>) -> Result<(), String> {
+        let cpus = n.map_or("0".to_string(), |n| n.to_string());
+        for (name, _) in self.httpd_a.iter().chain([&self.httpd_b]) {
+            if name.is_empty() {
+                continue;
+            }
+            docker(&["update", "--cpus", &cpus, name])?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Deployment {
+    fn drop(&mut self) {
+        remove_all();
+    }
+}
+
+/// A container's memory as `docker stats` shows it, in bytes.
+pub fn stats_memory(name: &str) -> Option<u64> {
+    let text = docker(&["stats", "--no-stream", "--format", "{{.MemUsage}}", name]).ok()?;
+    parse_size(text.split('/').next()?.trim())
+}
+
+/// The container's cgroup memory peak (cgroup v1 `memory.max_usage_in_bytes`, v2
+/// `memory.peak`), where the hierarchy exposes it.
+pub fn cgroup_peak(name: &str) -> Option<u64> {
+    let id = docker(&["inspect", "-f", "{{.Id}}", name]).ok()?;
+    [
+        format!("/sys/fs/cgroup/memory/docker/{id}/memory.max_usage_in_bytes"),
+        format!("/sys/fs/cgroup/system.slice/docker-{id}.scope/memory.peak"),
+    ]
+    .iter()
+    .find_map(|p| std::fs::read_to_string(p).ok()?.trim().parse().ok())
+}
+
+/// Parses docker's human sizes (`1.234MiB`, `512KiB`, `3.1GiB`, `900B`, `2.5MB`).
+pub fn parse_size(text: &str) -> Option<u64> {
+    let split = text.find(|c: char| c.is_ascii_alphabetic())?;
+    let (num, unit) = text.split_at(split);
+    let mult = match unit {
+        "B" => 1.0,
+        "KiB" => 1024.0,
+        "MiB" => 1024.0 * 1024.0,
+        "GiB" => 1024.0 * 1024.0 * 1024.0,
+        "kB" | "KB" => 1e3,
+        "MB" => 1e6,
+        "GB" => 1e9,
+        _ => return None,
+    };
+    Some((num.trim().parse::<f64>().ok()? * mult) as u64)
+}
+
+/// Builds `sl-deploy-cmp-sysbench` FROM scratch out of a bundle directory (the host's
+/// sysbench, its libraries and the loader) and returns the image name.
+pub fn sysbench_image(bundle: &Path) -> Result<String, String> {
+    let image = format!("{PREFIX}-sysbench:latest");
+    let ctx = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let dst = ctx.path().join("opt-sysbench");
+    std::fs::create_dir(&dst).map_err(|e| e.to_string())?;
+    for entry in std::fs::read_dir(bundle).map_err(|e| e.to_string())? {
+        let p = entry.map_err(|e| e.to_string())?.path();
+        std::fs::copy(&p, dst.join(p.file_name().unwrap())).map_err(|e| e.to_string())?;
+    }
+    std::fs::write(
+        ctx.path().join("Dockerfile"),
+        "FROM scratch\nCOPY opt-sysbench /opt/sysbench\nENTRYPOINT [\"/opt/sysbench/ld.so\", \"--library-path\", \"/opt/sysbench\", \"/opt/sysbench/sysbench\"]\n",
+    )
+    .map_err(|e| e.to_string())?;
+    let ctx_s = ctx.path().display().to_string();
+    let out = Command::new("docker")
+        .args(["build", "-q", "-t", &image, &ctx_s])
+        .env("DOCKER_BUILDKIT", "0")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(format!(
+            "docker build of the sysbench image: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(image)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_docker_sizes() {
+        assert_eq!(parse_size("1.5MiB"), Some(1_572_864));
+        assert_eq!(parse_size("900B"), Some(900));
+        assert_eq!(parse_size("2kB"), Some(2000));
+        assert_eq!(parse_size("12"), None);
+        assert_eq!(parse_size("3TiB"), None);
+    }
+}

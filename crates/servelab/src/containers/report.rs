@@ -1,0 +1,470 @@
+//! The container comparison's results as data (`containers.json`), as the original
+//! report's tables (`containers.md`, Δ% against the host) and as scaling plots (SVG).
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use plotters::prelude::*;
+use serde::Serialize;
+
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Point {
+    pub requests_per_sec: f64,
+    pub mbytes_per_sec: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+}
+
+impl Point {
+    /// The per-field median of several runs.
+    pub fn median(runs: &[Point]) -> Option<Point> {
+        let field = |f: fn(&Point) -> f64| {
+            let mut v: Vec<f64> = runs.iter().map(f).collect();
+            super::median(&mut v)
+        };
+        Some(Point {
+            requests_per_sec: field(|p| p.requests_per_sec)?,
+            mbytes_per_sec: field(|p| p.mbytes_per_sec)?,
+            p50_ms: field(|p| p.p50_ms)?,
+            p99_ms: field(|p| p.p99_ms)?,
+        })
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct Row {
+    pub workload: String,
+    pub scenario: String,
+    pub place: String,
+    pub runs: usize,
+    pub median: Point,
+}
+
+#[derive(Debug, Serialize)]
+pub struct SysbenchRow {
+    pub test: String,
+    pub unit: String,
+    pub place: String,
+    pub runs: usize,
+    pub median: f64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct MemoryRow {
+    pub place: String,
+    pub what: String,
+    pub current: u64,
+    pub peak: Option<u64>,
+    pub source: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ScaleRow {
+    pub scenario: String,
+    pub place: String,
+    pub cpus: Option<u32>,
+    pub clients: usize,
+    pub median: Point,
+}
+
+#[derive(Debug, Serialize)]
+pub struct WorkersRow {
+    pub scenario: String,
+    pub workers: u64,
+    pub clients: usize,
+    pub median: Point,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct ContainerReport {
+    pub settings: String,
+    pub large_file: String,
+    pub small_file: String,
+    pub loadavg_before: String,
+    pub loadavg_after: String,
+    pub rows: Vec<Row>,
+    pub sysbench: Vec<SysbenchRow>,
+    pub memory: Vec<MemoryRow>,
+    pub scaling: Vec<ScaleRow>,
+    pub workers: Vec<WorkersRow>,
+    pub notes: Vec<String>,
+    pub skipped: Vec<String>,
+    pub failures: Vec<String>,
+}
+
+/// Δ% of `v` against the reference `base`.
+fn delta(v: f64, base: f64) -> String {
+    if base > 0.0 {
+        format!("{:+.1} %", (v / base - 1.0) * 100.0)
+    } else {
+        "—".into()
+    }
+}
+
+fn mib(b: u64) -> String {
+    format!("{:.1} MiB", b as f64 / (1024.0 * 1024.0))
+}
+
+pub fn render(r: &ContainerReport) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "\n## Host against container (httpd on the host, in LXD, in Docker)\n"
+    );
+    let _ = writeln!(
+        o,
+        "{}. Large file {}, small file {}. Load average before {}, after {}.\n",
+        r.settings, r.large_file, r.small_file, r.loadavg_before, r.loadavg_after
+    );
+    for n in &r.notes {
+        let _ = writeln!(o, "- {n}");
+    }
+    for (workload, title) in [
+        (
+            "large",
+            "Large file (as `ab -n N -c C`: a new connection per request)",
+        ),
+        ("small", "Small file (keep-alive)"),
+    ] {
+        let rows: Vec<&Row> = r.rows.iter().filter(|x| x.workload == workload).collect();
+        if rows.is_empty() {
+            continue;
+        }
+        let _ = writeln!(o, "\n### {title}\n");
+        let _ = writeln!(
+            o,
+            "| scenario | where | req/s | Δ% vs host | MB/s | p50 ms | p99 ms | runs |"
+        );
+        let _ = writeln!(o, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+        for sc in ["B", "A"] {
+            let host = rows
+                .iter()
+                .find(|x| x.scenario == sc && x.place == "host")
+                .map(|x| x.median.requests_per_sec)
+                .unwrap_or(0.0);
+            for x in rows.iter().filter(|x| x.scenario == sc) {
+                let _ = writeln!(
+                    o,
+                    "| {} | {} | {:.1} | {} | {:.1} | {:.2} | {:.2} | {} |",
+                    if sc == "B" {
+                        "B (local disk)"
+                    } else {
+                        "A (NFS: rustnfs in Docker)"
+                    },
+                    x.place,
+                    x.median.requests_per_sec,
+                    if x.place == "host" {
+                        "—".into()
+                    } else {
+                        delta(x.median.requests_per_sec, host)
+                    },
+                    x.median.mbytes_per_sec,
+                    x.median.p50_ms,
+                    x.median.p99_ms,
+                    x.runs
+                );
+            }
+        }
+    }
+    if !r.sysbench.is_empty() {
+        let _ = writeln!(o, "\n### sysbench (1 thread; medians)\n");
+        let places: Vec<&str> = {
+            let mut p: Vec<&str> = r.sysbench.iter().map(|x| x.place.as_str()).collect();
+            p.dedup();
+            p.sort_by_key(|x| ["host", "LXD", "Docker"].iter().position(|y| y == x));
+            p.dedup();
+            p
+        };
+        let mut head = "| test |".to_string();
+        let mut sep = "| --- |".to_string();
+        for p in &places {
+            if *p == "host" {
+                head += " host |";
+                sep += " ---: |";
+            } else {
+                let _ = write!(head, " {p} | Δ% |");
+                sep += " ---: | ---: |";
+            }
+        }
+        let _ = writeln!(o, "{head}\n{sep}");
+        let mut tests: Vec<&str> = r.sysbench.iter().map(|x| x.test.as_str()).collect();
+        tests.dedup();
+        for t in tests {
+            let get = |p: &str| r.sysbench.iter().find(|x| x.test == t && x.place == p);
+            let unit = get("host").map_or("", |x| x.unit.as_str());
+            let host = get("host").map_or(0.0, |x| x.median);
+            let mut line = format!("| {t} ({unit}) |");
+            for p in &places {
+                let v = get(p).map(|x| x.median);
+                match (v, *p == "host") {
+                    (Some(v), true) => {
+                        let _ = write!(line, " {v:.1} |");
+                    }
+                    (Some(v), false) => {
+                        let _ = write!(line, " {v:.1} | {} |", delta(v, host));
+                    }
+                    (None, true) => line += " — |",
+                    (None, false) => line += " — | — |",
+                }
+            }
+            let _ = writeln!(o, "{line}");
+        }
+    }
+    if !r.memory.is_empty() {
+        let _ = writeln!(o, "\n### Memory per container (after the runs)\n");
+        let _ = writeln!(o, "| where | what | now | peak | from |");
+        let _ = writeln!(o, "| --- | --- | ---: | ---: | --- |");
+        for m in &r.memory {
+            let _ = writeln!(
+                o,
+                "| {} | {} | {} | {} | {} |",
+                m.place,
+                m.what,
+                mib(m.current),
+                m.peak.map_or("—".into(), mib),
+                m.source
+            );
+        }
+    }
+    if !r.scaling.is_empty() {
+        let _ = writeln!(
+            o,
+            "\n### Scaling: small file, keep-alive, against CPU limit and clients\n"
+        );
+        let _ = writeln!(o, "| scenario | where | CPUs | clients | req/s | p99 ms |");
+        let _ = writeln!(o, "| --- | --- | ---: | ---: | ---: | ---: |");
+        for s in &r.scaling {
+            let _ = writeln!(
+                o,
+                "| {} | {} | {} | {} | {:.0} | {:.2} |",
+                s.scenario,
+                s.place,
+                s.cpus.map_or("unlimited".into(), |c| c.to_string()),
+                s.clients,
+                s.median.requests_per_sec,
+                s.median.p99_ms
+            );
+        }
+        let _ = writeln!(o, "\nPlots: scaling-throughput.svg, scaling-p99.svg.");
+    }
+    if !r.workers.is_empty() {
+        let _ = writeln!(
+            o,
+            "\n### httpd --workers on the host (small file, keep-alive)\n"
+        );
+        let _ = writeln!(o, "| scenario | workers | clients | req/s | p99 ms |");
+        let _ = writeln!(o, "| --- | ---: | ---: | ---: | ---: |");
+        for w in &r.workers {
+            let _ = writeln!(
+                o,
+                "| {} | {} | {} | {:.0} | {:.2} |",
+                w.scenario, w.workers, w.clients, w.median.requests_per_sec, w.median.p99_ms
+            );
+        }
+    }
+    for (title, list) in [("Skipped", &r.skipped), ("Failures", &r.failures)] {
+        if !list.is_empty() {
+            let _ = writeln!(o, "\n{title}:\n");
+            for s in list {
+                let _ = writeln!(o, "- {s}");
+            }
+        }
+    }
+    o
+}
+
+/// Writes containers.md, containers.json and the scaling plots; returns the markdown.
+pub fn write(r: &ContainerReport, dir: &Path) -> Result<String, String> {
+    let md = render(r);
+    std::fs::write(dir.join("containers.md"), &md).map_err(|e| e.to_string())?;
+    let json = serde_json::to_string_pretty(r).map_err(|e| e.to_string())?;
+    std::fs::write(dir.join("containers.json"), json).map_err(|e| e.to_string())?;
+    if !r.scaling.is_empty() {
+        plot(r, &dir.join("scaling-throughput.svg"), "req/s", |p| {
+            p.requests_per_sec
+        })?;
+        plot(r, &dir.join("scaling-p99.svg"), "p99 latency (ms)", |p| {
+            p.p99_ms
+        })?;
+    }
+    Ok(md)
+}
+
+const PALETTE: [RGBColor; 6] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+];
+
+/// One line per (scenario, place, CPU limit): the value against the client count.
+fn plot(r: &ContainerReport, path: &Path, label: &str, f: fn(&Point) -> f64) -> Result<(), String> {
+    let mut keys: Vec<(String, String, Option<u32>)> = Vec::new();
+    for s in &r.scaling {
+        let k = (s.scenario.clone(), s.place.clone(), s.cpus);
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    let max_c = r
+        .scaling
+        .iter()
+        .map(|s| s.clients)
+        .max()
+        .unwrap_or(1)
+        .max(2) as f64;
+    let max_y = r
+        .scaling
+        .iter()
+        .map(|s| f(&s.median))
+        .fold(0.0f64, f64::max)
+        .max(1e-3)
+        * 1.1;
+    let root = SVGBackend::new(path, (900, 520)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            format!("{label} against clients and CPU limit"),
+            ("sans-serif", 20),
+        )
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d((1.0f64..max_c).log_scale(), 0.0f64..max_y)
+        .map_err(|e| e.to_string())?;
+    chart
+        .configure_mesh()
+        .x_desc("clients (log)")
+        .y_desc(label)
+        .draw()
+        .map_err(|e| e.to_string())?;
+    for (i, (sc, place, cpus)) in keys.iter().enumerate() {
+        let color = PALETTE[i % PALETTE.len()];
+        let style = if cpus.is_some_and(|c| c == 1) {
+            ShapeStyle::from(&color).stroke_width(1)
+        } else {
+            ShapeStyle::from(&color).stroke_width(3)
+        };
+        let pts: Vec<(f64, f64)> = r
+            .scaling
+            .iter()
+            .filter(|s| &s.scenario == sc && &s.place == place && &s.cpus == cpus)
+            .map(|s| (s.clients as f64, f(&s.median)))
+            .collect();
+        let name = format!(
+            "{sc} {place} {}",
+            cpus.map_or("unlimited".into(), |c| format!("{c} CPU"))
+        );
+        chart
+            .draw_series(LineSeries::new(pts.clone(), style))
+            .map_err(|e| e.to_string())?
+            .label(name)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color));
+        chart
+            .draw_series(pts.iter().map(|p| Circle::new(*p, 3, color.filled())))
+            .map_err(|e| e.to_string())?;
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| e.to_string())?;
+    root.present().map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(rps: f64) -> Point {
+        Point {
+            requests_per_sec: rps,
+            mbytes_per_sec: rps / 10.0,
+            p50_ms: 1.0,
+            p99_ms: 2.0,
+        }
+    }
+
+    #[test]
+    fn tables_show_delta_against_the_host() {
+        let r = ContainerReport {
+            rows: vec![
+                Row {
+                    workload: "large".into(),
+                    scenario: "B".into(),
+                    place: "host".into(),
+                    runs: 3,
+                    median: p(200.0),
+                },
+                Row {
+                    workload: "large".into(),
+                    scenario: "B".into(),
+                    place: "LXD".into(),
+                    runs: 3,
+                    median: p(180.0),
+                },
+            ],
+            sysbench: vec![
+                SysbenchRow {
+                    test: "cpu prime 10000".into(),
+                    unit: "events/s".into(),
+                    place: "host".into(),
+                    runs: 1,
+                    median: 700.0,
+                },
+                SysbenchRow {
+                    test: "cpu prime 10000".into(),
+                    unit: "events/s".into(),
+                    place: "Docker".into(),
+                    runs: 1,
+                    median: 707.0,
+                },
+            ],
+            ..Default::default()
+        };
+        let md = render(&r);
+        assert!(
+            md.contains("| B (local disk) | LXD | 180.0 | -10.0 % |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| cpu prime 10000 (events/s) | 700.0 | 707.0 | +1.0 % |"),
+            "{md}"
+        );
+        assert!(Point::median(&[]).is_none());
+        assert_eq!(
+            Point::median(&[p(1.0), p(3.0), p(2.0)])
+                .unwrap()
+                .requests_per_sec,
+            2.0
+        );
+    }
+
+    #[test]
+    fn scaling_plots_are_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = ContainerReport {
+            scaling: [1usize, 10, 100]
+                .iter()
+                .flat_map(|c| {
+                    [Some(1), Some(2)].into_iter().map(move |cpus| ScaleRow {
+                        scenario: "B".into(),
+                        place: "host".into(),
+                        cpus,
+                        clients: *c,
+                        median: p(*c as f64 * 100.0),
+                    })
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let md = write(&r, dir.path()).unwrap();
+        assert!(md.contains("| B | host | 2 | 100 | 10000 |"), "{md}");
+        let svg = std::fs::read_to_string(dir.path().join("scaling-throughput.svg")).unwrap();
+        assert!(svg.contains("<svg") && svg.contains("B host 2 CPU"));
+        assert!(dir.path().join("containers.json").exists());
+    }
+}

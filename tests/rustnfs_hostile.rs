@@ -1,0 +1,657 @@
+//! rustnfs against hostile clients: memory under a thousand connections, one byte budget
+//! for all of them, a client that stops reading, forged handles, and the RFC 5531 error
+//! replies, each a test that fails when its protection is removed (issue 10 §1 and §3).
+//!
+//! The memory tests run the `rustnfs` binary as a child process, so the resident set they
+//! read from `/proc/PID/status` is the server's alone.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use oncrpc::msg::{self, AuthStat, OpaqueAuth, Rejection, flavor};
+use oncrpc::record;
+
+use crate::common::{self, Nfsd};
+
+const NFS: u32 = 100_003;
+const MOUNT: u32 = 100_005;
+const NFS3ERR_STALE: u32 = 70;
+const NFS3ERR_JUKEBOX: u32 = 10008;
+
+/// XDR words and opaques.
+#[derive(Default)]
+struct Xdr(Vec<u8>);
+
+impl Xdr {
+    fn u32(mut self, v: u32) -> Self {
+        self.0.extend_from_slice(&v.to_be_bytes());
+        self
+    }
+    fn u64(mut self, v: u64) -> Self {
+        self.0.extend_from_slice(&v.to_be_bytes());
+        self
+    }
+    fn opaque(mut self, b: &[u8]) -> Self {
+        self = self.u32(b.len() as u32);
+        self.0.extend_from_slice(b);
+        self.0.resize(self.0.len().div_ceil(4) * 4, 0);
+        self
+    }
+}
+
+fn word(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes(b[at..at + 4].try_into().unwrap())
+}
+
+/// An AUTH_SYS credential body for root.
+fn auth_sys_body() -> Vec<u8> {
+    Xdr::default()
+        .u32(0)
+        .opaque(b"hostile")
+        .u32(0)
+        .u32(0)
+        .u32(0)
+        .0
+}
+
+/// A raw RPC client on one blocking socket, framed by the `oncrpc` crate.
+struct Raw {
+    s: TcpStream,
+    xid: u32,
+}
+
+impl Raw {
+    fn connect(addr: SocketAddr) -> Raw {
+        let s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        s.set_nodelay(true).unwrap();
+        Raw { s, xid: 0x4000 }
+    }
+
+    /// Sends one call with `cred`; returns its xid.
+    fn send_as(
+        &mut self,
+        cred: OpaqueAuth<'_>,
+        prog: u32,
+        vers: u32,
+        proc_: u32,
+        args: &[u8],
+    ) -> u32 {
+        self.xid += 1;
+        let mut m = Vec::new();
+        msg::encode_call(&mut m, self.xid, prog, vers, proc_, cred);
+        m.extend_from_slice(args);
+        record::write_blocking(&mut self.s, &m).unwrap();
+        self.xid
+    }
+
+    fn send(&mut self, prog: u32, proc_: u32, args: &[u8]) -> u32 {
+        let body = auth_sys_body();
+        let cred = OpaqueAuth {
+            flavor: flavor::AUTH_SYS,
+            body: &body,
+        };
+        self.send_as(cred, prog, 3, proc_, args)
+    }
+
+    /// Reads one reply: its header and its record.
+    fn recv(&mut self) -> std::io::Result<(msg::ReplyHeader, Vec<u8>)> {
+        let rec = record::read_blocking(&mut self.s, 4 << 20)?;
+        let h = msg::decode_reply(&rec).unwrap();
+        Ok((h, rec))
+    }
+
+    /// One accepted, successful call; returns the procedure's results.
+    fn call(&mut self, prog: u32, proc_: u32, args: &[u8]) -> Vec<u8> {
+        let xid = self.send(prog, proc_, args);
+        let (h, rec) = self.recv().unwrap();
+        assert_eq!((h.xid, h.status), (xid, Ok(())), "prog {prog} proc {proc_}");
+        rec[h.body..].to_vec()
+    }
+
+    fn mount_root(&mut self) -> Vec<u8> {
+        let body = self.call(MOUNT, 1, &Xdr::default().opaque(b"/").0);
+        assert_eq!(word(&body, 0), 0, "MNT status");
+        let n = word(&body, 4) as usize;
+        body[8..8 + n].to_vec()
+    }
+
+    fn lookup(&mut self, dir: &[u8], name: &[u8]) -> Vec<u8> {
+        let body = self.call(NFS, 3, &Xdr::default().opaque(dir).opaque(name).0);
+        assert_eq!(word(&body, 0), 0, "LOOKUP status");
+        let n = word(&body, 4) as usize;
+        body[8..8 + n].to_vec()
+    }
+
+    /// READ: `Ok(data)` or `Err(nfsstat3)`.
+    fn read(&mut self, fh: &[u8], offset: u64, count: u32) -> Result<Vec<u8>, u32> {
+        let args = Xdr::default().opaque(fh).u64(offset).u32(count).0;
+        let body = self.call(NFS, 6, &args);
+        let status = word(&body, 0);
+        if status != 0 {
+            return Err(status);
+        }
+        // post_op_attr present: a bool, then the 84-byte fattr3.
+        let mut at = 4;
+        if word(&body, at) == 1 {
+            at += 4 + 84;
+        } else {
+            at += 4;
+        }
+        let n = word(&body, at + 8) as usize;
+        Ok(body[at + 12..at + 12 + n].to_vec())
+    }
+
+    /// Reads a whole file in 1 MiB READs.
+    fn read_file(&mut self, fh: &[u8], len: usize) -> Vec<u8> {
+        let mut out = Vec::with_capacity(len);
+        while out.len() < len {
+            let chunk = self.read(fh, out.len() as u64, 1 << 20).unwrap();
+            assert!(!chunk.is_empty(), "short file");
+            out.extend_from_slice(&chunk);
+        }
+        out
+    }
+}
+
+/// This test process needs a descriptor per client connection.
+fn raise_nofile() {
+    let mut l = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: plain struct out-parameter / in-parameter.
+    unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut l);
+        l.rlim_cur = l.rlim_max;
+        libc::setrlimit(libc::RLIMIT_NOFILE, &l);
+    }
+}
+
+/// The `rustnfs` binary serving `export`, killed on drop.
+struct Server {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Server {
+    fn start(export: &Path, extra: &[&str]) -> Server {
+        let port = common::free_port();
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let child = Command::new(common::workspace_bin("rustnfs", "rustnfs"))
+            .arg("--export")
+            .arg(export)
+            .args(["--listen", &addr.to_string()])
+            .args(extra)
+            .env("RUST_LOG", "error")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let s = Server { child, addr };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while TcpStream::connect(addr).is_err() {
+            assert!(Instant::now() < deadline, "rustnfs did not start listening");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // Let the probe connection close before measuring.
+        std::thread::sleep(Duration::from_millis(300));
+        s
+    }
+
+    /// The server's resident set in MB.
+    fn rss_mb(&self) -> f64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let kb: f64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap();
+        kb / 1024.0
+    }
+
+    /// Waits (at most `limit`) for the resident set to fall below `mb`; returns the last.
+    fn rss_falls_below(&self, mb: f64, limit: Duration) -> f64 {
+        let deadline = Instant::now() + limit;
+        loop {
+            let now = self.rss_mb();
+            if now < mb || Instant::now() > deadline {
+                return now;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs `per_thread` on `threads` threads and gathers their results.
+fn parallel<T: Send>(threads: usize, per_thread: impl Fn(usize) -> Vec<T> + Sync) -> Vec<T> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let f = &per_thread;
+                s.spawn(move || f(t))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    })
+}
+
+const CONNECTIONS: usize = 1000;
+/// Idle connections must not hold more than this in total (issue 10 §3).
+const HELD_LIMIT_MB: f64 = 100.0;
+/// After the clients leave, RSS comes back to within this of where it started.
+const RETURN_MARGIN_MB: f64 = 16.0;
+
+#[test]
+fn a_thousand_connections_that_read_1mib_once_hold_no_buffers() {
+    raise_nofile();
+    let dir = tempfile::tempdir().unwrap();
+    let data = common::pseudo_random_bytes(1 << 20, 11);
+    std::fs::write(dir.path().join("one.bin"), &data).unwrap();
+    let srv = Server::start(dir.path(), &[]);
+    let idle = srv.rss_mb();
+    let mut rpc = Raw::connect(srv.addr);
+    let root = rpc.mount_root();
+    let fh = rpc.lookup(&root, b"one.bin");
+    let started = Instant::now();
+    let conns = parallel(4, |_| {
+        (0..CONNECTIONS / 4)
+            .map(|_| {
+                let mut c = Raw::connect(srv.addr);
+                assert_eq!(c.read(&fh, 0, 1 << 20).unwrap().len(), 1 << 20);
+                c
+            })
+            .collect()
+    });
+    let held = srv.rss_mb();
+    let took = started.elapsed();
+    drop(conns);
+    drop(rpc);
+    let after = srv.rss_falls_below(idle + RETURN_MARGIN_MB, Duration::from_secs(8));
+    eprintln!(
+        "{CONNECTIONS} connections after one 1 MiB READ each ({took:.1?}): RSS idle {idle:.1} MB, \
+         held {held:.1} MB, after close {after:.1} MB"
+    );
+    assert!(held < HELD_LIMIT_MB, "idle connections hold {held:.1} MB");
+    assert!(
+        after < idle + RETURN_MARGIN_MB,
+        "RSS stayed at {after:.1} MB after the clients left (idle {idle:.1} MB)"
+    );
+}
+
+#[test]
+fn a_thousand_unfinished_1mib_records_share_one_budget() {
+    raise_nofile();
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(dir.path(), &["--max-buffer-bytes", "64M"]);
+    let idle = srv.rss_mb();
+    // Each connection sends a 1 MiB fragment that is not the last one, and never the rest.
+    let mut frag = (1u32 << 20).to_be_bytes().to_vec();
+    frag.extend_from_slice(&vec![0x5a; 1 << 20]);
+    let started = Instant::now();
+    let mut conns: Vec<(TcpStream, usize)> = (0..CONNECTIONS)
+        .map(|_| {
+            let s = TcpStream::connect(srv.addr).unwrap();
+            s.set_nonblocking(true).unwrap();
+            (s, 0)
+        })
+        .collect();
+    // Push as much as the sockets take, for a bounded time.
+    let deadline = Instant::now() + Duration::from_secs(4);
+    while Instant::now() < deadline {
+        let mut progress = false;
+        for (s, sent) in conns.iter_mut().filter(|(_, sent)| *sent < frag.len()) {
+            if let Ok(n) = s.write(&frag[*sent..]) {
+                *sent += n;
+                progress |= n > 0;
+            }
+        }
+        if conns.iter().all(|(_, sent)| *sent == frag.len()) {
+            break;
+        }
+        if !progress {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let sent: usize = conns.iter().map(|(_, n)| n).sum();
+    let held = srv.rss_mb();
+    // Reset, not a graceful close: a graceful one would first deliver the ~900 MiB still
+    // queued in the kernels, which the server reads (and drops) at its budget's pace.
+    for (s, _) in &conns {
+        abort_on_close(s);
+    }
+    drop(conns);
+    let after = srv.rss_falls_below(idle + RETURN_MARGIN_MB, Duration::from_secs(8));
+    eprintln!(
+        "{CONNECTIONS} connections sent {} MiB of unfinished records in {:.1?}: RSS idle {idle:.1} MB, \
+         held {held:.1} MB, after close {after:.1} MB",
+        sent >> 20,
+        started.elapsed()
+    );
+    assert!(sent > 256 << 20, "the attack only sent {} MiB", sent >> 20);
+    assert!(held < HELD_LIMIT_MB, "unfinished records hold {held:.1} MB");
+    assert!(
+        after < idle + RETURN_MARGIN_MB,
+        "RSS stayed at {after:.1} MB after the clients left (idle {idle:.1} MB)"
+    );
+}
+
+/// SO_LINGER 0: closing sends a reset and discards what is queued.
+fn abort_on_close(s: &TcpStream) {
+    use std::os::fd::AsRawFd;
+    let l = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: a valid socket and a linger option value.
+    unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&l as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        );
+    }
+}
+
+/// Sets a small receive buffer, so replies back up quickly behind a client not reading.
+fn small_receive_buffer(s: &TcpStream) {
+    use std::os::fd::AsRawFd;
+    let size: libc::c_int = 4096;
+    // SAFETY: a valid socket and a c_int option value.
+    unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&size as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+}
+
+#[test]
+fn a_client_that_pipelines_and_stops_reading_is_closed_and_frees_its_permit() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big");
+    std::fs::create_dir(&big).unwrap();
+    for i in 0..2000 {
+        let name = format!("{i:05}-{}", "n".repeat(240));
+        std::fs::File::create(big.join(name)).unwrap();
+    }
+    let mut config = rustnfs::Config::new(dir.path());
+    config.max_connections = 1;
+    config.request_timeout = Duration::from_secs(1);
+    let nfsd = Nfsd::start(config);
+    let mut rpc = Raw::connect(nfsd.addr());
+    let root = rpc.mount_root();
+    let dirfh = rpc.lookup(&root, b"big");
+    small_receive_buffer(&rpc.s);
+    // Far more than the in-flight cap of large-reply calls (READDIRPLUS of long names),
+    // and never a reply read.
+    let args = Xdr::default()
+        .opaque(&dirfh)
+        .u64(0)
+        .u64(0)
+        .u32(1 << 20)
+        .u32(1 << 20)
+        .0;
+    let mut batch = Vec::new();
+    for i in 0..400u32 {
+        let mut m = Vec::new();
+        let body = auth_sys_body();
+        let cred = OpaqueAuth {
+            flavor: flavor::AUTH_SYS,
+            body: &body,
+        };
+        msg::encode_call(&mut m, 0x9000 + i, NFS, 3, 17, cred);
+        m.extend_from_slice(&args);
+        batch.extend_from_slice(&record::frame(&m));
+    }
+    rpc.s
+        .set_write_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let _ = rpc.s.write_all(&batch);
+    // The connection must be closed within a few request timeouts, freeing the only
+    // connection permit for the next client.
+    let started = Instant::now();
+    let mut last = String::new();
+    loop {
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "the stalled client still holds its permit after {:?} ({last})",
+            started.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+        let Ok(s) = TcpStream::connect(nfsd.addr()) else {
+            continue;
+        };
+        s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let mut next = Raw { s, xid: 1 };
+        next.send(NFS, 0, &[]);
+        match next.recv() {
+            Ok((h, _)) if h.status.is_ok() => break,
+            Ok((h, _)) => last = format!("{:?}", h.status),
+            Err(e) => last = e.to_string(),
+        }
+    }
+    eprintln!(
+        "stalled client closed; next client served after {:?}",
+        started.elapsed()
+    );
+    drop(rpc);
+}
+
+#[test]
+fn forged_handles_cost_a_bounded_number_of_walks_and_do_not_slow_reads() {
+    // An export big enough that each walk costs real time.
+    let dir = tempfile::tempdir().unwrap();
+    for d in 0..100 {
+        let sub = dir.path().join(format!("d{d:03}"));
+        std::fs::create_dir(&sub).unwrap();
+        for f in 0..300 {
+            std::fs::File::create(sub.join(format!("f{f:04}"))).unwrap();
+        }
+    }
+    let big = common::pseudo_random_bytes(10 << 20, 5);
+    std::fs::write(dir.path().join("big.bin"), &big).unwrap();
+    let nfsd = Nfsd::exporting(dir.path());
+    let mut rpc = Raw::connect(nfsd.addr());
+    let root = rpc.mount_root();
+    let fh = rpc.lookup(&root, b"big.bin");
+    let timed_read = |rpc: &mut Raw| {
+        let t = Instant::now();
+        assert!(rpc.read_file(&fh, big.len()) == big);
+        t.elapsed()
+    };
+    let median = |mut v: Vec<Duration>| {
+        v.sort();
+        v[v.len() / 2]
+    };
+    let quiet = median((0..3).map(|_| timed_read(&mut rpc)).collect());
+
+    // 8 attackers: READs of random handles with the right generation prefix; four with
+    // random birth times, four born "a moment ago" (newer than any walk, so each needs a
+    // walk of its own).
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let generation = root[..8].to_vec();
+    let addr = nfsd.addr();
+    let attack_for = Duration::from_secs(4);
+    let (under_attack, forged, walks) = std::thread::scope(|s| {
+        let attackers: Vec<_> = (0..8u64)
+            .map(|a| {
+                let (stop, generation) = (&stop, &generation);
+                s.spawn(move || {
+                    let mut c = Raw::connect(addr);
+                    let mut seed = 0x9e37_79b9_7f4a_7c15u64 ^ a;
+                    let mut sent = 0u64;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        seed ^= seed << 13;
+                        seed ^= seed >> 7;
+                        seed ^= seed << 17;
+                        let now_ns = std::time::SystemTime::now()
+                            .duration_since(std::time::UNIX_EPOCH)
+                            .unwrap()
+                            .as_nanos() as u64;
+                        let btime = if a % 2 == 0 {
+                            seed.rotate_left(17)
+                        } else {
+                            now_ns - (seed % 1_000_000)
+                        };
+                        let mut h = generation.clone();
+                        h.extend_from_slice(&(seed | 1 << 40).to_le_bytes());
+                        h.extend_from_slice(&btime.to_le_bytes());
+                        let status = c.read(&h, 0, 4096).unwrap_err();
+                        assert!(
+                            status == NFS3ERR_STALE || status == NFS3ERR_JUKEBOX,
+                            "forged handle answered {status}"
+                        );
+                        sent += 1;
+                    }
+                    sent
+                })
+            })
+            .collect();
+        let started = Instant::now();
+        std::thread::sleep(Duration::from_millis(500));
+        let mut times = Vec::new();
+        while started.elapsed() < attack_for || times.len() < 3 {
+            times.push(timed_read(&mut rpc));
+        }
+        let walks_during = nfsd
+            .registry
+            .snapshot()
+            .get(&latency::Key::new("export_walk", "vfs", "ok"))
+            .map_or(0, |s| s.count());
+        let elapsed = started.elapsed();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let forged: u64 = attackers.into_iter().map(|h| h.join().unwrap()).sum();
+        (median(times), forged, (walks_during, elapsed))
+    });
+    let (walks, elapsed) = walks;
+    eprintln!(
+        "10 MiB read: {quiet:.3?} quiet, {under_attack:.3?} under attack \
+         ({forged} forged READs, {walks} export walks in {elapsed:.1?})"
+    );
+    assert!(forged > 1000, "the attack sent only {forged} calls");
+    // One walk at most per second (the minimum gap), plus the first.
+    let allowed = 2 + elapsed.as_secs();
+    assert!(
+        walks <= allowed,
+        "{walks} walks in {elapsed:?} (at most {allowed})"
+    );
+    // Under 0.5 s as issue 10 asks; on a machine so loaded that even the quiet read is
+    // slow, no worse than 4× the quiet read.
+    let limit = Duration::from_millis(500).max(quiet * 4);
+    assert!(
+        under_attack < limit,
+        "10 MiB read took {under_attack:?} under attack ({quiet:?} quiet)"
+    );
+    // The legitimate handle still works, and so does a real file's.
+    let d = rpc.lookup(&root, b"d007");
+    let f = rpc.lookup(&d, b"f0042");
+    assert_eq!(rpc.read(&f, 0, 10).unwrap(), b"");
+}
+
+#[test]
+fn rpc_errors_follow_rfc_5531_and_never_are_silence() {
+    let dir = tempfile::tempdir().unwrap();
+    let nfsd = Nfsd::exporting(dir.path());
+    let mut c = Raw::connect(nfsd.addr());
+    let sys = auth_sys_body();
+    let sys = OpaqueAuth {
+        flavor: flavor::AUTH_SYS,
+        body: &sys,
+    };
+    let mut expect = |cred: OpaqueAuth<'_>, prog, vers, want: Rejection| {
+        let xid = c.send_as(cred, prog, vers, 0, &[]);
+        let (h, _) = c.recv().expect("an answer, not silence");
+        assert_eq!(
+            (h.xid, h.status),
+            (xid, Err(want)),
+            "prog {prog} vers {vers}"
+        );
+    };
+    // Unsupported flavours: RPCSEC_GSS, AUTH_DH.
+    for f in [flavor::RPCSEC_GSS, flavor::AUTH_DH] {
+        let cred = OpaqueAuth {
+            flavor: f,
+            body: b"opaque token",
+        };
+        expect(cred, NFS, 3, Rejection::Auth(AuthStat::RejectedCred));
+    }
+    // A malformed AUTH_SYS body, and AUTH_NONE with a body.
+    let bad = OpaqueAuth {
+        flavor: flavor::AUTH_SYS,
+        body: &[0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff],
+    };
+    expect(bad, NFS, 3, Rejection::Auth(AuthStat::BadCred));
+    let none_with_body = OpaqueAuth {
+        flavor: flavor::AUTH_NONE,
+        body: b"xxxx",
+    };
+    expect(none_with_body, MOUNT, 3, Rejection::Auth(AuthStat::BadCred));
+    // Programs and versions.
+    expect(sys, 100_099, 1, Rejection::ProgUnavail);
+    expect(sys, 100_227, 3, Rejection::ProgUnavail); // NFS_ACL
+    expect(sys, NFS, 4, Rejection::ProgMismatch { low: 3, high: 3 });
+    expect(sys, NFS, 2, Rejection::ProgMismatch { low: 3, high: 3 });
+    expect(sys, MOUNT, 1, Rejection::ProgMismatch { low: 3, high: 3 });
+    expect(sys, 100_000, 4, Rejection::ProgMismatch { low: 2, high: 2 });
+    // RPC version 3, and a credential longer than RFC 5531's 400 bytes: raw bytes.
+    let mut v3 = Vec::new();
+    msg::encode_call(&mut v3, 0x77, NFS, 3, 0, sys);
+    v3[8..12].copy_from_slice(&3u32.to_be_bytes());
+    record::write_blocking(&mut c.s, &v3).unwrap();
+    let (h, rec) = c.recv().unwrap();
+    assert_eq!((h.xid, h.status), (0x77, Err(Rejection::RpcMismatch)));
+    assert_eq!(
+        (word(&rec, 16), word(&rec, 20)),
+        (2, 2),
+        "supported low/high"
+    );
+    let long = Xdr::default()
+        .u32(0x78)
+        .u32(0)
+        .u32(2)
+        .u32(NFS)
+        .u32(3)
+        .u32(0)
+        .u32(flavor::AUTH_SYS)
+        .opaque(&[0; 1000])
+        .u32(0)
+        .u32(0)
+        .0;
+    record::write_blocking(&mut c.s, &long).unwrap();
+    let (h, _) = c.recv().unwrap();
+    assert_eq!(
+        (h.xid, h.status),
+        (0x78, Err(Rejection::Auth(AuthStat::BadCred)))
+    );
+    // The connection survived all of it.
+    let xid = c.send(NFS, 0, &[]);
+    let (h, _) = c.recv().unwrap();
+    assert_eq!((h.xid, h.status), (xid, Ok(())));
+    let mut buf = [0u8; 1];
+    c.s.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    assert!(
+        c.s.read(&mut buf).is_err(),
+        "no stray bytes after the replies"
+    );
+}
