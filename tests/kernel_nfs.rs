@@ -21,21 +21,11 @@ const DIR_ENTRIES: usize = 2000;
 /// machine, TCG).
 const VM_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// Items rustnfs fails today for known server bugs (issue 10 §2), with the cause. They are
-/// reported, not asserted; an item listed here that passes fails the test, so the list
-/// shrinks as the server is fixed. Empty means: rustnfs passes all Ganesha passes.
-const KNOWN_RUSTNFS_FAILURES: &[(&str, &str)] = &[
-    ("touch_existing", "SETATTR of times -> NFS3ERR_INVAL"),
-    ("touch_date", "SETATTR of times -> NFS3ERR_INVAL"),
-    ("excl_create", "CREATE EXCLUSIVE -> NFS3ERR_INVAL"),
-    ("truncate", "SETATTR of size -> NFS3ERR_INVAL"),
-    ("hardlink", "LINK unsupported"),
-    ("cp_p", "SETATTR of times -> NFS3ERR_INVAL"),
-    (
-        "tar",
-        "SETATTR of times / CREATE EXCLUSIVE -> NFS3ERR_INVAL",
-    ),
-];
+/// Items rustnfs is known to fail, with the cause: reported, not asserted. An item listed
+/// here that passes fails the test, so the list only shrinks. Empty: rustnfs must pass
+/// every item Ganesha passes. (Emptied when the in-process dispatcher fixed SETATTR of
+/// times and size, CREATE EXCLUSIVE and LINK, issue 10 §2.)
+const KNOWN_RUSTNFS_FAILURES: &[(&str, &str)] = &[];
 
 #[test]
 fn kernel_client_battery_rustnfs_vs_ganesha() {
