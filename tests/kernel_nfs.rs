@@ -21,9 +21,10 @@ const DIR_ENTRIES: usize = 2000;
 /// machine, TCG).
 const VM_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// Items rustnfs fails today for known server bugs (issue 10 §2), with the cause. They are
-/// reported, not asserted; an item listed here that passes fails the test, so the list
-/// shrinks as the server is fixed. Empty means: rustnfs passes all Ganesha passes.
+/// Items rustnfs is known to fail, with the cause: reported, not asserted. An item listed
+/// here that passes fails the test, so the list only shrinks. Empty: rustnfs must pass
+/// every item Ganesha passes. (Emptied when the in-process dispatcher fixed SETATTR of
+/// times and size, CREATE EXCLUSIVE and LINK, issue 10 §2.)
 const KNOWN_RUSTNFS_FAILURES: &[(&str, &str)] = &[];
 
 #[test]

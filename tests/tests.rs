@@ -7,6 +7,7 @@
 mod common;
 mod crash;
 mod deploy;
+mod faults;
 mod httpd;
 mod kernel_nfs;
 mod loadgen;

@@ -6,7 +6,7 @@
 # one hung or failing item cannot hide the others. Checks that read data back first drop
 # the page cache, so they see what the server stored, not what the client remembers.
 
-ITEMS="create append touch_existing touch_date excl_create truncate hardlink symlink rename_over_file rename_over_dir chmod cp_p tar unlink_open names df dotdot_root mount_paths rm_rf dir_many write_8m"
+ITEMS="create append touch_existing touch_date excl_create truncate truncate_huge sparse errors hardlink symlink rename_over_file rename_over_dir chmod cp_p tar unlink_open names df dotdot_root mount_paths rm_rf dir_many write_8m"
 
 # Entries in the big-directory item (overridable for local sizing runs).
 DIR_ENTRIES=${DIR_ENTRIES:-2000}
@@ -98,6 +98,46 @@ item_truncate() {
 	truncate -s 0 f || fail "truncate -s 0 failed"
 	expect "size after truncate to 0" "$(stat -c %s f)" 0
 	echo "4 → 100000 → 0"
+}
+
+item_truncate_huge() {
+	printf abc >f || fail "create failed"
+	# 2^63-1: beyond any file system; must be a clean refusal, not an I/O error.
+	if msg=$(truncate -s 9223372036854775807 f 2>&1); then
+		fail "truncate to 2^63-1 succeeded"
+	fi
+	case "$msg" in
+	*"I/O error"* | *"Input/output"*) fail "truncate to 2^63-1: $msg" ;;
+	esac
+	expect "size after refused truncate" "$(stat -c %s f)" 3
+	echo "refused: ${msg##*: }"
+}
+
+item_sparse() {
+	printf x | dd of=f bs=1 seek=1048576 conv=notrunc 2>/dev/null || fail "dd seek failed"
+	fresh
+	expect "size" "$(stat -c %s f)" 1048577
+	expect "hole is zeros" "$(head -c 1048576 f | tr -d '\000' | wc -c)" 0
+	expect "last byte" "$(tail -c 1 f)" x
+	echo "1 MiB hole + 1 byte"
+}
+
+item_errors() {
+	mkdir d && echo x >d/x && echo y >f || fail "setup failed"
+	# Each refusal must carry the right error, as busybox prints it (strerror).
+	m=$(mkdir d 2>&1) && fail "mkdir of an existing name succeeded"
+	case "$m" in *"File exists"*) ;; *) fail "mkdir existing: $m" ;; esac
+	m=$(rmdir d 2>&1) && fail "rmdir of a non-empty directory succeeded"
+	case "$m" in *"not empty"* | *"File exists"*) ;; *) fail "rmdir non-empty: $m" ;; esac
+	m=$(cat nothere 2>&1) && fail "cat of a missing name succeeded"
+	case "$m" in *"No such file"*) ;; *) fail "cat missing: $m" ;; esac
+	m=$(ln f d/x 2>&1) && fail "ln onto an existing name succeeded"
+	case "$m" in *"File exists"*) ;; *) fail "ln existing: $m" ;; esac
+	m=$(ln d dlink 2>&1) && fail "hard link to a directory succeeded"
+	m=$(rm d 2>&1) && fail "rm of a directory succeeded"
+	m=$(cd f 2>&1) && fail "cd into a file succeeded"
+	[ -d d ] && [ "$(cat d/x)" = x ] && [ "$(cat f)" = y ] || fail "a refused call changed something"
+	echo "EEXIST, ENOTEMPTY, ENOENT, EPERM, ENOTDIR as expected"
 }
 
 item_hardlink() {

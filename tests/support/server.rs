@@ -11,6 +11,9 @@ use crate::common;
 /// A running rustnfs binary.
 pub struct ServerProc {
     child: Option<Child>,
+    /// Resolved once: `workspace_bin` holds a process-wide lock while any test builds a
+    /// binary, and a restart must not wait for that.
+    bin: PathBuf,
     pub addr: SocketAddr,
     export: PathBuf,
     netns: Option<String>,
@@ -24,6 +27,7 @@ impl ServerProc {
     pub fn start(export: &Path, addr: SocketAddr, netns: Option<&str>, log: &Path) -> ServerProc {
         let mut s = ServerProc {
             child: None,
+            bin: common::workspace_bin("rustnfs", "rustnfs"),
             addr,
             export: export.to_path_buf(),
             netns: netns.map(str::to_string),
@@ -34,7 +38,7 @@ impl ServerProc {
     }
 
     fn spawn(&mut self) {
-        let bin = common::workspace_bin("rustnfs", "rustnfs");
+        let bin = &self.bin;
         let mut cmd = match &self.netns {
             Some(ns) => {
                 let mut c = Command::new("ip");
