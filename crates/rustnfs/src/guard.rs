@@ -4,9 +4,10 @@
 //! RPC.
 //!
 //! Each accepted connection is read here, record by record; only whole, bounded,
-//! well-formed calls are answered, a refused one with the RFC 5531 error reply. READ
-//! (into a budgeted reply buffer), PMAP GETPORT and FSSTAT are answered here; every other
-//! call goes to the in-process dispatcher (`crate::nfs`), on the connection's own task.
+//! well-formed calls are answered, a refused one with the RFC 5531 error reply. READ is
+//! answered here (its data sent from the file, or copied into a budgeted reply buffer);
+//! every other call goes to the in-process dispatcher (`crate::nfs`), on the
+//! connection's own task.
 
 use std::io::Cursor;
 use std::net::SocketAddr;
@@ -15,8 +16,7 @@ use std::time::{Duration, Instant};
 
 use latency::Registry;
 use nfs3_types::nfs3::{
-    FSSTAT3args, FSSTAT3res, FSSTAT3resfail, READ3args, READ3res, READ3resfail, READ3resok, fattr3,
-    nfsstat3, post_op_attr,
+    READ3args, READ3res, READ3resfail, READ3resok, fattr3, nfsstat3, post_op_attr,
 };
 use nfs3_types::xdr_codec::{Opaque, Pack, Unpack};
 use oncrpc::Budget;
@@ -31,7 +31,7 @@ use tracing::{debug, warn};
 use crate::buffers::{ReplyBuffers, trim_allocator, tune_allocator};
 use crate::config::Config;
 use crate::fs::{DirFs, Fh};
-use crate::rpc::{self, Call, MOUNT_PROG, NFS_PROG, PMAP_PROG, PROGRAMS};
+use crate::rpc::{self, Call, NFS_PROG, PROGRAMS};
 
 /// Shared state of the guard.
 pub(crate) struct Guard {
@@ -40,8 +40,6 @@ pub(crate) struct Guard {
     pub registry: Arc<Registry>,
     /// Answers every call the guard does not answer itself.
     pub nfs: crate::nfs::Dispatcher,
-    /// The public port, answered to PMAP GETPORT for NFS and MOUNT.
-    pub front_port: u16,
     /// One permit per open client connection (`max_connections`).
     pub permits: Arc<Semaphore>,
     /// Flips to `true` on shutdown; connections finish their in-flight calls and close.
@@ -200,10 +198,6 @@ async fn connection(
                 read(&guard, &call, &record[call.args..], start, &out).await?;
                 continue;
             }
-            if let Some(reply) = answer_locally(&guard, &call, &record) {
-                send(&out, &reply, cfg.request_timeout).await?;
-                continue;
-            }
             // Every other call: answered in process, on this task. A client that stops
             // reading is closed when a reply cannot be sent within the request timeout,
             // so it never holds more than one reply.
@@ -253,58 +247,6 @@ async fn send(out: &ClientWriter, record: &[u8], limit: Duration) -> Result<(), 
         Err(_) => Err(Close::Slow(limit)),
         Ok(r) => Ok(r?),
     }
-}
-
-/// Calls the guard answers itself (see the module docs); `None`: the dispatcher answers.
-fn answer_locally(guard: &Guard, call: &Call, record: &[u8]) -> Option<Vec<u8>> {
-    let start = Instant::now();
-    let args = &record[call.args..];
-    let (reply, status) = match (call.prog, call.proc_) {
-        (PMAP_PROG, 3) => {
-            let word = |i: usize| {
-                args.get(i * 4..i * 4 + 4)
-                    .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-            };
-            match (word(0), word(1), word(2)) {
-                (Some(prog), Some(vers), Some(prot)) => {
-                    let ours = (prog == NFS_PROG || prog == MOUNT_PROG) && vers == 3 && prot == 6;
-                    let port = if ours { u32::from(guard.front_port) } else { 0 };
-                    (rpc::accepted_reply(call.xid, 0, &port.to_be_bytes()), "ok")
-                }
-                _ => (rpc::accepted_reply(call.xid, 4, &[]), "GARBAGE_ARGS"),
-            }
-        }
-        (NFS_PROG, 18) if call.vers == 3 => match FSSTAT3args::unpack(&mut Cursor::new(args)) {
-            Ok((a, _)) => {
-                let res = match decode_fh(&guard.fs, &a.fsroot.data) {
-                    Ok(fh) => match guard.fs.fsstat(&fh) {
-                        Ok(ok) => FSSTAT3res::Ok(ok),
-                        Err(s) => FSSTAT3res::Err((s, FSSTAT3resfail::default())),
-                    },
-                    Err(s) => FSSTAT3res::Err((s, FSSTAT3resfail::default())),
-                };
-                let status = match &res {
-                    FSSTAT3res::Ok(_) => "ok",
-                    FSSTAT3res::Err((s, _)) => crate::error::status_label(*s),
-                };
-                let mut body = Vec::with_capacity(128);
-                if res.pack(&mut body).is_err() {
-                    return Some(rpc::accepted_reply(call.xid, 5, &[]));
-                }
-                (rpc::accepted_reply(call.xid, 0, &body), status)
-            }
-            Err(_) => (rpc::accepted_reply(call.xid, 4, &[]), "GARBAGE_ARGS"),
-        },
-        _ => return None,
-    };
-    guard.registry.record_op(
-        rpc::proc_name(call.prog, call.proc_),
-        "total",
-        status,
-        start.elapsed(),
-        0,
-    );
-    Some(reply)
 }
 
 /// Bytes of a successful READ3res before its data: status, post_op_attr with attributes,

@@ -70,7 +70,6 @@ pub async fn serve(
         fs,
         registry,
         nfs,
-        front_port: local.port(),
         permits: permits.clone(),
         stopping,
         buffers: buffers::ReplyBuffers::new(budget.clone()),

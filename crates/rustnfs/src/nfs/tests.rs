@@ -179,3 +179,32 @@ fn access_follows_the_mode_bits_of_the_caller() {
         ACCESS3_READ | ACCESS3_EXECUTE
     );
 }
+
+#[test]
+fn getport_answers_the_public_port_for_nfs_and_mount_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = server(tmp.path());
+    let getport = |prog: u32, vers: u32, prot: u32| {
+        let mut a = Vec::new();
+        for w in [prog, vers, prot, 0] {
+            word(&mut a, w);
+        }
+        let (rs, accept, body) = run(&d, &call_with(2, PMAP_PROG, 2, 3, &[0; 8], &a));
+        assert_eq!((rs, accept, body.len()), (0, 0, 4));
+        u32::from_be_bytes(body[..4].try_into().unwrap())
+    };
+    assert_eq!(getport(NFS_PROG, 3, 6), 2049);
+    assert_eq!(getport(MOUNT_PROG, 3, 6), 2049);
+    assert_eq!(getport(NFS_PROG, 4, 6), 0);
+    assert_eq!(getport(NFS_PROG, 3, 17), 0);
+    assert_eq!(getport(100_227, 3, 6), 0);
+    // A mapping cut short is GARBAGE_ARGS.
+    let mut short = Vec::new();
+    for w in [NFS_PROG, 3, 6] {
+        word(&mut short, w);
+    }
+    assert_eq!(
+        run(&d, &call_with(2, PMAP_PROG, 2, 3, &[0; 8], &short)).1,
+        4
+    );
+}
