@@ -167,33 +167,20 @@ async fn connection(
             };
             let Some(record) = record else { return Ok(()) };
             let start = Instant::now();
-            let header = match rpcmsg::decode_call(&record) {
+            // RFC 5531: every call gets an answer, a refused one included.
+            let header = match admit(&record) {
                 Ok(h) => h,
-                Err(e) => match e.rejection() {
-                    Some((xid, r)) => {
-                        send(&out, &r.record(xid), cfg.request_timeout).await?;
-                        guard
-                            .registry
-                            .record_op("OTHER", "total", r.label(), start.elapsed(), 0);
-                        continue;
-                    }
-                    None => return Err(Close::Garbage),
-                },
+                Err(Refusal::Garbage) => return Err(Close::Garbage),
+                Err(Refusal::Reply { xid, op, rejection }) => {
+                    debug!(%peer, op, "call refused: {}", rejection.label());
+                    send(&out, &rejection.record(xid), cfg.request_timeout).await?;
+                    guard
+                        .registry
+                        .record_op(op, "total", rejection.label(), start.elapsed(), 0);
+                    continue;
+                }
             };
             let call = Call::from(&header);
-            // RFC 5531: every call gets an answer, a refused one included.
-            if let Err(r) = header.check(&PROGRAMS) {
-                debug!(%peer, prog = call.prog, vers = call.vers, "call refused: {}", r.label());
-                send(&out, &r.record(call.xid), cfg.request_timeout).await?;
-                guard.registry.record_op(
-                    rpc::proc_name(call.prog, call.proc_),
-                    "total",
-                    r.label(),
-                    start.elapsed(),
-                    0,
-                );
-                continue;
-            }
             if call.prog == NFS_PROG && call.proc_ == 6 {
                 read(&guard, &call, &record[call.args..], start, &out).await?;
                 continue;
@@ -202,7 +189,7 @@ async fn connection(
             // reading is closed when a reply cannot be sent within the request timeout,
             // so it never holds more than one reply.
             let mut reply = Vec::new();
-            guard.nfs.dispatch(&call, &record, &mut reply);
+            guard.nfs.dispatch(&header, &record, &mut reply);
             drop(record);
             // The reply's bytes count against the budget while it waits to be sent.
             let _grant = match tokio::time::timeout(
@@ -234,6 +221,41 @@ async fn connection(
     guard
         .closed
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Why [`admit`] refused a record.
+#[derive(Debug, PartialEq, Eq)]
+enum Refusal {
+    /// Not an ONC RPC call at all: nothing to answer, the connection is closed.
+    Garbage,
+    /// A call refused before any procedure runs; `op` names it for the metrics.
+    Reply {
+        xid: u32,
+        op: &'static str,
+        rejection: rpcmsg::Rejection,
+    },
+}
+
+/// The front door's checks, made here and only here for every call: a header `oncrpc`
+/// can read, RPC version 2, a credential and verifier this server accepts, a program
+/// and version it speaks. A header that passes is one the procedures may run.
+fn admit(record: &[u8]) -> Result<rpcmsg::CallHeader<'_>, Refusal> {
+    let header = rpcmsg::decode_call(record).map_err(|e| match e.rejection() {
+        Some((xid, rejection)) => Refusal::Reply {
+            xid,
+            op: "OTHER",
+            rejection,
+        },
+        None => Refusal::Garbage,
+    })?;
+    header
+        .check(&PROGRAMS)
+        .map_err(|rejection| Refusal::Reply {
+            xid: header.xid,
+            op: rpc::proc_name(header.prog, header.proc_),
+            rejection,
+        })?;
+    Ok(header)
 }
 
 /// The client's write half.
@@ -544,15 +566,12 @@ mod tests {
 
     /// Decodes a READ reply record the way a client does.
     fn decode(rec: &[u8], xid: u32) -> READ3res<'static> {
-        let len = u32::from_be_bytes(rec[..4].try_into().unwrap());
-        assert_eq!(
-            len,
-            record::LAST_FRAGMENT | (rec.len() - 4) as u32,
-            "record mark"
-        );
-        let h = rpcmsg::decode_reply(&rec[4..]).unwrap();
+        let mut rd = rec;
+        let reply = record::read_blocking(&mut rd, rec.len()).unwrap();
+        assert!(rd.is_empty(), "record mark");
+        let h = rpcmsg::decode_reply(&reply).unwrap();
         assert_eq!((h.xid, h.status), (xid, Ok(())));
-        let body = &rec[4 + h.body..];
+        let body = &reply[h.body..];
         let mut cur = Cursor::new(body);
         let (res, n) = READ3res::unpack(&mut cur).unwrap();
         assert_eq!(n, body.len(), "nothing after the READ3res");
@@ -565,6 +584,87 @@ mod tests {
             }),
             READ3res::Err(e) => READ3res::Err(e),
         }
+    }
+
+    /// A call record: header (RPC version `rpcvers`), credential `cred` (flavour + body),
+    /// verifier `verf`, no arguments.
+    fn call(rpcvers: u32, prog: u32, vers: u32, cred: &[u32], verf: &[u32]) -> Vec<u8> {
+        [9, 0, rpcvers, prog, vers, 0]
+            .iter()
+            .chain(cred)
+            .chain(verf)
+            .flat_map(|w| w.to_be_bytes())
+            .collect()
+    }
+
+    /// The refusal of `rec` and its reply record's words after the mark.
+    fn refused(rec: &[u8]) -> (rpcmsg::Rejection, &'static str, Vec<u32>) {
+        let Err(Refusal::Reply { xid, op, rejection }) = admit(rec) else {
+            panic!("admitted")
+        };
+        assert_eq!(xid, 9);
+        let wire = rejection.record(xid);
+        let mut rd = &wire[..];
+        let body = record::read_blocking(&mut rd, wire.len()).unwrap();
+        assert!(rd.is_empty(), "one whole record");
+        assert_eq!(rpcmsg::decode_reply(&body).unwrap().status, Err(rejection));
+        let words = body
+            .chunks(4)
+            .map(|b| u32::from_be_bytes(b.try_into().unwrap()))
+            .collect();
+        (rejection, op, words)
+    }
+
+    #[test]
+    fn admit_follows_rfc_5531() {
+        use oncrpc::msg::AuthStat;
+        use rpcmsg::Rejection;
+        let none = [0, 0];
+        let root = [1, 20, 0, 0, 0, 0, 0]; // AUTH_SYS: stamp, no name, uid 0, gid 0, no gids
+        // AUTH_NONE and AUTH_SYS, to every program and version offered.
+        for (prog, vers) in [(NFS_PROG, 3), (rpc::MOUNT_PROG, 3), (rpc::PMAP_PROG, 2)] {
+            for cred in [&none[..], &root[..]] {
+                let rec = call(2, prog, vers, cred, &none);
+                let h = admit(&rec).unwrap();
+                assert_eq!((h.xid, h.prog, h.vers, h.args), (9, prog, vers, rec.len()));
+            }
+        }
+        // RPC version 3: MSG_DENIED / RPC_MISMATCH (2..2).
+        let (r, op, w) = refused(&call(3, NFS_PROG, 3, &root, &none));
+        assert_eq!(
+            (r, op, &w[1..]),
+            (Rejection::RpcMismatch, "NULL", &[1, 1, 0, 2, 2][..])
+        );
+        // An unknown flavour (RPCSEC_GSS), a truncated AUTH_SYS, a non-empty AUTH_NONE,
+        // a verifier that is not AUTH_NONE: MSG_DENIED / AUTH_ERROR.
+        for (cred, verf, why) in [
+            (&[6, 0][..], &none[..], AuthStat::RejectedCred),
+            (&[1, 4, 0][..], &none[..], AuthStat::BadCred),
+            (&[0, 4, 0][..], &none[..], AuthStat::BadCred),
+            (&root[..], &[1, 0][..], AuthStat::BadVerf),
+        ] {
+            let (r, _, w) = refused(&call(2, NFS_PROG, 3, cred, verf));
+            assert_eq!(r, Rejection::Auth(why));
+            assert_eq!(&w[1..], &[1, 1, 1, why as u32][..]);
+        }
+        // A program not offered: PROG_UNAVAIL; NFS v4: PROG_MISMATCH (3..3).
+        let (r, op, w) = refused(&call(2, 100_227, 3, &root, &none));
+        assert_eq!(
+            (r, op, &w[5..]),
+            (Rejection::ProgUnavail, "OTHER", &[1][..])
+        );
+        let (r, _, w) = refused(&call(2, NFS_PROG, 4, &root, &none));
+        assert_eq!(r, Rejection::ProgMismatch { low: 3, high: 3 });
+        assert_eq!(&w[5..], &[2, 3, 3][..]);
+        // An authenticator over 400 bytes: AUTH_BADCRED, its procedure unread.
+        let (r, op, _) = refused(&call(2, NFS_PROG, 3, &[1, 404], &none));
+        assert_eq!((r, op), (Rejection::Auth(AuthStat::BadCred), "OTHER"));
+        // Not a call at all: nothing to answer.
+        assert_eq!(admit(b"garbage!").unwrap_err(), Refusal::Garbage);
+        assert_eq!(
+            admit(&call(2, NFS_PROG, 3, &root, &none)[..30]).unwrap_err(),
+            Refusal::Garbage
+        );
     }
 
     #[test]
