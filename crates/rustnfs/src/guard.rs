@@ -1,7 +1,7 @@
-//! The connection guard: allowlist at accept, connection cap, idle and request timeouts,
-//! bounded record marking with one byte budget for every connection's buffers, the RPC
-//! checks (RPC version, credential, program, version), and per-procedure timing of every
-//! RPC.
+//! The front door: allowlist at accept, connection cap, idle and request timeouts,
+//! bounded record marking with one byte budget for every connection's buffers, and the
+//! RPC header checks (RPC version, credential, program, version), made here once
+//! ([`admit`]) for every call.
 //!
 //! Each accepted connection is read here, record by record; only whole, bounded,
 //! well-formed calls are answered, a refused one with the RFC 5531 error reply. READ is
@@ -319,10 +319,10 @@ fn read_reply_capacity(count: u32) -> usize {
         + 3
 }
 
-/// READ answered here rather than by the engine: the payload is read straight into the
-/// reply record (one copy) instead of crossing the engine's tasks and a second socket
-/// (four more copies); see the README's design notes for the measurement. The reply
-/// buffer comes from the shared budget and goes back to the warm set once sent.
+/// READ, answered here rather than by the dispatcher: the data is sent from the file
+/// (`sendfile`) or read straight into a reply buffer from the shared budget (one copy),
+/// which goes back to the warm set once sent; the dispatcher would build the reply in a
+/// `Vec` of its own first. See the README's design notes for the measurement.
 async fn read(
     guard: &Guard,
     call: &Call,
