@@ -30,7 +30,7 @@ use tracing::{debug, warn};
 
 use crate::buffers::{ReplyBuffers, trim_allocator, tune_allocator};
 use crate::config::Config;
-use crate::fs::{DirFs, Fh};
+use crate::fs::DirFs;
 use crate::rpc::{self, Call, NFS_PROG, PROGRAMS};
 
 /// Shared state of the guard.
@@ -344,7 +344,7 @@ async fn read(
         }
     };
     if sendfile_enabled()
-        && let Ok(fh) = decode_fh(&guard.fs, &a.file.data)
+        && let Ok(fh) = guard.fs.decode(&a.file.data)
         && let Ok((attr, file)) = guard.fs.open_read(&fh)
     {
         // Errors fall through to the copy path below, which builds their replies.
@@ -518,7 +518,7 @@ fn read_reply(fs: &DirFs, xid: u32, a: &READ3args, rec: &mut Vec<u8>) {
         // Packing into a Vec cannot fail.
         let _ = res.pack(rec);
     };
-    let fh = match decode_fh(fs, &a.file.data) {
+    let fh = match fs.decode(&a.file.data) {
         Ok(fh) => fh,
         Err(s) => {
             fail(rec, s, None);
@@ -551,14 +551,10 @@ fn read_reply(fs: &DirFs, xid: u32, a: &READ3args, rec: &mut Vec<u8>) {
     record::finish(rec, at);
 }
 
-/// Decodes a client's handle (generation prefix, inode, birth time).
-fn decode_fh(fs: &DirFs, data: &[u8]) -> Result<Fh, nfsstat3> {
-    fs.decode(data)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fs::Fh;
 
     fn wire_handle(fs: &DirFs, fh: &Fh) -> Vec<u8> {
         fs.wire(fh).data.as_ref().to_vec()
