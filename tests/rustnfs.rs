@@ -503,7 +503,20 @@ fn metrics_endpoint_serves_prometheus_text_and_json() {
         out
     };
     let (text, json, missing) = std::thread::scope(|sc| {
-        let h = sc.spawn(|| (get("/metrics"), get("/metrics.json"), get("/nope")));
+        let h = sc.spawn(|| {
+            // A READ is recorded once its reply has left, which can be just after the
+            // client has it: wait for the record (bounded, 2 s).
+            let read_vfs = "{op=\"READ\",phase=\"vfs\",status=\"ok\"";
+            let mut text = get("/metrics");
+            for _ in 0..40 {
+                if text.contains(read_vfs) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+                text = get("/metrics");
+            }
+            (text, get("/metrics.json"), get("/nope"))
+        });
         rt.block_on(async {
             while !h.is_finished() {
                 tokio::time::sleep(Duration::from_millis(10)).await;

@@ -1,12 +1,13 @@
-//! The connection guard: allowlist at accept, connection cap, idle and request timeouts,
-//! bounded record marking with one byte budget for every connection's buffers, the RPC
-//! checks (RPC version, credential, program, version), and per-procedure timing of every
-//! RPC.
+//! The front door: allowlist at accept, connection cap, idle and request timeouts,
+//! bounded record marking with one byte budget for every connection's buffers, and the
+//! RPC header checks (RPC version, credential, program, version), made here once
+//! ([`admit`]) for every call.
 //!
 //! Each accepted connection is read here, record by record; only whole, bounded,
-//! well-formed calls are answered, a refused one with the RFC 5531 error reply. READ
-//! (into a budgeted reply buffer), PMAP GETPORT and FSSTAT are answered here; every other
-//! call goes to the in-process dispatcher (`crate::nfs`), on the connection's own task.
+//! well-formed calls are answered, a refused one with the RFC 5531 error reply. READ is
+//! answered here (its data sent from the file, or copied into a budgeted reply buffer);
+//! every other call goes to the in-process dispatcher (`crate::nfs`), on the
+//! connection's own task.
 
 use std::io::Cursor;
 use std::net::SocketAddr;
@@ -15,8 +16,7 @@ use std::time::{Duration, Instant};
 
 use latency::Registry;
 use nfs3_types::nfs3::{
-    FSSTAT3args, FSSTAT3res, FSSTAT3resfail, READ3args, READ3res, READ3resfail, READ3resok, fattr3,
-    nfsstat3, post_op_attr,
+    READ3args, READ3res, READ3resfail, READ3resok, fattr3, nfsstat3, post_op_attr,
 };
 use nfs3_types::xdr_codec::{Opaque, Pack, Unpack};
 use oncrpc::Budget;
@@ -30,8 +30,8 @@ use tracing::{debug, warn};
 
 use crate::buffers::{ReplyBuffers, trim_allocator, tune_allocator};
 use crate::config::Config;
-use crate::fs::{DirFs, Fh};
-use crate::rpc::{self, Call, MOUNT_PROG, NFS_PROG, PMAP_PROG, PROGRAMS};
+use crate::fs::DirFs;
+use crate::rpc::{self, Call, NFS_PROG, PROGRAMS};
 
 /// Shared state of the guard.
 pub(crate) struct Guard {
@@ -40,8 +40,6 @@ pub(crate) struct Guard {
     pub registry: Arc<Registry>,
     /// Answers every call the guard does not answer itself.
     pub nfs: crate::nfs::Dispatcher,
-    /// The public port, answered to PMAP GETPORT for NFS and MOUNT.
-    pub front_port: u16,
     /// One permit per open client connection (`max_connections`).
     pub permits: Arc<Semaphore>,
     /// Flips to `true` on shutdown; connections finish their in-flight calls and close.
@@ -169,46 +167,29 @@ async fn connection(
             };
             let Some(record) = record else { return Ok(()) };
             let start = Instant::now();
-            let header = match rpcmsg::decode_call(&record) {
+            // RFC 5531: every call gets an answer, a refused one included.
+            let header = match admit(&record) {
                 Ok(h) => h,
-                Err(e) => match e.rejection() {
-                    Some((xid, r)) => {
-                        send(&out, &r.record(xid), cfg.request_timeout).await?;
-                        guard
-                            .registry
-                            .record_op("OTHER", "total", r.label(), start.elapsed(), 0);
-                        continue;
-                    }
-                    None => return Err(Close::Garbage),
-                },
+                Err(Refusal::Garbage) => return Err(Close::Garbage),
+                Err(Refusal::Reply { xid, op, rejection }) => {
+                    debug!(%peer, op, "call refused: {}", rejection.label());
+                    send(&out, &rejection.record(xid), cfg.request_timeout).await?;
+                    guard
+                        .registry
+                        .record_op(op, "total", rejection.label(), start.elapsed(), 0);
+                    continue;
+                }
             };
             let call = Call::from(&header);
-            // RFC 5531: every call gets an answer, a refused one included.
-            if let Err(r) = header.check(&PROGRAMS) {
-                debug!(%peer, prog = call.prog, vers = call.vers, "call refused: {}", r.label());
-                send(&out, &r.record(call.xid), cfg.request_timeout).await?;
-                guard.registry.record_op(
-                    rpc::proc_name(call.prog, call.proc_),
-                    "total",
-                    r.label(),
-                    start.elapsed(),
-                    0,
-                );
-                continue;
-            }
             if call.prog == NFS_PROG && call.proc_ == 6 {
                 read(&guard, &call, &record[call.args..], start, &out).await?;
-                continue;
-            }
-            if let Some(reply) = answer_locally(&guard, &call, &record) {
-                send(&out, &reply, cfg.request_timeout).await?;
                 continue;
             }
             // Every other call: answered in process, on this task. A client that stops
             // reading is closed when a reply cannot be sent within the request timeout,
             // so it never holds more than one reply.
             let mut reply = Vec::new();
-            guard.nfs.dispatch(&call, &record, &mut reply);
+            guard.nfs.dispatch(&header, &record, &mut reply);
             drop(record);
             // The reply's bytes count against the budget while it waits to be sent.
             let _grant = match tokio::time::timeout(
@@ -242,6 +223,41 @@ async fn connection(
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
 }
 
+/// Why [`admit`] refused a record.
+#[derive(Debug, PartialEq, Eq)]
+enum Refusal {
+    /// Not an ONC RPC call at all: nothing to answer, the connection is closed.
+    Garbage,
+    /// A call refused before any procedure runs; `op` names it for the metrics.
+    Reply {
+        xid: u32,
+        op: &'static str,
+        rejection: rpcmsg::Rejection,
+    },
+}
+
+/// The front door's checks, made here and only here for every call: a header `oncrpc`
+/// can read, RPC version 2, a credential and verifier this server accepts, a program
+/// and version it speaks. A header that passes is one the procedures may run.
+fn admit(record: &[u8]) -> Result<rpcmsg::CallHeader<'_>, Refusal> {
+    let header = rpcmsg::decode_call(record).map_err(|e| match e.rejection() {
+        Some((xid, rejection)) => Refusal::Reply {
+            xid,
+            op: "OTHER",
+            rejection,
+        },
+        None => Refusal::Garbage,
+    })?;
+    header
+        .check(&PROGRAMS)
+        .map_err(|rejection| Refusal::Reply {
+            xid: header.xid,
+            op: rpc::proc_name(header.prog, header.proc_),
+            rejection,
+        })?;
+    Ok(header)
+}
+
 /// The client's write half.
 type ClientWriter = Arc<tokio::sync::Mutex<OwnedWriteHalf>>;
 
@@ -253,58 +269,6 @@ async fn send(out: &ClientWriter, record: &[u8], limit: Duration) -> Result<(), 
         Err(_) => Err(Close::Slow(limit)),
         Ok(r) => Ok(r?),
     }
-}
-
-/// Calls the guard answers itself (see the module docs); `None`: the dispatcher answers.
-fn answer_locally(guard: &Guard, call: &Call, record: &[u8]) -> Option<Vec<u8>> {
-    let start = Instant::now();
-    let args = &record[call.args..];
-    let (reply, status) = match (call.prog, call.proc_) {
-        (PMAP_PROG, 3) => {
-            let word = |i: usize| {
-                args.get(i * 4..i * 4 + 4)
-                    .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-            };
-            match (word(0), word(1), word(2)) {
-                (Some(prog), Some(vers), Some(prot)) => {
-                    let ours = (prog == NFS_PROG || prog == MOUNT_PROG) && vers == 3 && prot == 6;
-                    let port = if ours { u32::from(guard.front_port) } else { 0 };
-                    (rpc::accepted_reply(call.xid, 0, &port.to_be_bytes()), "ok")
-                }
-                _ => (rpc::accepted_reply(call.xid, 4, &[]), "GARBAGE_ARGS"),
-            }
-        }
-        (NFS_PROG, 18) if call.vers == 3 => match FSSTAT3args::unpack(&mut Cursor::new(args)) {
-            Ok((a, _)) => {
-                let res = match decode_fh(&guard.fs, &a.fsroot.data) {
-                    Ok(fh) => match guard.fs.fsstat(&fh) {
-                        Ok(ok) => FSSTAT3res::Ok(ok),
-                        Err(s) => FSSTAT3res::Err((s, FSSTAT3resfail::default())),
-                    },
-                    Err(s) => FSSTAT3res::Err((s, FSSTAT3resfail::default())),
-                };
-                let status = match &res {
-                    FSSTAT3res::Ok(_) => "ok",
-                    FSSTAT3res::Err((s, _)) => crate::error::status_label(*s),
-                };
-                let mut body = Vec::with_capacity(128);
-                if res.pack(&mut body).is_err() {
-                    return Some(rpc::accepted_reply(call.xid, 5, &[]));
-                }
-                (rpc::accepted_reply(call.xid, 0, &body), status)
-            }
-            Err(_) => (rpc::accepted_reply(call.xid, 4, &[]), "GARBAGE_ARGS"),
-        },
-        _ => return None,
-    };
-    guard.registry.record_op(
-        rpc::proc_name(call.prog, call.proc_),
-        "total",
-        status,
-        start.elapsed(),
-        0,
-    );
-    Some(reply)
 }
 
 /// Bytes of a successful READ3res before its data: status, post_op_attr with attributes,
@@ -355,10 +319,10 @@ fn read_reply_capacity(count: u32) -> usize {
         + 3
 }
 
-/// READ answered here rather than by the engine: the payload is read straight into the
-/// reply record (one copy) instead of crossing the engine's tasks and a second socket
-/// (four more copies); see the README's design notes for the measurement. The reply
-/// buffer comes from the shared budget and goes back to the warm set once sent.
+/// READ, answered here rather than by the dispatcher: the data is sent from the file
+/// (`sendfile`) or read straight into a reply buffer from the shared budget (one copy),
+/// which goes back to the warm set once sent; the dispatcher would build the reply in a
+/// `Vec` of its own first. See the README's design notes for the measurement.
 async fn read(
     guard: &Guard,
     call: &Call,
@@ -380,7 +344,7 @@ async fn read(
         }
     };
     if sendfile_enabled()
-        && let Ok(fh) = decode_fh(&guard.fs, &a.file.data)
+        && let Ok(fh) = guard.fs.decode(&a.file.data)
         && let Ok((attr, file)) = guard.fs.open_read(&fh)
     {
         // Errors fall through to the copy path below, which builds their replies.
@@ -554,7 +518,7 @@ fn read_reply(fs: &DirFs, xid: u32, a: &READ3args, rec: &mut Vec<u8>) {
         // Packing into a Vec cannot fail.
         let _ = res.pack(rec);
     };
-    let fh = match decode_fh(fs, &a.file.data) {
+    let fh = match fs.decode(&a.file.data) {
         Ok(fh) => fh,
         Err(s) => {
             fail(rec, s, None);
@@ -587,14 +551,10 @@ fn read_reply(fs: &DirFs, xid: u32, a: &READ3args, rec: &mut Vec<u8>) {
     record::finish(rec, at);
 }
 
-/// Decodes a client's handle (generation prefix, inode, birth time).
-fn decode_fh(fs: &DirFs, data: &[u8]) -> Result<Fh, nfsstat3> {
-    fs.decode(data)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fs::Fh;
 
     fn wire_handle(fs: &DirFs, fh: &Fh) -> Vec<u8> {
         fs.wire(fh).data.as_ref().to_vec()
@@ -602,15 +562,12 @@ mod tests {
 
     /// Decodes a READ reply record the way a client does.
     fn decode(rec: &[u8], xid: u32) -> READ3res<'static> {
-        let len = u32::from_be_bytes(rec[..4].try_into().unwrap());
-        assert_eq!(
-            len,
-            record::LAST_FRAGMENT | (rec.len() - 4) as u32,
-            "record mark"
-        );
-        let h = rpcmsg::decode_reply(&rec[4..]).unwrap();
+        let mut rd = rec;
+        let reply = record::read_blocking(&mut rd, rec.len()).unwrap();
+        assert!(rd.is_empty(), "record mark");
+        let h = rpcmsg::decode_reply(&reply).unwrap();
         assert_eq!((h.xid, h.status), (xid, Ok(())));
-        let body = &rec[4 + h.body..];
+        let body = &reply[h.body..];
         let mut cur = Cursor::new(body);
         let (res, n) = READ3res::unpack(&mut cur).unwrap();
         assert_eq!(n, body.len(), "nothing after the READ3res");
@@ -623,6 +580,87 @@ mod tests {
             }),
             READ3res::Err(e) => READ3res::Err(e),
         }
+    }
+
+    /// A call record: header (RPC version `rpcvers`), credential `cred` (flavour + body),
+    /// verifier `verf`, no arguments.
+    fn call(rpcvers: u32, prog: u32, vers: u32, cred: &[u32], verf: &[u32]) -> Vec<u8> {
+        [9, 0, rpcvers, prog, vers, 0]
+            .iter()
+            .chain(cred)
+            .chain(verf)
+            .flat_map(|w| w.to_be_bytes())
+            .collect()
+    }
+
+    /// The refusal of `rec` and its reply record's words after the mark.
+    fn refused(rec: &[u8]) -> (rpcmsg::Rejection, &'static str, Vec<u32>) {
+        let Err(Refusal::Reply { xid, op, rejection }) = admit(rec) else {
+            panic!("admitted")
+        };
+        assert_eq!(xid, 9);
+        let wire = rejection.record(xid);
+        let mut rd = &wire[..];
+        let body = record::read_blocking(&mut rd, wire.len()).unwrap();
+        assert!(rd.is_empty(), "one whole record");
+        assert_eq!(rpcmsg::decode_reply(&body).unwrap().status, Err(rejection));
+        let words = body
+            .chunks(4)
+            .map(|b| u32::from_be_bytes(b.try_into().unwrap()))
+            .collect();
+        (rejection, op, words)
+    }
+
+    #[test]
+    fn admit_follows_rfc_5531() {
+        use oncrpc::msg::AuthStat;
+        use rpcmsg::Rejection;
+        let none = [0, 0];
+        let root = [1, 20, 0, 0, 0, 0, 0]; // AUTH_SYS: stamp, no name, uid 0, gid 0, no gids
+        // AUTH_NONE and AUTH_SYS, to every program and version offered.
+        for (prog, vers) in [(NFS_PROG, 3), (rpc::MOUNT_PROG, 3), (rpc::PMAP_PROG, 2)] {
+            for cred in [&none[..], &root[..]] {
+                let rec = call(2, prog, vers, cred, &none);
+                let h = admit(&rec).unwrap();
+                assert_eq!((h.xid, h.prog, h.vers, h.args), (9, prog, vers, rec.len()));
+            }
+        }
+        // RPC version 3: MSG_DENIED / RPC_MISMATCH (2..2).
+        let (r, op, w) = refused(&call(3, NFS_PROG, 3, &root, &none));
+        assert_eq!(
+            (r, op, &w[1..]),
+            (Rejection::RpcMismatch, "NULL", &[1, 1, 0, 2, 2][..])
+        );
+        // An unknown flavour (RPCSEC_GSS), a truncated AUTH_SYS, a non-empty AUTH_NONE,
+        // a verifier that is not AUTH_NONE: MSG_DENIED / AUTH_ERROR.
+        for (cred, verf, why) in [
+            (&[6, 0][..], &none[..], AuthStat::RejectedCred),
+            (&[1, 4, 0][..], &none[..], AuthStat::BadCred),
+            (&[0, 4, 0][..], &none[..], AuthStat::BadCred),
+            (&root[..], &[1, 0][..], AuthStat::BadVerf),
+        ] {
+            let (r, _, w) = refused(&call(2, NFS_PROG, 3, cred, verf));
+            assert_eq!(r, Rejection::Auth(why));
+            assert_eq!(&w[1..], &[1, 1, 1, why as u32][..]);
+        }
+        // A program not offered: PROG_UNAVAIL; NFS v4: PROG_MISMATCH (3..3).
+        let (r, op, w) = refused(&call(2, 100_227, 3, &root, &none));
+        assert_eq!(
+            (r, op, &w[5..]),
+            (Rejection::ProgUnavail, "OTHER", &[1][..])
+        );
+        let (r, _, w) = refused(&call(2, NFS_PROG, 4, &root, &none));
+        assert_eq!(r, Rejection::ProgMismatch { low: 3, high: 3 });
+        assert_eq!(&w[5..], &[2, 3, 3][..]);
+        // An authenticator over 400 bytes: AUTH_BADCRED, its procedure unread.
+        let (r, op, _) = refused(&call(2, NFS_PROG, 3, &[1, 404], &none));
+        assert_eq!((r, op), (Rejection::Auth(AuthStat::BadCred), "OTHER"));
+        // Not a call at all: nothing to answer.
+        assert_eq!(admit(b"garbage!").unwrap_err(), Refusal::Garbage);
+        assert_eq!(
+            admit(&call(2, NFS_PROG, 3, &root, &none)[..30]).unwrap_err(),
+            Refusal::Garbage
+        );
     }
 
     #[test]

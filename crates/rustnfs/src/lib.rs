@@ -3,19 +3,20 @@
 //! # Layout
 //! - [`config`]: the validated [`Config`] and parsing of its user-facing spellings.
 //! - [`cli`]: flags and environment variables → [`cli::RunConfig`] (used by the binary).
-//! - `guard`: the connection guard every client talks to (allowlist, connection cap,
-//!   timeouts, bounded record marking); it answers READ itself and hands every other
-//!   call to `nfs`.
+//! - `guard`: the front door every client talks to (allowlist, connection cap,
+//!   timeouts, bounded record marking, the RPC header checks); it answers READ itself
+//!   and hands every other admitted call to `nfs`.
 //! - `nfs`: the NFSv3, MOUNT and portmapper procedures — bounded XDR decoding, a call
 //!   to [`fs`], the reply built with `nfs3_types`, per-procedure timing.
 //! - [`fs`]: the exported directory — a jail resolved beneath fds, with restart-stable
 //!   handles and an open-file LRU.
 //! - [`health`]: `--healthcheck`, an RPC NULL call to the running server.
-//! - [`rpc`]: the little ONC RPC the guard needs. `sys`: Linux call wrappers.
+//! - [`rpc`]: this server's programs, procedure names and reply status labels (the wire
+//!   format is the `oncrpc` crate's). `sys`: Linux call wrappers.
 //! - `metrics`: `/metrics` and `/metrics.json`.
 //!
-//! Every call is read, bounded, parsed, answered and timed on one path inside the
-//! process: no second socket, no engine (see the README's design notes).
+//! Every call is read, bounded, checked, answered and timed on one path inside the
+//! process, on its connection's task (see the README's design notes).
 
 mod buffers;
 pub mod cli;
@@ -70,7 +71,6 @@ pub async fn serve(
         fs,
         registry,
         nfs,
-        front_port: local.port(),
         permits: permits.clone(),
         stopping,
         buffers: buffers::ReplyBuffers::new(budget.clone()),

@@ -131,24 +131,6 @@ pub fn reply_status(reply: &[u8], prog: u32, proc_: u32) -> &'static str {
     }
 }
 
-/// A whole record (mark + accepted reply header + `body`); `accept_stat` 0 is SUCCESS.
-pub fn accepted_reply(xid: u32, accept_stat: u32, body: &[u8]) -> Vec<u8> {
-    use oncrpc::msg::{AcceptStat, Rejection};
-    let fail = match accept_stat {
-        0 => return oncrpc::msg::accepted_record(xid, AcceptStat::Success, body),
-        1 => Rejection::ProgUnavail,
-        3 => Rejection::ProcUnavail,
-        4 => Rejection::GarbageArgs,
-        _ => Rejection::SystemErr,
-    };
-    fail.record(xid)
-}
-
-/// The record mark for a single last fragment of `len` bytes.
-pub fn record_mark(len: usize) -> [u8; 4] {
-    oncrpc::record::mark(len)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -180,11 +162,12 @@ mod tests {
 
     #[test]
     fn reply_statuses() {
-        let ok = accepted_reply(7, 0, &0u32.to_be_bytes());
+        use oncrpc::msg::{AcceptStat, Rejection, accepted_record};
+        let ok = accepted_record(7, AcceptStat::Success, &0u32.to_be_bytes());
         assert_eq!(reply_status(&ok[4..], NFS_PROG, 6), "ok");
-        let stale = accepted_reply(7, 0, &70u32.to_be_bytes());
+        let stale = accepted_record(7, AcceptStat::Success, &70u32.to_be_bytes());
         assert_eq!(reply_status(&stale[4..], NFS_PROG, 1), "NFS3ERR_STALE");
-        let unavail = accepted_reply(7, 3, &[]);
+        let unavail = Rejection::ProcUnavail.record(7);
         assert_eq!(reply_status(&unavail[4..], NFS_PROG, 21), "PROC_UNAVAIL");
         assert_eq!(reply_status(b"x", NFS_PROG, 1), "BAD_REPLY");
     }

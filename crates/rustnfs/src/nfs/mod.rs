@@ -5,8 +5,9 @@
 //! [`DirFs`] directly, and its reply built with `nfs3_types`; every call is timed into
 //! the registry (`total` for the call, `vfs` for the file-system work inside it). RPC
 //! errors follow RFC 5531: arguments that do not decode → `GARBAGE_ARGS`, an unknown
-//! procedure → `PROC_UNAVAIL`; the header checks (RPC version, credential, program,
-//! version) are `oncrpc`'s, the same the front door makes.
+//! procedure → `PROC_UNAVAIL`. The header checks (RPC version, credential, program,
+//! version) are not repeated here: the front door (`crate::guard`) makes them once, with
+//! `oncrpc`, and hands over only the calls that pass.
 //!
 //! - `read`: procedures that only look (GETATTR, LOOKUP, ACCESS, READLINK, READDIR,
 //!   READDIRPLUS, FSSTAT, FSINFO, PATHCONF).
@@ -27,8 +28,9 @@ use nfs3_types::nfs3::{Nfs3Result, nfsstat3, writeverf3};
 
 use crate::error::status_label;
 use crate::fs::{DirFs, Fh, NfsResult};
-use crate::rpc::{self, Call, MOUNT_PROG, NFS_PROG, PMAP_PROG};
-use oncrpc::msg::{self as rpcmsg, AcceptStat, Rejection};
+use crate::rpc::{self, MOUNT_PROG, NFS_PROG, PMAP_PROG};
+use oncrpc::msg::{self as rpcmsg, AcceptStat, CallHeader, Rejection};
+use oncrpc::record;
 use xdr::{Args, Garbage};
 
 /// Why a call got no procedure result (the accept status, RFC 5531 §9).
@@ -97,16 +99,16 @@ impl Dispatcher {
         }
     }
 
-    /// Answers one call: `record` is the whole call (header at 0, arguments at
-    /// `call.args`); `out` receives the whole reply record, record mark included. The
-    /// call is recorded as `op`/`total`/`status`.
-    pub fn dispatch(&self, call: &Call, record: &[u8], out: &mut Vec<u8>) {
+    /// Answers one call the front door admitted (its header decoded and checked by
+    /// `oncrpc`: RPC version, credential, program, version): `record` is the whole call
+    /// (header at 0, arguments at `call.args`); `out` receives the whole reply record,
+    /// record mark included. The call is recorded as `op`/`total`/`status`.
+    pub fn dispatch(&self, call: &CallHeader<'_>, record: &[u8], out: &mut Vec<u8>) {
         let start = Instant::now();
         out.clear();
-        out.extend_from_slice(&[0; 4]);
+        let at = record::begin(out);
         let status = self.answer(call, record, out);
-        let mark = rpc::record_mark(out.len() - 4);
-        out[..4].copy_from_slice(&mark);
+        record::finish(out, at);
         self.registry.record_op(
             rpc::proc_name(call.prog, call.proc_),
             "total",
@@ -116,32 +118,18 @@ impl Dispatcher {
         );
     }
 
-    fn answer(&self, call: &Call, record: &[u8], out: &mut Vec<u8>) -> &'static str {
-        // The same header checks as the front door (one implementation, `oncrpc`): a
-        // call that reaches the dispatcher some other way is refused just the same.
-        let header = match rpcmsg::decode_call(record) {
-            Ok(h) => h,
-            Err(e) => {
-                let r = e.rejection().map_or(Rejection::GarbageArgs, |(_, r)| r);
-                r.encode(out, call.xid);
-                return r.label();
-            }
-        };
-        if let Err(r) = header.check(&rpc::PROGRAMS) {
-            r.encode(out, call.xid);
-            return r.label();
-        }
+    fn answer(&self, call: &CallHeader<'_>, record: &[u8], out: &mut Vec<u8>) -> &'static str {
         let caller = match self.squash {
             Some((uid, gid)) => Caller {
                 uid,
                 gid,
                 gids: Vec::new(),
             },
-            None => credential(header.cred.flavor, header.cred.body),
+            None => credential(call.cred.flavor, call.cred.body),
         };
         let accept_at = out.len();
         rpcmsg::accepted(out, call.xid, AcceptStat::Success);
-        let mut args = Args::new(&record[header.args..]);
+        let mut args = Args::new(&record[call.args..]);
         let r = match call.prog {
             NFS_PROG => self.nfs(call.proc_, &caller, &mut args, out),
             MOUNT_PROG => self.mount(call.proc_, &mut args, out),

@@ -1,4 +1,5 @@
-//! Unit tests of the dispatcher: RPC errors, and replies decoded with `nfs3_types`.
+//! Unit tests of the dispatcher: procedure-level RPC errors, and replies decoded with
+//! `nfs3_types`.
 
 use std::io::Cursor;
 
@@ -45,17 +46,19 @@ fn root_cred() -> Vec<u8> {
 
 /// Dispatches and returns (reply_stat, accept_stat or reject detail, body after it).
 fn run(d: &Dispatcher, rec: &[u8]) -> (u32, u32, Vec<u8>) {
-    let call = rpc::parse_call(rec).unwrap();
+    let call = rpcmsg::decode_call(rec).unwrap();
     let mut out = Vec::new();
     d.dispatch(&call, rec, &mut out);
-    let len = (u32::from_be_bytes(out[..4].try_into().unwrap()) & 0x7fff_ffff) as usize;
-    assert_eq!(len, out.len() - 4, "record mark");
-    let w = |i: usize| u32::from_be_bytes(out[4 + i * 4..8 + i * 4].try_into().unwrap());
+    // One whole record, as a client reads it.
+    let mut wire = &out[..];
+    let reply = record::read_blocking(&mut wire, out.len()).unwrap();
+    assert!(wire.is_empty(), "record mark");
+    let w = |i: usize| u32::from_be_bytes(reply[i * 4..4 + i * 4].try_into().unwrap());
     assert_eq!((w(0), w(1)), (9, 1), "xid and REPLY");
     if w(2) == 1 {
-        return (1, w(3), out[20..].to_vec());
+        return (1, w(3), reply[16..].to_vec());
     }
-    (0, w(5), out[28..].to_vec())
+    (0, w(5), reply[24..].to_vec())
 }
 
 fn fh_args(d: &Dispatcher) -> Vec<u8> {
@@ -86,30 +89,13 @@ fn rpc_errors_follow_rfc_5531() {
     let mut lookup = fh.clone();
     word(&mut lookup, u32::MAX);
     assert_eq!(run(&d, &call_with(2, NFS_PROG, 3, 3, &cred, &lookup)).1, 4);
-    // Unknown procedure, program, version.
+    // An unknown procedure. (The header checks — RPC version, credential, program,
+    // version — are the front door's: `guard::tests::admit_follows_rfc_5531`.)
     assert_eq!(run(&d, &call_with(2, NFS_PROG, 3, 22, &cred, &[])).1, 3);
-    assert_eq!(run(&d, &call_with(2, 100_227, 3, 0, &cred, &[])).1, 1);
-    let (_, accept, body) = run(&d, &call_with(2, NFS_PROG, 4, 0, &cred, &[]));
-    assert_eq!((accept, &body[..]), (2, &[0, 0, 0, 3, 0, 0, 0, 3][..]));
-    // RPC version 3: MSG_DENIED / RPC_MISMATCH (2..2).
-    let (rs, detail, body) = run(&d, &call_with(3, NFS_PROG, 3, 0, &cred, &[]));
-    assert_eq!(
-        (rs, detail, &body[..]),
-        (1, 0, &[0, 0, 0, 2, 0, 0, 0, 2][..])
-    );
-    // An unknown credential flavour (RPCSEC_GSS) and a truncated AUTH_SYS: AUTH_ERROR.
-    let mut gss = Vec::new();
-    word(&mut gss, 6);
-    word(&mut gss, 0);
-    let (rs, detail, _) = run(&d, &call_with(2, NFS_PROG, 3, 0, &gss, &[]));
-    assert_eq!((rs, detail), (1, 1));
-    let mut short = Vec::new();
-    word(&mut short, 1);
-    word(&mut short, 4);
-    word(&mut short, 0);
-    assert_eq!(run(&d, &call_with(2, NFS_PROG, 3, 0, &short, &[])).0, 1);
-    // AUTH_NONE is accepted.
+    assert_eq!(run(&d, &call_with(2, MOUNT_PROG, 3, 6, &cred, &[])).1, 3);
+    // AUTH_NONE and AUTH_SYS are both answered.
     assert_eq!(run(&d, &call_with(2, NFS_PROG, 3, 0, &[0; 8], &[])).1, 0);
+    assert_eq!(run(&d, &call_with(2, NFS_PROG, 3, 0, &cred, &[])).1, 0);
 }
 
 #[test]
@@ -177,5 +163,34 @@ fn access_follows_the_mode_bits_of_the_caller() {
     assert_eq!(
         read::allowed(&exe, &who(5, 5), false),
         ACCESS3_READ | ACCESS3_EXECUTE
+    );
+}
+
+#[test]
+fn getport_answers_the_public_port_for_nfs_and_mount_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = server(tmp.path());
+    let getport = |prog: u32, vers: u32, prot: u32| {
+        let mut a = Vec::new();
+        for w in [prog, vers, prot, 0] {
+            word(&mut a, w);
+        }
+        let (rs, accept, body) = run(&d, &call_with(2, PMAP_PROG, 2, 3, &[0; 8], &a));
+        assert_eq!((rs, accept, body.len()), (0, 0, 4));
+        u32::from_be_bytes(body[..4].try_into().unwrap())
+    };
+    assert_eq!(getport(NFS_PROG, 3, 6), 2049);
+    assert_eq!(getport(MOUNT_PROG, 3, 6), 2049);
+    assert_eq!(getport(NFS_PROG, 4, 6), 0);
+    assert_eq!(getport(NFS_PROG, 3, 17), 0);
+    assert_eq!(getport(100_227, 3, 6), 0);
+    // A mapping cut short is GARBAGE_ARGS.
+    let mut short = Vec::new();
+    for w in [NFS_PROG, 3, 6] {
+        word(&mut short, w);
+    }
+    assert_eq!(
+        run(&d, &call_with(2, PMAP_PROG, 2, 3, &[0; 8], &short)).1,
+        4
     );
 }
