@@ -249,4 +249,17 @@ mod tests {
         let h = Args::try_parse_from(["httpd", "--healthcheck"]).unwrap();
         assert!(h.healthcheck);
     }
+
+    #[test]
+    fn data_cache_size_needs_nfs_and_a_size() {
+        let nfs = ["httpd", "--nfs", "nfs://127.0.0.1/x", "--nfs-data-cache"];
+        let a = Args::try_parse_from(nfs.iter().copied().chain(["256M"])).unwrap();
+        assert_eq!(a.to_config().unwrap().nfs_data_cache, 256 << 20);
+        assert!(Args::try_parse_from(nfs.iter().copied().chain(["lots"])).is_err());
+        let a = Args::try_parse_from(["httpd", "--root", "/", "--nfs-data-cache", "1G"]).unwrap();
+        let e = a.to_config().unwrap_err().to_string();
+        assert!(e.contains("--nfs-data-cache") && e.contains("--nfs"), "{e}");
+        let a = Args::try_parse_from(["httpd", "--root", "/"]).unwrap();
+        assert_eq!(a.to_config().unwrap().nfs_data_cache, 0);
+    }
 }

@@ -216,9 +216,7 @@ impl DataCache {
     fn reserve(&self, size: u64) -> Option<Reservation<'_>> {
         let mut inner = self.inner.lock();
         while inner.cached + inner.reserved + size > self.capacity {
-            let Some((_, key)) = inner.lru.pop_first() else {
-                return None;
-            };
+            let (_, key) = inner.lru.pop_first()?;
             let slot = inner.slots.remove(&key).expect("lru and slots agree");
             inner.cached -= slot.valid.size;
             self.stats.evictions.fetch_add(1, Ordering::Relaxed);

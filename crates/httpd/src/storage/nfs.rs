@@ -69,7 +69,8 @@ pub struct NfsStorage {
 
 impl NfsStorage {
     /// Mounts `url` and checks that the served root is a directory; the error names the
-    /// URL and, for a missing or wrong root, the path inside the export.
+    /// URL and, for a missing or wrong root, the path inside the export. A data-cache size
+    /// of 0 leaves `--nfs-data-cache` off; the stats are updated either way.
     pub async fn connect(
         url: &str,
         connections: usize,
@@ -77,8 +78,7 @@ impl NfsStorage {
         ttl: Duration,
         chunk: usize,
         read_ahead: usize,
-        data_cache: u64,
-        stats: Arc<CacheStats>,
+        (data_cache, stats): (u64, Arc<CacheStats>),
     ) -> Result<NfsStorage, crate::Error> {
         let text = url;
         let nfs_err = |source| crate::Error::Nfs {
