@@ -70,7 +70,7 @@ pub struct NfsStorage {
 impl NfsStorage {
     /// Mounts `url` and checks that the served root is a directory; the error names the
     /// URL and, for a missing or wrong root, the path inside the export. A data-cache size
-    /// of 0 leaves `--nfs-data-cache` off; the stats are updated either way.
+    /// of 0 leaves `--nfs-data-cache` off (its stats then stay 0).
     pub async fn connect(
         url: &str,
         connections: usize,
