@@ -470,8 +470,10 @@ fn listing_metrics_and_access_log() {
     let maddr = ml.local_addr().unwrap();
     let (mstop, mstopped) = tokio::sync::oneshot::channel::<()>();
     let reg = h.registry.clone();
+    // A data cache's values ride along (this server has none: they read 0).
+    let cache = Arc::new(httpd::storage::CacheStats::default());
     let mthread = std::thread::spawn(move || {
-        rt.block_on(httpd::serve_metrics(ml, reg, async {
+        rt.block_on(httpd::serve_metrics(ml, reg, Some(cache), async {
             let _ = mstopped.await;
         }))
     });
@@ -485,6 +487,8 @@ fn listing_metrics_and_access_log() {
     let json: serde_json::Value =
         serde_json::from_slice(&curl(&[&format!("http://{maddr}/metrics.json")]).stdout).unwrap();
     assert!(json.to_string().contains("GET dir"));
+    assert_eq!(json["nfs_data_cache"]["bytes"], 0, "{json}");
+    assert!(prom.contains("httpd_nfs_data_cache_hits_total 0"), "{prom}");
     mstop.send(()).unwrap();
     mthread.join().unwrap().unwrap();
 
@@ -1150,6 +1154,127 @@ fn nfs_caches_expire_after_their_ttl() {
     std::thread::sleep(Duration::from_millis(500));
     let (status, _, _) = raw_get(h.addr, "/sub/note.txt");
     assert_eq!(status, 404);
+    h.stop().unwrap();
+}
+
+/// The data cache's counters: (bytes held, hits, misses, evictions, uncached).
+fn cache_counts(stats: &httpd::storage::CacheStats) -> (u64, u64, u64, u64, u64) {
+    use std::sync::atomic::Ordering::Relaxed;
+    (
+        stats.bytes.load(Relaxed),
+        stats.hits.load(Relaxed),
+        stats.misses.load(Relaxed),
+        stats.evictions.load(Relaxed),
+        stats.uncached.load(Relaxed),
+    )
+}
+
+/// Writes `data` to `path` and sets its mtime to `mtime_s` seconds after the epoch.
+fn write_with_mtime(path: &Path, data: &[u8], mtime_s: u64) {
+    std::fs::write(path, data).unwrap();
+    let f = std::fs::File::options().write(true).open(path).unwrap();
+    f.set_modified(std::time::UNIX_EPOCH + Duration::from_secs(mtime_s))
+        .unwrap();
+}
+
+#[test]
+fn nfs_data_cache_serves_changed_files_new_after_revalidation() {
+    let dir = tempfile::tempdir().unwrap();
+    let www = dir.path();
+    let big = www.join("big.bin");
+    let small = www.join("small.txt");
+    write_with_mtime(&big, &common::pseudo_random_bytes(300 << 10, 1), 1_000_000);
+    write_with_mtime(&small, b"first version\n", 1_000_000);
+    let server = common::Nfsd::exporting(www);
+    let mut cfg = httpd::Config::nfs(server.export_url());
+    cfg.nfs_data_cache = 64 << 20;
+    // A long attribute TTL: only the per-open revalidation can notice the changes.
+    cfg.nfs_attr_ttl = Duration::from_secs(600);
+    let stats = cfg.nfs_data_cache_stats.clone();
+    let h = Httpd::start(cfg);
+    for seed in [1, 1] {
+        let (status, _, body) = raw_get(h.addr, "/big.bin");
+        assert_eq!(status, 200);
+        assert!(body == common::pseudo_random_bytes(300 << 10, seed));
+        assert_eq!(raw_get(h.addr, "/small.txt").2, b"first version\n");
+    }
+    let (_, hits, misses, _, _) = cache_counts(&stats);
+    assert_eq!((hits, misses), (2, 2), "second round served from the cache");
+    // Same size, new content and mtime.
+    write_with_mtime(&big, &common::pseudo_random_bytes(300 << 10, 2), 1_000_001);
+    write_with_mtime(&small, b"second versio\n", 1_000_001);
+    let (status, head, body) = raw_get(h.addr, "/big.bin");
+    assert_eq!(status, 200);
+    assert!(body == common::pseudo_random_bytes(300 << 10, 2), "{head}");
+    assert_eq!(raw_get(h.addr, "/small.txt").2, b"second versio\n");
+    // A new size (the mtime set back to the old one: the size alone must tell).
+    write_with_mtime(&big, &common::pseudo_random_bytes(200 << 10, 3), 1_000_001);
+    let (status, head, body) = raw_get(h.addr, "/big.bin");
+    assert_eq!(status, 200);
+    assert!(
+        head.contains(&format!("content-length: {}", 200 << 10)),
+        "{head}"
+    );
+    assert!(body == common::pseudo_random_bytes(200 << 10, 3));
+    let (bytes, hits, misses, _, _) = cache_counts(&stats);
+    assert_eq!((hits, misses, bytes), (2, 5, (200 << 10) + 14));
+    // Removed on the server: 404 at once, not a cached copy.
+    std::fs::remove_file(&big).unwrap();
+    assert_eq!(raw_get(h.addr, "/big.bin").0, 404);
+    h.stop().unwrap();
+}
+
+#[test]
+fn nfs_data_cache_stays_within_its_size() {
+    const MIB: usize = 1 << 20;
+    const SIZE: u64 = 12 << 20;
+    let dir = tempfile::tempdir().unwrap();
+    let www = dir.path();
+    for i in 0..10u64 {
+        std::fs::write(
+            www.join(format!("f{i}.bin")),
+            common::pseudo_random_bytes(2 * MIB, 10 + i),
+        )
+        .unwrap();
+    }
+    let ten = common::pseudo_random_bytes(10 * MIB, 7);
+    std::fs::write(www.join("ten.bin"), &ten).unwrap();
+    let over = common::pseudo_random_bytes(13 * MIB, 8);
+    std::fs::write(www.join("over.bin"), &over).unwrap();
+    let server = common::Nfsd::exporting(www);
+    let mut cfg = httpd::Config::nfs(server.export_url());
+    cfg.nfs_data_cache = SIZE;
+    let stats = cfg.nfs_data_cache_stats.clone();
+    let h = Httpd::start(cfg);
+    // 20 MiB of files through a 12 MiB cache, twice: the bound holds after every one.
+    for round in 0..2 {
+        for i in 0..10u64 {
+            let (status, _, body) = raw_get(h.addr, &format!("/f{i}.bin"));
+            assert_eq!(status, 200);
+            assert!(
+                body == common::pseudo_random_bytes(2 * MIB, 10 + i),
+                "f{i} round {round}"
+            );
+            let (bytes, ..) = cache_counts(&stats);
+            assert!(bytes <= SIZE, "{bytes} cached bytes > {SIZE}");
+        }
+    }
+    let (_, _, _, evictions, _) = cache_counts(&stats);
+    assert!(evictions >= 10, "only {evictions} evictions");
+    // Larger than the cache: served over the wire, exact, nothing evicted for it.
+    let before = cache_counts(&stats);
+    let (status, _, body) = raw_get(h.addr, "/over.bin");
+    assert!(status == 200 && body == over, "13 MiB file served uncached");
+    let after = cache_counts(&stats);
+    assert_eq!((after.3, after.4), (before.3, before.4 + 1));
+    // The 10 MiB file: filled once, then served from the cache, byte-exact both times.
+    for _ in 0..2 {
+        let (status, _, body) = raw_get(h.addr, "/ten.bin");
+        assert!(status == 200 && body == ten, "10 MiB file from the cache");
+    }
+    let end = cache_counts(&stats);
+    assert_eq!((end.1 - after.1, end.2 - after.2), (1, 1));
+    assert!(end.0 <= SIZE && end.0 >= 10 * MIB as u64);
     h.stop().unwrap();
 }
 

@@ -66,6 +66,11 @@ pub struct Args {
     /// NFS: milliseconds looked-up handles and attributes are reused (0 = never).
     #[arg(long, default_value_t = 1000, env = "HTTPD_NFS_ATTR_TTL_MS")]
     pub nfs_attr_ttl_ms: u64,
+    /// NFS: cache file data in memory, at most SIZE bytes (e.g. 256M, 1G; 0 = off),
+    /// revalidated on every request like a kernel mount's close-to-open.
+    #[arg(long, value_name = "SIZE", default_value = "0", env = "HTTPD_NFS_DATA_CACHE",
+          value_parser = crate::storage::data_cache::parse_size)]
+    pub nfs_data_cache: u64,
     /// NFS: seconds before an unanswered NFS call fails the request with 504.
     #[arg(long, default_value_t = 5, env = "HTTPD_NFS_TIMEOUT")]
     pub nfs_timeout: u64,
@@ -124,6 +129,12 @@ impl Args {
         cfg.nfs_connections = args.nfs_connections;
         cfg.nfs_attr_ttl = Duration::from_millis(args.nfs_attr_ttl_ms);
         cfg.nfs_timeout = Duration::from_secs(args.nfs_timeout);
+        if args.nfs_data_cache > 0 && args.nfs.is_none() {
+            return Err(Error::Config(
+                "--nfs-data-cache caches an NFS backend: give --nfs too".into(),
+            ));
+        }
+        cfg.nfs_data_cache = args.nfs_data_cache;
         cfg.access_log = args.access_log.as_deref().map(|p| match p {
             "-" => crate::AccessLog::Stdout,
             p => crate::AccessLog::File(p.into()),
@@ -237,5 +248,18 @@ mod tests {
         assert!(Args::try_parse_from(["httpd", "--root", "/", "--list=maybe"]).is_err());
         let h = Args::try_parse_from(["httpd", "--healthcheck"]).unwrap();
         assert!(h.healthcheck);
+    }
+
+    #[test]
+    fn data_cache_size_needs_nfs_and_a_size() {
+        let nfs = ["httpd", "--nfs", "nfs://127.0.0.1/x", "--nfs-data-cache"];
+        let a = Args::try_parse_from(nfs.iter().copied().chain(["256M"])).unwrap();
+        assert_eq!(a.to_config().unwrap().nfs_data_cache, 256 << 20);
+        assert!(Args::try_parse_from(nfs.iter().copied().chain(["lots"])).is_err());
+        let a = Args::try_parse_from(["httpd", "--root", "/", "--nfs-data-cache", "1G"]).unwrap();
+        let e = a.to_config().unwrap_err().to_string();
+        assert!(e.contains("--nfs-data-cache") && e.contains("--nfs"), "{e}");
+        let a = Args::try_parse_from(["httpd", "--root", "/"]).unwrap();
+        assert_eq!(a.to_config().unwrap().nfs_data_cache, 0);
     }
 }

@@ -70,6 +70,11 @@ pub struct Config {
     pub nfs_attr_ttl: Duration,
     /// NFS: deadline of one NFS call; a dead server answers 502/503/504 within it.
     pub nfs_timeout: Duration,
+    /// NFS: bytes of file data cached in memory, revalidated on every open
+    /// (close-to-open); 0 = off (`--nfs-data-cache`).
+    pub nfs_data_cache: u64,
+    /// NFS: the data cache's counters, for the metrics endpoint (and tests).
+    pub nfs_data_cache_stats: Arc<crate::storage::CacheStats>,
     /// How long shutdown waits for in-flight responses before closing them.
     pub shutdown_grace: Duration,
 }
@@ -102,6 +107,8 @@ impl Config {
             nfs_read_ahead: 4,
             nfs_attr_ttl: Duration::from_secs(1),
             nfs_timeout: Duration::from_secs(5),
+            nfs_data_cache: 0,
+            nfs_data_cache_stats: Arc::default(),
             shutdown_grace: Duration::from_secs(30),
         }
     }

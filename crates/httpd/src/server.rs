@@ -21,7 +21,7 @@ use crate::body::{FileBody, SendQueue};
 use crate::config::{AccessLog, Backend, Config};
 use crate::conn_io::ConnIo;
 use crate::respond::{self, Shared};
-use crate::storage::{LocalStorage, NfsStorage, Storage};
+use crate::storage::{CacheStats, LocalStorage, NfsStorage, Storage};
 use crate::timing::{Recorder, spawn_log_writer};
 
 /// A writer shared with the caller (tests capture the access log this way).
@@ -54,6 +54,7 @@ async fn open_storage(config: &Config) -> Result<Arc<dyn Storage>, Error> {
                 config.nfs_attr_ttl,
                 config.chunk_size,
                 config.nfs_read_ahead,
+                (config.nfs_data_cache, config.nfs_data_cache_stats.clone()),
             )
             .await?,
         ),
@@ -93,13 +94,13 @@ pub async fn serve(
             (Some(tx), Some(thread))
         }
     };
-    let is_local = matches!(config.backend, Backend::Local { .. });
     let shared = Arc::new(Shared {
         chunk: config.chunk_size.min(storage.max_read()),
         storage,
         recorder: Arc::new(Recorder::new(registry, log_tx)),
         list_dirs: config.list_dirs,
-        sendfile: config.sendfile && is_local,
+        // Local files, and NFS files held in the data cache (memfds).
+        sendfile: config.sendfile,
         inline_limit: config.inline_limit,
     });
     // The sendfile markers (body.rs) depend on this builder: HTTP/1 only, and the queued
@@ -178,10 +179,12 @@ pub async fn serve(
 }
 
 /// Serves `GET /metrics` (Prometheus text) and `GET /metrics.json` (a `latency`
-/// snapshot) from `registry` until `shutdown` completes.
+/// snapshot) from `registry` until `shutdown` completes; with `cache`, its values too
+/// (`httpd_nfs_data_cache_*` lines, and `nfs_data_cache` in the JSON).
 pub async fn serve_metrics(
     listener: TcpListener,
     registry: Arc<Registry>,
+    cache: Option<Arc<CacheStats>>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Error> {
     let graceful = GracefulShutdown::new();
@@ -203,20 +206,28 @@ pub async fn serve_metrics(
             },
         };
         let registry = registry.clone();
+        let cache = cache.clone();
         let svc = service_fn(move |req: http::Request<hyper::body::Incoming>| {
             let registry = registry.clone();
+            let cache = cache.clone();
             async move {
                 let (status, ctype, body) = match req.uri().path() {
                     "/metrics" => (
                         StatusCode::OK,
                         "text/plain; version=0.0.4; charset=utf-8",
-                        latency::prometheus::render(&registry.snapshot()),
+                        latency::prometheus::render(&registry.snapshot())
+                            + &cache
+                                .as_ref()
+                                .map(|c| c.to_prometheus())
+                                .unwrap_or_default(),
                     ),
-                    "/metrics.json" => (
-                        StatusCode::OK,
-                        "application/json",
-                        registry.snapshot().to_json().to_string(),
-                    ),
+                    "/metrics.json" => (StatusCode::OK, "application/json", {
+                        let mut json = registry.snapshot().to_json();
+                        if let (Some(c), Some(obj)) = (&cache, json.as_object_mut()) {
+                            obj.insert("nfs_data_cache".into(), c.to_json());
+                        }
+                        json.to_string()
+                    }),
                     _ => (
                         StatusCode::NOT_FOUND,
                         "text/plain; charset=utf-8",
@@ -256,9 +267,11 @@ pub async fn run(
         Some(addr) => {
             let l = bind("--metrics", addr).await?;
             tracing::info!(addr = %l.local_addr()?, "metrics listening");
+            let cache = (config.nfs_data_cache > 0).then(|| config.nfs_data_cache_stats.clone());
             Some(tokio::spawn(serve_metrics(
                 l,
                 registry.clone(),
+                cache,
                 stopped(stop_rx.clone()),
             )))
         }

@@ -5,6 +5,7 @@
 //! (`read` phase), list a directory — so the HTTP layer produces byte-identical
 //! responses whichever backend is behind it.
 
+pub mod data_cache;
 pub mod local;
 pub mod nfs;
 
@@ -14,6 +15,7 @@ use std::time::SystemTime;
 
 use bytes::Bytes;
 
+pub use data_cache::CacheStats;
 pub use local::LocalStorage;
 pub use nfs::NfsStorage;
 
@@ -37,7 +39,8 @@ pub struct Meta {
 /// What a backend needs to read an opened object again.
 #[derive(Debug, Clone)]
 pub enum Handle {
-    /// An open file or directory descriptor (the local backend).
+    /// An open file or directory descriptor: the local backend, or a copy in the NFS
+    /// backend's data cache (a sealed memfd).
     Local(Arc<File>),
     /// An NFS file handle.
     Nfs(nfsclient::FileHandle),

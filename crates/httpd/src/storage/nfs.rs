@@ -14,14 +14,25 @@
 //! small file is served without any RPC, as the kernel client serves from its page cache
 //! while its attribute cache is fresh. Large files are always read over NFS. A TTL of 0
 //! turns both caches off (every request does LOOKUPs and READs).
+//!
+//! With `--nfs-data-cache SIZE` ([`super::data_cache`]) whole files up to SIZE are kept
+//! in sealed memfds instead, close-to-open: every open does a fresh LOOKUP of the last
+//! component (its reply carries the file's attributes, as a GETATTR would, and a file
+//! replaced under the same name shows up as a new handle), and a copy whose size, mtime,
+//! ctime or file id changed is dropped and read again. A cached file is handed to the
+//! HTTP layer as an open descriptor, which sends it with `sendfile` like a local file.
+//! The TTL-based small-file cache is then off, since it serves without revalidating.
 
 use std::collections::HashMap;
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use nfsclient::{Attr, Client, ClientConfig, FileHandle, FileKind, NfsUrl, nfsstat3};
 use parking_lot::Mutex;
 
+use super::data_cache::{self, CacheStats, DataCache, Validator};
 use super::{Entry, Handle, Kind, ListEntry, Meta, Storage, StorageError};
 
 /// Entries beyond this make the cache start over (a crude but bounded policy).
@@ -35,7 +46,7 @@ const DATA_CACHE_MAX: usize = 64 << 20;
 
 /// Small files by handle: data, when read, bytes held in total.
 #[derive(Debug, Default)]
-struct DataCache {
+struct SmallFiles {
     files: HashMap<Vec<u8>, (Bytes, Instant)>,
     bytes: usize,
 }
@@ -48,7 +59,9 @@ pub struct NfsStorage {
     base: Vec<String>,
     /// Path (joined components, relative to the export) → handle, attributes, time.
     cache: Mutex<HashMap<String, (FileHandle, Attr, Instant)>>,
-    data: Mutex<DataCache>,
+    data: Mutex<SmallFiles>,
+    /// `--nfs-data-cache`: whole files, revalidated on every open.
+    files: Option<DataCache>,
     ttl: Duration,
     chunk: usize,
     read_ahead: usize,
@@ -56,7 +69,8 @@ pub struct NfsStorage {
 
 impl NfsStorage {
     /// Mounts `url` and checks that the served root is a directory; the error names the
-    /// URL and, for a missing or wrong root, the path inside the export.
+    /// URL and, for a missing or wrong root, the path inside the export. A data-cache size
+    /// of 0 leaves `--nfs-data-cache` off (its stats then stay 0).
     pub async fn connect(
         url: &str,
         connections: usize,
@@ -64,6 +78,7 @@ impl NfsStorage {
         ttl: Duration,
         chunk: usize,
         read_ahead: usize,
+        (data_cache, stats): (u64, Arc<CacheStats>),
     ) -> Result<NfsStorage, crate::Error> {
         let text = url;
         let nfs_err = |source| crate::Error::Nfs {
@@ -110,7 +125,8 @@ impl NfsStorage {
             client,
             base,
             cache: Mutex::new(HashMap::new()),
-            data: Mutex::new(DataCache::default()),
+            data: Mutex::new(SmallFiles::default()),
+            files: (data_cache > 0).then(|| DataCache::new(data_cache, stats)),
             ttl,
             read_ahead,
         })
@@ -143,12 +159,13 @@ impl NfsStorage {
 
     /// Walks the components from the served root, reusing fresh cache entries and
     /// following symlinks whose targets stay inside the served root.
-    async fn resolve(&self, path: &[String]) -> Result<(FileHandle, Attr), Walk> {
+    /// With `fresh`, the last component is always looked up again (close-to-open).
+    async fn resolve(&self, path: &[String], fresh: bool) -> Result<(FileHandle, Attr), Walk> {
         let base = self.base.len();
         let mut cur: Vec<String> = self.base.clone();
         cur.extend(path.iter().cloned());
         let full_key = cur.join("/");
-        if let Some(hit) = self.cached(&full_key) {
+        if !fresh && let Some(hit) = self.cached(&full_key) {
             return Ok(hit);
         }
         // The served root's handle: cached, or LOOKUPs from the export root.
@@ -184,7 +201,8 @@ impl NfsStorage {
             }
             cur.push(comp);
             let key = cur.join("/");
-            let (nfh, nattr) = match self.cached(&key) {
+            let last = fresh && todo.is_empty();
+            let (nfh, nattr) = match self.cached(&key).filter(|_| !last) {
                 Some(hit) => hit,
                 None => {
                     self.client
@@ -222,11 +240,11 @@ impl NfsStorage {
 
     fn forget_all(&self) {
         self.cache.lock().clear();
-        *self.data.lock() = DataCache::default();
+        *self.data.lock() = SmallFiles::default();
     }
 
     fn cached_data(&self, fh: &FileHandle, offset: u64, len: usize) -> Option<Bytes> {
-        if self.ttl.is_zero() {
+        if self.ttl.is_zero() || self.files.is_some() {
             return None;
         }
         let data = self.data.lock();
@@ -236,12 +254,12 @@ impl NfsStorage {
     }
 
     fn remember_data(&self, fh: &FileHandle, bytes: &Bytes) {
-        if self.ttl.is_zero() || bytes.len() > DATA_FILE_MAX {
+        if self.ttl.is_zero() || self.files.is_some() || bytes.len() > DATA_FILE_MAX {
             return;
         }
         let mut data = self.data.lock();
         if data.bytes + bytes.len() > DATA_CACHE_MAX {
-            *data = DataCache::default();
+            *data = SmallFiles::default();
         }
         data.bytes += bytes.len();
         if let Some((old, _)) = data
@@ -251,6 +269,65 @@ impl NfsStorage {
             data.bytes -= old.len();
         }
     }
+}
+
+impl NfsStorage {
+    /// Reads the whole file (`size` bytes, as its attributes said) into a new sealed
+    /// memfd, `read_ahead` READs of `chunk` bytes in flight.
+    async fn fill(&self, fh: &FileHandle, size: u64) -> Result<std::fs::File, StorageError> {
+        let file = Arc::new(data_cache::memfd()?);
+        file.set_len(size)?;
+        let chunk = self.chunk as u64;
+        let mut tasks = tokio::task::JoinSet::new();
+        let mut next = 0u64;
+        loop {
+            while tasks.len() < self.read_ahead && next < size {
+                let (client, fh, file) = (self.client.clone(), fh.clone(), file.clone());
+                let (off, len) = (next, chunk.min(size - next));
+                next += len;
+                tasks.spawn(async move { fill_range(&client, &fh, &file, off, len).await });
+            }
+            match tasks.join_next().await {
+                None => break,
+                Some(Ok(Ok(()))) => {}
+                Some(Ok(Err(e))) => return Err(e),
+                Some(Err(e)) => return Err(StorageError::Io(std::io::Error::other(e))),
+            }
+        }
+        let file = Arc::into_inner(file).expect("every fill task has ended");
+        data_cache::seal(&file)?;
+        Ok(file)
+    }
+}
+
+/// READs `len` bytes at `offset` into the same range of `file`.
+async fn fill_range(
+    client: &Client,
+    fh: &FileHandle,
+    file: &std::fs::File,
+    offset: u64,
+    len: u64,
+) -> Result<(), StorageError> {
+    let max = u64::from(client.rtmax());
+    let mut done = 0u64;
+    while done < len {
+        let want = (len - done).min(max) as u32;
+        let r = client
+            .read(fh, offset + done, want)
+            .await
+            .map_err(map_err)?;
+        if r.data.is_empty() {
+            return Err(StorageError::BadGateway(format!(
+                "file ended at {} while {} bytes were expected",
+                offset + done,
+                len - done
+            )));
+        }
+        let n = (r.data.len() as u64).min(len - done);
+        file.write_all_at(&r.data[..n as usize], offset + done)?;
+        done += n;
+    }
+    Ok(())
 }
 
 /// Why a path walk stopped.
@@ -299,13 +376,14 @@ fn meta_of(attr: &Attr) -> Result<Meta, StorageError> {
 #[async_trait::async_trait]
 impl Storage for NfsStorage {
     async fn open(&self, path: &[String]) -> Result<Entry, StorageError> {
-        let res = match self.resolve(path).await {
+        let fresh = self.files.is_some();
+        let res = match self.resolve(path, fresh).await {
             Err(Walk::Nfs(e)) if e.is_stale() => {
                 self.forget_all();
                 if let Err(e) = self.client.remount().await {
                     return Err(map_err(e));
                 }
-                self.resolve(path).await
+                self.resolve(path, fresh).await
             }
             other => other,
         };
@@ -313,15 +391,37 @@ impl Storage for NfsStorage {
             Walk::Nfs(e) => map_err(e),
             Walk::Escape => StorageError::Forbidden("symlink leaves the root"),
         })?;
+        let meta = meta_of(&attr)?;
+        if let Some(cache) = &self.files
+            && meta.kind == Kind::File
+        {
+            let valid = Validator::from(&attr);
+            let size = valid.size;
+            if let Some(file) = cache
+                .get_or_fill(&fh.data, valid, || self.fill(&fh, size))
+                .await?
+            {
+                return Ok(Entry {
+                    meta,
+                    handle: Handle::Local(file),
+                });
+            }
+        }
         Ok(Entry {
-            meta: meta_of(&attr)?,
+            meta,
             handle: Handle::Nfs(fh),
         })
     }
 
     async fn read(&self, handle: &Handle, offset: u64, len: usize) -> Result<Bytes, StorageError> {
-        let Handle::Nfs(fh) = handle else {
-            return Err(StorageError::Forbidden("foreign handle"));
+        let fh = match handle {
+            Handle::Nfs(fh) => fh,
+            Handle::Local(copy) => {
+                // A data-cache copy (memory): read in place, it never blocks on a disk.
+                let mut buf = vec![0u8; len];
+                copy.read_exact_at(&mut buf, offset)?;
+                return Ok(Bytes::from(buf));
+            }
         };
         if let Some(hit) = self.cached_data(fh, offset, len) {
             return Ok(hit);

@@ -1,0 +1,415 @@
+//! The NFS backend's file-data cache (`--nfs-data-cache SIZE`): whole files in sealed
+//! memfds, least recently used out first, never more than SIZE bytes, revalidated on
+//! every open (close-to-open, like the Linux NFS client).
+//!
+//! A cached copy is a `memfd` written once and then sealed against writes and resizes,
+//! so the response path treats it like a local file: `sendfile` to the socket, exactly
+//! the kernel path `--root` uses, with no per-request copy in userspace. A file that
+//! changes on the server gets a new memfd; responses still sending the old one keep it
+//! (it is freed with their last reference), so a response is never torn by a refill.
+//!
+//! The bound counts cached files plus fills in progress (their size is reserved before
+//! the first READ), so the cache never holds more than SIZE bytes; copies that were
+//! evicted or replaced while a response still sends them are outside that count until
+//! the response ends.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::os::fd::FromRawFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::SystemTime;
+
+use nfsclient::Attr;
+use parking_lot::Mutex;
+
+use super::StorageError;
+
+/// Counters and gauges of one data cache, shared with the metrics endpoint.
+#[derive(Debug, Default)]
+pub struct CacheStats {
+    /// SIZE (0 = the cache is off).
+    pub capacity: AtomicU64,
+    /// Bytes held now: cached files plus fills in progress. Never above `capacity`.
+    pub bytes: AtomicU64,
+    /// Files cached now.
+    pub files: AtomicU64,
+    /// Opens answered from the cache after revalidation.
+    pub hits: AtomicU64,
+    /// Opens that read the file over NFS into the cache.
+    pub misses: AtomicU64,
+    /// Files dropped to make room.
+    pub evictions: AtomicU64,
+    /// Cached files dropped because the server's attributes changed.
+    pub invalidations: AtomicU64,
+    /// Opens served over the wire because the file does not fit.
+    pub uncached: AtomicU64,
+}
+
+impl CacheStats {
+    fn fields(&self) -> [(&'static str, u64); 8] {
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        [
+            ("capacity_bytes", g(&self.capacity)),
+            ("bytes", g(&self.bytes)),
+            ("files", g(&self.files)),
+            ("hits", g(&self.hits)),
+            ("misses", g(&self.misses)),
+            ("evictions", g(&self.evictions)),
+            ("invalidations", g(&self.invalidations)),
+            ("uncached", g(&self.uncached)),
+        ]
+    }
+
+    /// The values as one JSON object (`/metrics.json`'s `nfs_data_cache`).
+    pub fn to_json(&self) -> serde_json::Value {
+        let map: serde_json::Map<String, serde_json::Value> = self
+            .fields()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.into()))
+            .collect();
+        serde_json::Value::Object(map)
+    }
+
+    /// The values as Prometheus text lines, `httpd_nfs_data_cache_*`.
+    pub fn to_prometheus(&self) -> String {
+        let mut out = String::new();
+        for (k, v) in self.fields() {
+            let kind = match k {
+                "capacity_bytes" | "bytes" | "files" => "gauge",
+                _ => "counter",
+            };
+            let name = match kind {
+                "counter" => format!("httpd_nfs_data_cache_{k}_total"),
+                _ => format!("httpd_nfs_data_cache_{k}"),
+            };
+            out.push_str(&format!("# TYPE {name} {kind}\n{name} {v}\n"));
+        }
+        out
+    }
+}
+
+/// What must be unchanged for a cached copy to be served: the attributes the Linux client
+/// compares on open (size, mtime, ctime), and the file id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Validator {
+    fileid: u64,
+    pub size: u64,
+    mtime: SystemTime,
+    ctime: SystemTime,
+}
+
+impl From<&Attr> for Validator {
+    fn from(a: &Attr) -> Self {
+        Validator {
+            fileid: a.fileid,
+            size: a.size,
+            mtime: a.mtime,
+            ctime: a.ctime,
+        }
+    }
+}
+
+struct Slot {
+    file: Arc<File>,
+    valid: Validator,
+    /// Its key in `Inner::lru`.
+    tick: u64,
+}
+
+#[derive(Default)]
+struct Inner {
+    /// By NFS file handle.
+    slots: HashMap<Vec<u8>, Slot>,
+    /// Last use → handle; the first entry is the least recently used.
+    lru: BTreeMap<u64, Vec<u8>>,
+    tick: u64,
+    cached: u64,
+    /// Bytes reserved by fills in progress.
+    reserved: u64,
+}
+
+impl Inner {
+    fn remove(&mut self, key: &[u8]) -> Option<Slot> {
+        let slot = self.slots.remove(key)?;
+        self.lru.remove(&slot.tick);
+        self.cached -= slot.valid.size;
+        Some(slot)
+    }
+}
+
+/// Whole-file cache of at most `capacity` bytes; see the module docs.
+pub(crate) struct DataCache {
+    capacity: u64,
+    inner: Mutex<Inner>,
+    /// One fill per file at a time: concurrent misses of a file wait for the first.
+    filling: Mutex<HashMap<Vec<u8>, Arc<tokio::sync::Mutex<()>>>>,
+    stats: Arc<CacheStats>,
+}
+
+impl std::fmt::Debug for DataCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DataCache")
+            .field("capacity", &self.capacity)
+            .field("stats", &self.stats)
+            .finish()
+    }
+}
+
+/// Bytes reserved for one fill; given back on drop unless the fill was committed (a
+/// cancelled request or a failed READ leaks nothing).
+struct Reservation<'a> {
+    cache: &'a DataCache,
+    size: u64,
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        if self.size > 0 {
+            let mut inner = self.cache.inner.lock();
+            inner.reserved -= self.size;
+            self.cache.publish(&inner);
+        }
+    }
+}
+
+impl DataCache {
+    pub(crate) fn new(capacity: u64, stats: Arc<CacheStats>) -> DataCache {
+        stats.capacity.store(capacity, Ordering::Relaxed);
+        DataCache {
+            capacity,
+            inner: Mutex::new(Inner::default()),
+            filling: Mutex::new(HashMap::new()),
+            stats,
+        }
+    }
+
+    fn publish(&self, inner: &Inner) {
+        let s = &self.stats;
+        s.bytes
+            .store(inner.cached + inner.reserved, Ordering::Relaxed);
+        s.files.store(inner.slots.len() as u64, Ordering::Relaxed);
+    }
+
+    /// The cached copy if its attributes still match `valid`; a stale copy is dropped.
+    fn lookup(&self, key: &[u8], valid: &Validator) -> Option<Arc<File>> {
+        let mut inner = self.inner.lock();
+        let slot = inner.slots.get(key)?;
+        if slot.valid != *valid {
+            inner.remove(key);
+            self.stats.invalidations.fetch_add(1, Ordering::Relaxed);
+            self.publish(&inner);
+            return None;
+        }
+        let old = slot.tick;
+        inner.tick += 1;
+        let tick = inner.tick;
+        inner.lru.remove(&old);
+        inner.lru.insert(tick, key.to_vec());
+        let slot = inner.slots.get_mut(key).expect("checked above");
+        slot.tick = tick;
+        Some(slot.file.clone())
+    }
+
+    /// Makes room for `size` bytes by evicting the least recently used files; `None` when
+    /// they do not fit even then (the rest is reserved by fills in progress).
+    fn reserve(&self, size: u64) -> Option<Reservation<'_>> {
+        let mut inner = self.inner.lock();
+        while inner.cached + inner.reserved + size > self.capacity {
+            let (_, key) = inner.lru.pop_first()?;
+            let slot = inner.slots.remove(&key).expect("lru and slots agree");
+            inner.cached -= slot.valid.size;
+            self.stats.evictions.fetch_add(1, Ordering::Relaxed);
+        }
+        inner.reserved += size;
+        self.publish(&inner);
+        Some(Reservation { cache: self, size })
+    }
+
+    fn commit(&self, mut res: Reservation<'_>, key: &[u8], valid: Validator, file: Arc<File>) {
+        let mut inner = self.inner.lock();
+        inner.remove(key);
+        inner.reserved -= res.size;
+        res.size = 0;
+        inner.tick += 1;
+        let tick = inner.tick;
+        inner.cached += valid.size;
+        inner.lru.insert(tick, key.to_vec());
+        inner.slots.insert(key.to_vec(), Slot { file, valid, tick });
+        self.publish(&inner);
+    }
+
+    /// The cached copy of the file with handle `key` and attributes `valid`, filled with
+    /// `fill` on a miss; `None` when the file is not cached (empty, or larger than fits).
+    pub(crate) async fn get_or_fill<F, Fut>(
+        &self,
+        key: &[u8],
+        valid: Validator,
+        fill: F,
+    ) -> Result<Option<Arc<File>>, StorageError>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<File, StorageError>>,
+    {
+        if valid.size == 0 || valid.size > self.capacity {
+            if valid.size > 0 {
+                self.stats.uncached.fetch_add(1, Ordering::Relaxed);
+            }
+            return Ok(None);
+        }
+        if let Some(f) = self.lookup(key, &valid) {
+            self.stats.hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(Some(f));
+        }
+        let gate = self.filling.lock().entry(key.to_vec()).or_default().clone();
+        let result = async {
+            let _turn = gate.lock().await;
+            if let Some(f) = self.lookup(key, &valid) {
+                self.stats.hits.fetch_add(1, Ordering::Relaxed);
+                return Ok(Some(f));
+            }
+            let Some(res) = self.reserve(valid.size) else {
+                self.stats.uncached.fetch_add(1, Ordering::Relaxed);
+                return Ok(None);
+            };
+            self.stats.misses.fetch_add(1, Ordering::Relaxed);
+            let file = Arc::new(fill().await?);
+            self.commit(res, key, valid, file.clone());
+            Ok(Some(file))
+        }
+        .await;
+        let mut filling = self.filling.lock();
+        // The map and this clone: no one else waits for this file's gate.
+        if filling.get(key).is_some_and(|g| Arc::ptr_eq(g, &gate)) && Arc::strong_count(&gate) == 2
+        {
+            filling.remove(key);
+        }
+        result
+    }
+}
+
+/// A new, empty memfd for one cached file.
+pub(crate) fn memfd() -> Result<File, StorageError> {
+    // SAFETY: a valid NUL-terminated name and flags; the fd is owned by the File below.
+    let fd = unsafe {
+        libc::memfd_create(
+            c"httpd-nfs-data".as_ptr(),
+            libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
+        )
+    };
+    if fd < 0 {
+        return Err(StorageError::Io(std::io::Error::last_os_error()));
+    }
+    // SAFETY: `fd` is a fresh descriptor nobody else owns.
+    Ok(unsafe { File::from_raw_fd(fd) })
+}
+
+/// Seals a filled memfd: no more writes, no resize, so every response sees the same bytes.
+pub(crate) fn seal(file: &File) -> Result<(), StorageError> {
+    use std::os::fd::AsRawFd;
+    let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE | libc::F_SEAL_SEAL;
+    // SAFETY: fcntl on a descriptor we own.
+    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_ADD_SEALS, seals) } < 0 {
+        return Err(StorageError::Io(std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+/// Parses `--nfs-data-cache`: bytes, or a number with K, M, G or T (powers of 1024,
+/// an optional `i`/`iB`/`B` after it); `0` turns the cache off.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(digits);
+    let bad = || format!("{text:?} is not a size (e.g. 256M, 1G, 65536)");
+    let n: u64 = num.parse().map_err(|_| bad())?;
+    let shift = match unit.trim().to_ascii_uppercase().as_str() {
+        "" | "B" => 0,
+        "K" | "KB" | "KI" | "KIB" => 10,
+        "M" | "MB" | "MI" | "MIB" => 20,
+        "G" | "GB" | "GI" | "GIB" => 30,
+        "T" | "TB" | "TI" | "TIB" => 40,
+        _ => return Err(bad()),
+    };
+    n.checked_mul(1u64 << shift).ok_or_else(bad)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::time::Duration;
+
+    fn valid(id: u64, size: u64, mtime_s: u64) -> Validator {
+        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(mtime_s);
+        Validator {
+            fileid: id,
+            size,
+            mtime: t,
+            ctime: t,
+        }
+    }
+
+    async fn fill_with(byte: u8, len: u64) -> Result<File, StorageError> {
+        let mut f = memfd()?;
+        f.write_all(&vec![byte; len as usize])?;
+        seal(&f)?;
+        Ok(f)
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("256M"), Ok(256 << 20));
+        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_size("64k"), Ok(64 << 10));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("0"), Ok(0));
+        assert!(parse_size("12X").is_err());
+        assert!(parse_size("M").is_err());
+        assert!(parse_size("-1M").is_err());
+        assert!(parse_size("99999999999T").is_err());
+    }
+
+    #[tokio::test]
+    async fn lru_keeps_the_bound_and_attributes_revalidate() {
+        let stats = Arc::new(CacheStats::default());
+        let cache = DataCache::new(250, stats.clone());
+        for (i, key) in [b"a", b"b"].iter().enumerate() {
+            let got = cache
+                .get_or_fill(*key, valid(i as u64, 100, 1), || fill_with(i as u8, 100))
+                .await
+                .unwrap();
+            assert!(got.is_some());
+        }
+        // "a" used last, so "b" is evicted for "c".
+        let hit = cache.get_or_fill(b"a", valid(0, 100, 1), || async {
+            panic!("a hit must not fill")
+        });
+        assert!(hit.await.unwrap().is_some());
+        cache
+            .get_or_fill(b"c", valid(2, 100, 1), || fill_with(2, 100))
+            .await
+            .unwrap();
+        assert_eq!(stats.bytes.load(Ordering::Relaxed), 200);
+        assert_eq!(stats.evictions.load(Ordering::Relaxed), 1);
+        assert!(cache.lookup(b"b", &valid(1, 100, 1)).is_none());
+        // A new mtime drops the copy and fills again.
+        cache
+            .get_or_fill(b"a", valid(0, 100, 2), || fill_with(9, 100))
+            .await
+            .unwrap();
+        assert_eq!(stats.invalidations.load(Ordering::Relaxed), 1);
+        // Too large: not cached, nothing evicted.
+        let big = cache.get_or_fill(b"d", valid(3, 251, 1), || async { panic!("no fill") });
+        assert!(big.await.unwrap().is_none());
+        // A failed fill gives its reservation back.
+        let failed = cache
+            .get_or_fill(b"e", valid(4, 50, 1), || async {
+                Err(StorageError::BadGateway("gone".into()))
+            })
+            .await;
+        assert!(failed.is_err());
+        assert_eq!(stats.bytes.load(Ordering::Relaxed), 200);
+        assert_eq!(stats.files.load(Ordering::Relaxed), 2);
+    }
+}
