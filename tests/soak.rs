@@ -62,6 +62,8 @@ struct Sample {
     t: f64,
     rss_kib: u64,
     fds: u64,
+    /// Of `fds`, the sockets: the connections held (plus the listeners).
+    sockets: u64,
     /// p99 of the server's own request timings recorded since the previous sample.
     p99_ms: Option<f64>,
     /// Requests the server recorded since the previous sample.
@@ -187,6 +189,18 @@ fn open_fds(pid: u32) -> u64 {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count() as u64)
 }
 
+/// Open descriptors of `pid` that are sockets (`socket:[inode]` links).
+fn open_sockets(pid: u32) -> u64 {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| {
+        d.filter_map(Result::ok)
+            .filter(|e| {
+                std::fs::read_link(e.path())
+                    .is_ok_and(|l| l.to_string_lossy().starts_with("socket:"))
+            })
+            .count() as u64
+    })
+}
+
 /// The server's cumulative latency snapshot from its metrics endpoint.
 fn metrics_snapshot(addr: SocketAddr) -> Option<latency::snapshot::Snapshot> {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
@@ -234,6 +248,7 @@ fn sample_loop(pid: u32, metrics: SocketAddr, interval: Duration, until: Instant
             t: start.elapsed().as_secs_f64(),
             rss_kib: rss_kib(pid),
             fds: open_fds(pid),
+            sockets: open_sockets(pid),
             p99_ms: series
                 .as_ref()
                 .filter(|s| s.count() > 0)
@@ -323,10 +338,13 @@ fn soak(server: Server, spec: &Spec, data: &Path, out: &Path) -> Outcome {
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let field = |k: &str| report[k].as_u64().unwrap_or(0);
     // Warm-up ends after `spec.warmup` and once the connections are all open (on a
-    // loaded machine the last workers connect late: that ramp is not a leak).
+    // loaded machine the last workers connect late: that ramp is not a leak). Counted as
+    // sockets, not descriptors: a server that holds more than one descriptor per
+    // connection reaches the connection count in descriptors while connections are still
+    // opening (rustnfs did: 1,712 descriptors, still rising, ended the warm-up early).
     let all_open = samples
         .iter()
-        .find(|s| s.fds >= u64::from(spec.connections))
+        .find(|s| s.sockets >= u64::from(spec.connections))
         .map_or(0.0, |s| s.t);
     let warm = spec.warmup.as_secs_f64().max(all_open);
     let series = |f: &dyn Fn(&Sample) -> Option<f64>| -> Vec<(f64, f64)> {

@@ -93,6 +93,7 @@ fn short_compare_reports_every_scenario() {
     let mut expected = vec![
         "B (local)",
         "A (NFS: rustnfs)",
+        "A (NFS: rustnfs, client cache — like a kernel mount)",
         "A (NFS: rustnfs, relay, unshaped control)",
         "A (NFS: rustnfs, rate=1gbit,delay=200us)",
     ];

@@ -14,13 +14,25 @@ use super::link::{Link, LinkSpec};
 use super::markdown::REFERENCE_SCENARIO;
 use crate::ours::ServerProcess;
 
+/// Scenario A with httpd's client data cache: the row comparable to the original
+/// experiment, whose httpd read through a kernel NFS mount with a page cache.
+pub const CLIENT_CACHE_SCENARIO: &str = "A (NFS: rustnfs, client cache — like a kernel mount)";
+
+/// The data cache size of [`CLIENT_CACHE_SCENARIO`]: room for the whole default dataset.
+const DATA_CACHE: &str = "256M";
+
 /// How a scenario's HTTP server is started.
 #[derive(Debug, Clone)]
 pub enum Launch {
     /// `servelab httpd --root DATASET`.
     HttpdLocal,
-    /// `servelab httpd --nfs` reading from rustnfs, optionally across an emulated link.
-    HttpdRustnfs { link: Option<LinkSpec> },
+    /// `servelab httpd --nfs` reading from rustnfs, optionally across an emulated link,
+    /// optionally with a client data cache (`--nfs-data-cache`, like a kernel mount's
+    /// page cache: revalidated on every request, served from memory when unchanged).
+    HttpdRustnfs {
+        link: Option<LinkSpec>,
+        data_cache: Option<&'static str>,
+    },
     /// `servelab httpd --nfs` reading from NFS-Ganesha.
     HttpdGanesha,
     /// nginx or Apache on the dataset.
@@ -45,8 +57,24 @@ pub fn specs(link: Option<LinkSpec>, ganesha: bool, peers: &[Baseline]) -> Vec<S
         },
         ScenarioSpec {
             name: "A (NFS: rustnfs)".into(),
-            description: "httpd --nfs: built-in NFSv3 client → rustnfs".into(),
-            launch: Launch::HttpdRustnfs { link: None },
+            description: "httpd --nfs: built-in NFSv3 client → rustnfs, every byte over the wire"
+                .into(),
+            launch: Launch::HttpdRustnfs {
+                link: None,
+                data_cache: None,
+            },
+        },
+        ScenarioSpec {
+            name: CLIENT_CACHE_SCENARIO.into(),
+            description: format!(
+                "httpd --nfs --nfs-data-cache {DATA_CACHE}: file data kept in memory, \
+                 revalidated by one LOOKUP per request (close-to-open, like a kernel NFS \
+                 mount's page cache — what the original experiment measured)"
+            ),
+            launch: Launch::HttpdRustnfs {
+                link: None,
+                data_cache: Some(DATA_CACHE),
+            },
         },
     ];
     if let Some(spec) = link {
@@ -55,12 +83,16 @@ pub fn specs(link: Option<LinkSpec>, ganesha: bool, peers: &[Baseline]) -> Vec<S
             description: "httpd --nfs → userspace relay (no delay, no rate limit) → rustnfs".into(),
             launch: Launch::HttpdRustnfs {
                 link: Some(LinkSpec::unshaped()),
+                data_cache: None,
             },
         });
         v.push(ScenarioSpec {
             name: format!("A (NFS: rustnfs, {spec})"),
             description: format!("httpd --nfs → emulated link ({spec}) → rustnfs"),
-            launch: Launch::HttpdRustnfs { link: Some(spec) },
+            launch: Launch::HttpdRustnfs {
+                link: Some(spec),
+                data_cache: None,
+            },
         });
     }
     if ganesha {
@@ -115,7 +147,10 @@ pub fn start(spec: &ScenarioSpec, env: &StartEnv<'_>) -> anyhow::Result<HttpScen
     let mut link = None;
     let (args, behind_rustnfs) = match &spec.launch {
         Launch::HttpdLocal => (vec!["--root".to_string(), root_arg], false),
-        Launch::HttpdRustnfs { link: l } => {
+        Launch::HttpdRustnfs {
+            link: l,
+            data_cache,
+        } => {
             let nfs = env
                 .rustnfs
                 .ok_or_else(|| anyhow::anyhow!("rustnfs is not running"))?;
@@ -128,7 +163,11 @@ pub fn start(spec: &ScenarioSpec, env: &StartEnv<'_>) -> anyhow::Result<HttpScen
                     a
                 }
             };
-            (nfs_args(format!("nfs://{addr}/"), env.nfs_cache_ms), true)
+            let mut args = nfs_args(format!("nfs://{addr}/"), env.nfs_cache_ms);
+            if let Some(size) = data_cache {
+                args.extend(["--nfs-data-cache".to_string(), size.to_string()]);
+            }
+            (args, true)
         }
         Launch::HttpdGanesha => {
             let g = env
