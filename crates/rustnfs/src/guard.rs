@@ -128,7 +128,7 @@ async fn release_idle_memory(guard: Arc<Guard>) {
 
 /// How this server reads client records: bounded by `--max-record`, the idle and request
 /// timeouts, and every byte drawn from the shared budget as it arrives.
-fn record_reader(guard: &Guard) -> RecordReader {
+pub(crate) fn record_reader(guard: &Guard) -> RecordReader {
     let cfg = &guard.config;
     RecordReader {
         max_record: cfg.max_record,
@@ -256,7 +256,7 @@ async fn send(out: &ClientWriter, record: &[u8], limit: Duration) -> Result<(), 
 }
 
 /// Calls the guard answers itself (see the module docs); `None`: the dispatcher answers.
-fn answer_locally(guard: &Guard, call: &Call, record: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn answer_locally(guard: &Guard, call: &Call, record: &[u8]) -> Option<Vec<u8>> {
     let start = Instant::now();
     let args = &record[call.args..];
     let (reply, status) = match (call.prog, call.proc_) {
@@ -367,10 +367,9 @@ async fn read(
     out: &ClientWriter,
 ) -> Result<(), Close> {
     let limit = guard.config.request_timeout;
-    let mut cur = Cursor::new(args);
-    let a = match READ3args::unpack(&mut cur) {
-        Ok((a, _)) if cur.position() as usize == args.len() => a,
-        _ => {
+    let a = match read_args(args) {
+        Some(a) => a,
+        None => {
             let r = rpcmsg::Rejection::GarbageArgs;
             send(out, &r.record(call.xid), limit).await?;
             guard
@@ -401,6 +400,28 @@ async fn read(
         .registry
         .record_op("READ", "total", status, start.elapsed(), bytes);
     Ok(())
+}
+
+/// READ's arguments, which must fill the record exactly; `None`: GARBAGE_ARGS.
+fn read_args(args: &[u8]) -> Option<READ3args> {
+    let mut cur = Cursor::new(args);
+    match READ3args::unpack(&mut cur) {
+        Ok((a, _)) if cur.position() as usize == args.len() => Some(a),
+        _ => None,
+    }
+}
+
+/// READ's reply record as the copy path builds it, without a socket or the budget (for
+/// the fuzzing entry, `crate::fuzzing`).
+pub(crate) fn read_copy(guard: &Guard, call: &Call, args: &[u8]) -> Vec<u8> {
+    match read_args(args) {
+        Some(a) => {
+            let mut rec = Vec::with_capacity(read_reply_capacity(a.count));
+            read_reply(&guard.fs, call.xid, &a, &mut rec);
+            rec
+        }
+        None => rpcmsg::Rejection::GarbageArgs.record(call.xid),
+    }
 }
 
 /// Whether READ data leaves with `sendfile` (the default) or is copied into a reply
