@@ -41,7 +41,7 @@ pub const OBJECTS: [&str; 7] = [
 ];
 
 /// Fuzz inputs cannot know this process's handles (inode and birth time of a fresh
-/// directory), so they name them by placeholder: `FUZZ-HANDLE-PLACEHOLDER-` and the
+/// directory), so they name them by placeholder: `FUZZ-HANDLE-PLACEHOLDR-` and the
 /// object's index, 24 bytes. [`Target::substitute`] swaps them for the real handles.
 pub fn placeholder(i: usize) -> [u8; HANDLE_LEN] {
     let mut b = *b"FUZZ-HANDLE-PLACEHOLDR-0";
@@ -51,38 +51,39 @@ pub fn placeholder(i: usize) -> [u8; HANDLE_LEN] {
 
 /// The server state a fuzz run answers with (made once per process).
 pub struct Target {
-    guard: Guard,
+    /// The server over the current export (remade after each checked input).
+    export: std::sync::Mutex<Export>,
     /// The temporary directory holding the export and the sentinel; removed on drop.
     dir: PathBuf,
     outside: PathBuf,
     sentinel: PathBuf,
-    handles: Vec<[u8; HANDLE_LEN]>,
     rt: tokio::runtime::Runtime,
     /// Everything outside the export as it was at start.
     start: Snapshot,
 }
 
-impl Target {
-    /// Makes the temporary export and the server state over it.
-    pub fn new() -> std::io::Result<Target> {
-        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!("rustnfs-fuzz-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir)?;
-        let export = dir.join("export");
-        let outside = dir.join("outside");
+/// One export as made by [`Export::fresh`], and the server over it.
+struct Export {
+    guard: Guard,
+    handles: Vec<[u8; HANDLE_LEN]>,
+}
+
+impl Export {
+    /// (Re)makes the fixture tree at `export` and opens a server over it: a fresh
+    /// `DirFs` (no cached nodes or descriptors), so every input starts from the same state.
+    fn fresh(export: &Path, sentinel: &Path) -> std::io::Result<Export> {
+        match std::fs::remove_dir_all(export) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
         std::fs::create_dir_all(export.join("dir/inner"))?;
-        std::fs::create_dir_all(&outside)?;
-        let sentinel = outside.join("sentinel");
-        std::fs::write(&sentinel, SENTINEL)?;
         std::fs::write(export.join("file"), b"fuzz file contents\n".repeat(200))?;
         std::fs::write(export.join("empty"), b"")?;
         std::fs::write(export.join("dir/small"), b"small")?;
-        std::os::unix::fs::symlink(&sentinel, export.join("outlink"))?;
+        std::os::unix::fs::symlink(sentinel, export.join("outlink"))?;
         std::os::unix::fs::symlink("/etc", export.join("abslink"))?;
         std::os::unix::fs::symlink("../../outside", export.join("dir/uplink"))?;
-        let config = Config::new(&export);
+        let config = Config::new(export);
         let registry = Registry::new("rustnfs_fuzz");
         let fs = DirFs::open(&config, registry.clone())
             .map_err(|e| std::io::Error::other(e.to_string()))?;
@@ -118,38 +119,11 @@ impl Target {
             budget,
             closed: Default::default(),
         };
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()?;
-        let start = snapshot_of(&dir, &outside, &sentinel);
-        Ok(Target {
-            start,
-            guard,
-            dir,
-            outside,
-            sentinel,
-            handles,
-            rt,
-        })
-    }
-
-    /// The export's directory.
-    pub fn export(&self) -> &Path {
-        self.guard.fs.export()
-    }
-
-    /// The directory beside the export holding the sentinel.
-    pub fn outside(&self) -> &Path {
-        &self.outside
-    }
-
-    /// The sentinel file.
-    pub fn sentinel(&self) -> &Path {
-        &self.sentinel
+        Ok(Export { guard, handles })
     }
 
     /// `bytes` with every placeholder replaced by its object's real handle.
-    pub fn substitute(&self, bytes: &[u8]) -> Vec<u8> {
+    fn substitute(&self, bytes: &[u8]) -> Vec<u8> {
         let mut out = bytes.to_vec();
         let mut i = 0;
         while i + HANDLE_LEN <= out.len() {
@@ -164,25 +138,77 @@ impl Target {
         }
         out
     }
+}
 
-    /// Answers the records in `stream` as one connection would: one entry per record
-    /// read, `(the call's xid if its header decoded, the reply record)`. Reading stops
+impl Target {
+    /// Makes the temporary directory (export and sentinel) and the server over it.
+    pub fn new() -> std::io::Result<Target> {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("rustnfs-fuzz-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)?;
+        let outside = dir.join("outside");
+        std::fs::create_dir_all(&outside)?;
+        let sentinel = outside.join("sentinel");
+        std::fs::write(&sentinel, SENTINEL)?;
+        let export = Export::fresh(&dir.join("export"), &sentinel)?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()?;
+        let start = snapshot_of(&dir, &outside, &sentinel);
+        Ok(Target {
+            start,
+            export: std::sync::Mutex::new(export),
+            dir,
+            outside,
+            sentinel,
+            rt,
+        })
+    }
+
+    /// The export's directory.
+    pub fn export(&self) -> PathBuf {
+        self.dir.join("export")
+    }
+
+    /// The directory beside the export holding the sentinel.
+    pub fn outside(&self) -> &Path {
+        &self.outside
+    }
+
+    /// The sentinel file.
+    pub fn sentinel(&self) -> &Path {
+        &self.sentinel
+    }
+
+    /// Answers the records in `stream` (placeholders substituted) as one connection would:
+    /// one entry per record read, `(the call's xid if its header decoded, the reply)`. Reading stops
     /// where the guard would close the connection (a bad record mark, an oversized or
     /// truncated record, a record that is not an RPC call).
     pub fn answer(&self, stream: &[u8]) -> Vec<(Option<u32>, Vec<u8>)> {
-        let reader = guard::record_reader(&self.guard);
-        let mut rd = stream;
-        let mut replies = Vec::new();
-        self.rt.block_on(async {
-            while let Ok(Some(record)) = reader.read(&mut rd).await {
-                match answer_record(&self.guard, &record) {
-                    Some(r) => replies.push(r),
-                    None => break,
-                }
-            }
-        });
-        replies
+        let export = self.export.lock().unwrap_or_else(|p| p.into_inner());
+        answer_stream(&self.rt, &export.guard, &export.substitute(stream))
     }
+}
+
+fn answer_stream(
+    rt: &tokio::runtime::Runtime,
+    guard: &Guard,
+    stream: &[u8],
+) -> Vec<(Option<u32>, Vec<u8>)> {
+    let reader = guard::record_reader(guard);
+    let mut rd = stream;
+    let mut replies = Vec::new();
+    rt.block_on(async {
+        while let Ok(Some(record)) = reader.read(&mut rd).await {
+            match answer_record(guard, &record) {
+                Some(r) => replies.push(r),
+                None => break,
+            }
+        }
+    });
+    replies
 }
 
 /// What the sentinel looked like at start: its bytes, inode, mode, size and times.
@@ -223,9 +249,9 @@ impl Target {
     /// The fuzz target's whole check: answers `input` (placeholders substituted) and
     /// panics if a reply is not one whole RPC reply record carrying its call's xid, if a
     /// reply holds the sentinel's bytes, or if anything outside the export changed.
-    /// Returns the replies.
+    /// Returns the replies, and remakes the export for the next input.
     pub fn check(&self, input: &[u8]) -> Vec<(Option<u32>, Vec<u8>)> {
-        let replies = self.answer(&self.substitute(input));
+        let replies = self.answer(input);
         for (xid, rec) in &replies {
             assert!(rec.len() >= 4, "a reply record without its mark");
             let mark = u32::from_be_bytes([rec[0], rec[1], rec[2], rec[3]]);
