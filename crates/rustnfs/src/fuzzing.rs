@@ -625,6 +625,74 @@ mod tests {
         assert_eq!(t.check(session).len(), 5);
     }
 
+    /// The largest single allocation this thread made since [`Largest::reset`]: the unit
+    /// tests' allocator is the system's, with this one measurement added.
+    struct Largest;
+
+    thread_local! {
+        static LARGEST: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+
+    impl Largest {
+        fn reset() {
+            LARGEST.with(|l| l.set(0));
+        }
+        fn get() -> usize {
+            LARGEST.with(|l| l.get())
+        }
+        fn note(size: usize) {
+            let _ = LARGEST.try_with(|l| l.set(l.get().max(size)));
+        }
+    }
+
+    // SAFETY: forwards to the system allocator unchanged.
+    unsafe impl std::alloc::GlobalAlloc for Largest {
+        unsafe fn alloc(&self, l: std::alloc::Layout) -> *mut u8 {
+            Largest::note(l.size());
+            unsafe { std::alloc::System.alloc(l) }
+        }
+        unsafe fn alloc_zeroed(&self, l: std::alloc::Layout) -> *mut u8 {
+            Largest::note(l.size());
+            unsafe { std::alloc::System.alloc_zeroed(l) }
+        }
+        unsafe fn realloc(&self, p: *mut u8, l: std::alloc::Layout, new: usize) -> *mut u8 {
+            Largest::note(new);
+            unsafe { std::alloc::System.realloc(p, l, new) }
+        }
+        unsafe fn dealloc(&self, p: *mut u8, l: std::alloc::Layout) {
+            unsafe { std::alloc::System.dealloc(p, l) }
+        }
+    }
+
+    #[global_allocator]
+    static ALLOC: Largest = Largest;
+
+    /// Found by `rustnfs_request`: a READ or FSSTAT whose handle claims 4 GiB made the
+    /// guard allocate 4 GiB (`nfs3_types`' `Opaque::unpack`) before reading it. Each is
+    /// now GARBAGE_ARGS with no allocation beyond the record's size.
+    #[test]
+    fn fuzz_regression_huge_handle_length_allocates_nothing() {
+        let t = Target::new().unwrap();
+        for (proc_, rest) in [(6, Xdr::default().u64(0).u32(64)), (18, Xdr::default())] {
+            let args = Xdr::default().u32(0xffff_fff0).fixed(&placeholder(1));
+            let mut rec = call(9, NFS_PROG, 3, proc_, 0, args);
+            rec.extend_from_slice(&rest.0);
+            let len = rec.len() - 4;
+            rec[..4].copy_from_slice(&oncrpc::record::mark(len));
+            Largest::reset();
+            let replies = t.answer(&rec);
+            let largest = Largest::get();
+            assert!(largest < 4 << 20, "proc {proc_}: allocated {largest} bytes");
+            assert_eq!(replies.len(), 1);
+            let h = rpcmsg::decode_reply(&replies[0].1[4..]).unwrap();
+            assert_eq!(
+                h.status,
+                Err(rpcmsg::Rejection::GarbageArgs),
+                "proc {proc_}"
+            );
+        }
+    }
+
     /// The check notices a reply that names the sentinel's bytes: a READ of a file
     /// inside the export holding them (the property is live, not vacuous).
     #[test]

@@ -8,17 +8,16 @@
 //! (into a budgeted reply buffer), PMAP GETPORT and FSSTAT are answered here; every other
 //! call goes to the in-process dispatcher (`crate::nfs`), on the connection's own task.
 
-use std::io::Cursor;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use latency::Registry;
 use nfs3_types::nfs3::{
-    FSSTAT3args, FSSTAT3res, FSSTAT3resfail, READ3args, READ3res, READ3resfail, READ3resok, fattr3,
-    nfsstat3, post_op_attr,
+    FSSTAT3res, FSSTAT3resfail, READ3args, READ3res, READ3resfail, READ3resok, fattr3, nfsstat3,
+    post_op_attr,
 };
-use nfs3_types::xdr_codec::{Opaque, Pack, Unpack};
+use nfs3_types::xdr_codec::{Opaque, Pack};
 use oncrpc::Budget;
 use oncrpc::msg::{self as rpcmsg, AcceptStat};
 use oncrpc::record::{self, RecordError, RecordReader};
@@ -274,9 +273,11 @@ pub(crate) fn answer_locally(guard: &Guard, call: &Call, record: &[u8]) -> Optio
                 _ => (rpc::accepted_reply(call.xid, 4, &[]), "GARBAGE_ARGS"),
             }
         }
-        (NFS_PROG, 18) if call.vers == 3 => match FSSTAT3args::unpack(&mut Cursor::new(args)) {
-            Ok((a, _)) => {
-                let res = match decode_fh(&guard.fs, &a.fsroot.data) {
+        // The handle is decoded bounded (`nfs::xdr`), as the dispatcher does:
+        // `FSSTAT3args::unpack` would allocate whatever length the client wrote.
+        (NFS_PROG, 18) if call.vers == 3 => match fsstat_args(args) {
+            Some(fsroot) => {
+                let res = match decode_fh(&guard.fs, fsroot) {
                     Ok(fh) => match guard.fs.fsstat(&fh) {
                         Ok(ok) => FSSTAT3res::Ok(ok),
                         Err(s) => FSSTAT3res::Err((s, FSSTAT3resfail::default())),
@@ -293,7 +294,7 @@ pub(crate) fn answer_locally(guard: &Guard, call: &Call, record: &[u8]) -> Optio
                 }
                 (rpc::accepted_reply(call.xid, 0, &body), status)
             }
-            Err(_) => (rpc::accepted_reply(call.xid, 4, &[]), "GARBAGE_ARGS"),
+            None => (rpc::accepted_reply(call.xid, 4, &[]), "GARBAGE_ARGS"),
         },
         _ => return None,
     };
@@ -402,13 +403,30 @@ async fn read(
     Ok(())
 }
 
-/// READ's arguments, which must fill the record exactly; `None`: GARBAGE_ARGS.
+/// FSSTAT's argument, the root handle, borrowed from the record; `None`: GARBAGE_ARGS.
+fn fsstat_args(args: &[u8]) -> Option<&[u8]> {
+    let mut a = crate::nfs::xdr::Args::new(args);
+    let fh = a.fh().ok()?;
+    a.end().ok()?;
+    Some(fh)
+}
+
+/// READ's arguments, which must fill the record exactly; `None`: GARBAGE_ARGS. Decoded
+/// bounded (`nfs::xdr`): `READ3args::unpack` allocates the handle's claimed length (up to
+/// 4 GiB) before reading it — found by the `rustnfs_request` fuzz target.
 fn read_args(args: &[u8]) -> Option<READ3args> {
-    let mut cur = Cursor::new(args);
-    match READ3args::unpack(&mut cur) {
-        Ok((a, _)) if cur.position() as usize == args.len() => Some(a),
-        _ => None,
-    }
+    let mut a = crate::nfs::xdr::Args::new(args);
+    let fh = a.fh().ok()?;
+    let offset = a.u64().ok()?;
+    let count = a.u32().ok()?;
+    a.end().ok()?;
+    Some(READ3args {
+        file: nfs3_types::nfs3::nfs_fh3 {
+            data: Opaque::owned(fh.to_vec()),
+        },
+        offset,
+        count,
+    })
 }
 
 /// READ's reply record as the copy path builds it, without a socket or the budget (for
@@ -616,6 +634,8 @@ fn decode_fh(fs: &DirFs, data: &[u8]) -> Result<Fh, nfsstat3> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nfs3_types::xdr_codec::Unpack;
+    use std::io::Cursor;
 
     fn wire_handle(fs: &DirFs, fh: &Fh) -> Vec<u8> {
         fs.wire(fh).data.as_ref().to_vec()
