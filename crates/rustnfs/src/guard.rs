@@ -9,7 +9,6 @@
 //! every other call goes to the in-process dispatcher (`crate::nfs`), on the
 //! connection's own task.
 
-use std::io::Cursor;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,7 +17,7 @@ use latency::Registry;
 use nfs3_types::nfs3::{
     READ3args, READ3res, READ3resfail, READ3resok, fattr3, nfsstat3, post_op_attr,
 };
-use nfs3_types::xdr_codec::{Opaque, Pack, Unpack};
+use nfs3_types::xdr_codec::{Opaque, Pack};
 use oncrpc::Budget;
 use oncrpc::msg::{self as rpcmsg, AcceptStat};
 use oncrpc::record::{self, RecordError, RecordReader};
@@ -126,7 +125,7 @@ async fn release_idle_memory(guard: Arc<Guard>) {
 
 /// How this server reads client records: bounded by `--max-record`, the idle and request
 /// timeouts, and every byte drawn from the shared budget as it arrives.
-fn record_reader(guard: &Guard) -> RecordReader {
+pub(crate) fn record_reader(guard: &Guard) -> RecordReader {
     let cfg = &guard.config;
     RecordReader {
         max_record: cfg.max_record,
@@ -225,7 +224,7 @@ async fn connection(
 
 /// Why [`admit`] refused a record.
 #[derive(Debug, PartialEq, Eq)]
-enum Refusal {
+pub(crate) enum Refusal {
     /// Not an ONC RPC call at all: nothing to answer, the connection is closed.
     Garbage,
     /// A call refused before any procedure runs; `op` names it for the metrics.
@@ -239,7 +238,7 @@ enum Refusal {
 /// The front door's checks, made here and only here for every call: a header `oncrpc`
 /// can read, RPC version 2, a credential and verifier this server accepts, a program
 /// and version it speaks. A header that passes is one the procedures may run.
-fn admit(record: &[u8]) -> Result<rpcmsg::CallHeader<'_>, Refusal> {
+pub(crate) fn admit(record: &[u8]) -> Result<rpcmsg::CallHeader<'_>, Refusal> {
     let header = rpcmsg::decode_call(record).map_err(|e| match e.rejection() {
         Some((xid, rejection)) => Refusal::Reply {
             xid,
@@ -331,10 +330,9 @@ async fn read(
     out: &ClientWriter,
 ) -> Result<(), Close> {
     let limit = guard.config.request_timeout;
-    let mut cur = Cursor::new(args);
-    let a = match READ3args::unpack(&mut cur) {
-        Ok((a, _)) if cur.position() as usize == args.len() => a,
-        _ => {
+    let a = match read_args(args) {
+        Some(a) => a,
+        None => {
             let r = rpcmsg::Rejection::GarbageArgs;
             send(out, &r.record(call.xid), limit).await?;
             guard
@@ -365,6 +363,37 @@ async fn read(
         .registry
         .record_op("READ", "total", status, start.elapsed(), bytes);
     Ok(())
+}
+
+/// READ's arguments, which must fill the record exactly; `None`: GARBAGE_ARGS. Decoded
+/// bounded (`nfs::xdr`): `READ3args::unpack` allocates the handle's claimed length (up to
+/// 4 GiB) before reading it — found by the `rustnfs_request` fuzz target.
+fn read_args(args: &[u8]) -> Option<READ3args> {
+    let mut a = crate::nfs::xdr::Args::new(args);
+    let fh = a.fh().ok()?;
+    let offset = a.u64().ok()?;
+    let count = a.u32().ok()?;
+    a.end().ok()?;
+    Some(READ3args {
+        file: nfs3_types::nfs3::nfs_fh3 {
+            data: Opaque::owned(fh.to_vec()),
+        },
+        offset,
+        count,
+    })
+}
+
+/// READ's reply record as the copy path builds it, without a socket or the budget (for
+/// the fuzzing entry, `crate::fuzzing`).
+pub(crate) fn read_copy(guard: &Guard, call: &Call, args: &[u8]) -> Vec<u8> {
+    match read_args(args) {
+        Some(a) => {
+            let mut rec = Vec::with_capacity(read_reply_capacity(a.count));
+            read_reply(&guard.fs, call.xid, &a, &mut rec);
+            rec
+        }
+        None => rpcmsg::Rejection::GarbageArgs.record(call.xid),
+    }
 }
 
 /// Whether READ data leaves with `sendfile` (the default) or is copied into a reply
@@ -555,6 +584,8 @@ fn read_reply(fs: &DirFs, xid: u32, a: &READ3args, rec: &mut Vec<u8>) {
 mod tests {
     use super::*;
     use crate::fs::Fh;
+    use nfs3_types::xdr_codec::Unpack;
+    use std::io::Cursor;
 
     fn wire_handle(fs: &DirFs, fh: &Fh) -> Vec<u8> {
         fs.wire(fh).data.as_ref().to_vec()

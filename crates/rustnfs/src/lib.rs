@@ -23,6 +23,8 @@ pub mod cli;
 pub mod config;
 mod error;
 pub mod fs;
+#[doc(hidden)]
+pub mod fuzzing;
 mod guard;
 pub mod health;
 mod metrics;

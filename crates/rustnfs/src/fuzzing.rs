@@ -1,0 +1,707 @@
+//! The entry the `rustnfs_request` fuzz target drives: a client's bytes through the guard's per-record path.
+//!
+//! Not an API: `#[doc(hidden)]`, for fuzz/fuzz_targets/rustnfs_request.rs and its seed
+//! writer. [`Target::answer`] takes the bytes a client sends on one connection (record
+//! marks included), reads them into records with the guard's own bounded reader and
+//! answers each record in the guard's order: `oncrpc` call decoding (an undecodable
+//! record closes the connection, as the guard does), the header checks, READ (the copy
+//! path; the sendfile path differs only in how the bytes leave), the calls the guard
+//! answers itself, then [`crate::nfs::Dispatcher::dispatch`]. The export is a temporary
+//! directory made once per process, with a sentinel file beside it (outside the export)
+//! that the target checks is never read, changed or named.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use latency::Registry;
+
+use crate::config::Config;
+use crate::fs::DirFs;
+use crate::guard::{self, Guard};
+use crate::rpc::{Call, NFS_PROG};
+use oncrpc::msg as rpcmsg;
+
+/// Bytes of the sentinel file outside the export; they must never appear in a reply.
+pub const SENTINEL: &[u8] = b"rustnfs-fuzz sentinel: outside the export, never served 5f1c9a";
+
+/// A wire file handle is this long; [`PLACEHOLDERS`] are too, so swapping keeps lengths.
+pub const HANDLE_LEN: usize = crate::fs::handle::WIRE_LEN;
+
+/// What the placeholders stand for, in order: the export's root, `file` (a few KiB),
+/// `dir`, `dir/inner`, `outlink` (a symlink to the sentinel), `abslink` (a symlink to
+/// `/etc`), `empty`.
+pub const OBJECTS: [&str; 7] = [
+    "",
+    "file",
+    "dir",
+    "dir/inner",
+    "outlink",
+    "abslink",
+    "empty",
+];
+
+/// Fuzz inputs cannot know this process's handles (inode and birth time of a fresh
+/// directory), so they name them by placeholder: `FUZZ-HANDLE-PLACEHOLDR-` and the
+/// object's index, 24 bytes. [`Target::substitute`] swaps them for the real handles.
+pub fn placeholder(i: usize) -> [u8; HANDLE_LEN] {
+    let mut b = *b"FUZZ-HANDLE-PLACEHOLDR-0";
+    b[HANDLE_LEN - 1] = b'0' + i as u8;
+    b
+}
+
+/// The server state a fuzz run answers with (made once per process).
+pub struct Target {
+    /// The server over the current export (remade after each checked input).
+    export: std::sync::Mutex<Export>,
+    /// The temporary directory holding the export and the sentinel; removed on drop.
+    dir: PathBuf,
+    outside: PathBuf,
+    sentinel: PathBuf,
+    rt: tokio::runtime::Runtime,
+    /// Everything outside the export as it was at start.
+    start: Snapshot,
+}
+
+/// One export as made by [`Export::fresh`], and the server over it.
+struct Export {
+    guard: Guard,
+    handles: Vec<[u8; HANDLE_LEN]>,
+}
+
+impl Export {
+    /// (Re)makes the fixture tree at `export` and opens a server over it: a fresh
+    /// `DirFs` (no cached nodes or descriptors), so every input starts from the same state.
+    fn fresh(export: &Path, sentinel: &Path) -> std::io::Result<Export> {
+        match std::fs::remove_dir_all(export) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        std::fs::create_dir_all(export.join("dir/inner"))?;
+        std::fs::write(export.join("file"), b"fuzz file contents\n".repeat(200))?;
+        std::fs::write(export.join("empty"), b"")?;
+        std::fs::write(export.join("dir/small"), b"small")?;
+        std::os::unix::fs::symlink(sentinel, export.join("outlink"))?;
+        std::os::unix::fs::symlink("/etc", export.join("abslink"))?;
+        std::os::unix::fs::symlink("../../outside", export.join("dir/uplink"))?;
+        let config = Config::new(export);
+        let registry = Registry::new("rustnfs_fuzz");
+        let fs = DirFs::open(&config, registry.clone())
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        let handles = OBJECTS
+            .iter()
+            .map(|p| {
+                let mut fh = fs.root_fh();
+                for name in p.split('/').filter(|n| !n.is_empty()) {
+                    fh = match fs.lookup(&fh, name.as_bytes()).0 {
+                        Ok((fh, _)) => fh,
+                        Err(s) => {
+                            let e = format!("fixture object {p}: {s:?}");
+                            return Err(std::io::Error::other(e));
+                        }
+                    };
+                }
+                let mut b = [0; HANDLE_LEN];
+                b.copy_from_slice(&fs.wire(&fh).data);
+                Ok(b)
+            })
+            .collect::<std::io::Result<_>>()?;
+        let budget = oncrpc::Budget::new(config.max_buffer_bytes.max(2 * config.max_record));
+        let (_tx, stopping) = tokio::sync::watch::channel(false);
+        let guard = Guard {
+            nfs: crate::nfs::Dispatcher::new(fs.clone(), registry.clone(), 2049, config.squash),
+            config: Arc::new(config),
+            fs,
+            registry,
+            permits: Arc::new(tokio::sync::Semaphore::new(1)),
+            stopping,
+            buffers: crate::buffers::ReplyBuffers::new(budget.clone()),
+            budget,
+            closed: Default::default(),
+        };
+        Ok(Export { guard, handles })
+    }
+
+    /// `bytes` with every placeholder replaced by its object's real handle.
+    fn substitute(&self, bytes: &[u8]) -> Vec<u8> {
+        let mut out = bytes.to_vec();
+        let mut i = 0;
+        while i + HANDLE_LEN <= out.len() {
+            let hit = (0..self.handles.len()).find(|&k| out[i..i + HANDLE_LEN] == placeholder(k));
+            match hit {
+                Some(k) => {
+                    out[i..i + HANDLE_LEN].copy_from_slice(&self.handles[k]);
+                    i += HANDLE_LEN;
+                }
+                None => i += 1,
+            }
+        }
+        out
+    }
+}
+
+impl Target {
+    /// Makes the temporary directory (export and sentinel) and the server over it.
+    pub fn new() -> std::io::Result<Target> {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("rustnfs-fuzz-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)?;
+        let outside = dir.join("outside");
+        std::fs::create_dir_all(&outside)?;
+        let sentinel = outside.join("sentinel");
+        std::fs::write(&sentinel, SENTINEL)?;
+        let export = Export::fresh(&dir.join("export"), &sentinel)?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()?;
+        let start = snapshot_of(&dir, &outside, &sentinel);
+        Ok(Target {
+            start,
+            export: std::sync::Mutex::new(export),
+            dir,
+            outside,
+            sentinel,
+            rt,
+        })
+    }
+
+    /// The export's directory.
+    pub fn export(&self) -> PathBuf {
+        self.dir.join("export")
+    }
+
+    /// The directory beside the export holding the sentinel.
+    pub fn outside(&self) -> &Path {
+        &self.outside
+    }
+
+    /// The sentinel file.
+    pub fn sentinel(&self) -> &Path {
+        &self.sentinel
+    }
+
+    /// Answers the records in `stream` (placeholders substituted) as one connection would:
+    /// one entry per record read, `(the call's xid if its header decoded, the reply)`. Reading stops
+    /// where the guard would close the connection (a bad record mark, an oversized or
+    /// truncated record, a record that is not an RPC call).
+    pub fn answer(&self, stream: &[u8]) -> Vec<(Option<u32>, Vec<u8>)> {
+        let export = self.export.lock().unwrap_or_else(|p| p.into_inner());
+        answer_stream(&self.rt, &export.guard, &export.substitute(stream))
+    }
+}
+
+fn answer_stream(
+    rt: &tokio::runtime::Runtime,
+    guard: &Guard,
+    stream: &[u8],
+) -> Vec<(Option<u32>, Vec<u8>)> {
+    let reader = guard::record_reader(guard);
+    let mut rd = stream;
+    let mut replies = Vec::new();
+    rt.block_on(async {
+        while let Ok(Some(record)) = reader.read(&mut rd).await {
+            match answer_record(guard, &record) {
+                Some(r) => replies.push(r),
+                None => break,
+            }
+        }
+    });
+    replies
+}
+
+/// What the sentinel looked like at start: its bytes, inode, mode, size and times.
+type Snapshot = (Vec<u8>, u64, u32, u64, i64, i64, Vec<std::ffi::OsString>);
+
+fn snapshot(t: &Target) -> Snapshot {
+    snapshot_of(&t.dir, &t.outside, &t.sentinel)
+}
+
+fn snapshot_of(dir: &Path, outside: &Path, sentinel: &Path) -> Snapshot {
+    use std::os::unix::fs::MetadataExt;
+    let bytes = std::fs::read(sentinel).expect("the sentinel is readable");
+    let m = std::fs::metadata(sentinel).expect("the sentinel exists");
+    let mut names: Vec<_> = std::fs::read_dir(dir)
+        .and_then(|d| d.map(|e| e.map(|e| e.file_name())).collect())
+        .expect("the fixture directory lists");
+    names.extend(
+        std::fs::read_dir(outside)
+            .and_then(|d| {
+                d.map(|e| e.map(|e| e.file_name()))
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .expect("the outside directory lists"),
+    );
+    names.sort();
+    (
+        bytes,
+        m.ino(),
+        m.mode(),
+        m.size(),
+        m.mtime(),
+        m.ctime(),
+        names,
+    )
+}
+
+impl Target {
+    /// The fuzz target's whole check: answers `input` (placeholders substituted) and
+    /// panics if a reply is not one whole RPC reply record carrying its call's xid, if a
+    /// reply holds the sentinel's bytes, or if anything outside the export changed.
+    /// Returns the replies, and remakes the export for the next input.
+    pub fn check(&self, input: &[u8]) -> Vec<(Option<u32>, Vec<u8>)> {
+        let replies = self.answer(input);
+        for (xid, rec) in &replies {
+            assert!(rec.len() >= 4, "a reply record without its mark");
+            let mark = u32::from_be_bytes([rec[0], rec[1], rec[2], rec[3]]);
+            assert_eq!(
+                mark & 0x8000_0000,
+                0x8000_0000,
+                "a reply in one last fragment"
+            );
+            assert_eq!(
+                (mark & 0x7fff_ffff) as usize,
+                rec.len() - 4,
+                "reply mark length"
+            );
+            let h = rpcmsg::decode_reply(&rec[4..])
+                .unwrap_or_else(|e| panic!("the reply does not decode as an RPC reply: {e}"));
+            if let Some(xid) = xid {
+                assert_eq!(h.xid, *xid, "the reply carries the call's xid");
+            }
+            assert!(
+                !rec.windows(SENTINEL.len()).any(|w| w == SENTINEL),
+                "a reply holds the sentinel's bytes (outside the export)"
+            );
+        }
+        assert_eq!(
+            snapshot(self),
+            self.start,
+            "something outside the export changed"
+        );
+        replies
+    }
+}
+
+impl Drop for Target {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// One record through the guard's order (its own [`guard::admit`], READ on the copy
+/// path, every other call to the dispatcher); `None`: the guard closes the connection.
+fn answer_record(guard: &Guard, record: &[u8]) -> Option<(Option<u32>, Vec<u8>)> {
+    let header = match guard::admit(record) {
+        Ok(h) => h,
+        Err(guard::Refusal::Garbage) => return None,
+        Err(guard::Refusal::Reply { xid, rejection, .. }) => {
+            return Some((Some(xid), rejection.record(xid)));
+        }
+    };
+    let call = Call::from(&header);
+    let reply = if call.prog == NFS_PROG && call.proc_ == 6 {
+        guard::read_copy(guard, &call, &record[call.args..])
+    } else {
+        let mut reply = Vec::new();
+        guard.nfs.dispatch(&header, record, &mut reply);
+        reply
+    };
+    Some((Some(call.xid), reply))
+}
+
+/// XDR for the seeds, written by hand (RFC 1813's argument layouts) so a seed can also
+/// carry what `nfs3_types` would refuse to build.
+#[derive(Default)]
+struct Xdr(Vec<u8>);
+
+impl Xdr {
+    fn u32(mut self, v: u32) -> Self {
+        self.0.extend_from_slice(&v.to_be_bytes());
+        self
+    }
+    fn u64(mut self, v: u64) -> Self {
+        self.0.extend_from_slice(&v.to_be_bytes());
+        self
+    }
+    fn opaque(self, b: &[u8]) -> Self {
+        self.u32(b.len() as u32).fixed(b)
+    }
+    fn fixed(mut self, b: &[u8]) -> Self {
+        self.0.extend_from_slice(b);
+        self.0.resize(self.0.len().next_multiple_of(4), 0);
+        self
+    }
+    /// The handle of [`OBJECTS`]`[k]`, by placeholder.
+    fn fh(self, k: usize) -> Self {
+        self.opaque(&placeholder(k))
+    }
+    fn dirop(self, k: usize, name: &str) -> Self {
+        self.fh(k).opaque(name.as_bytes())
+    }
+    /// An sattr3 setting the mode (if given) and nothing else.
+    fn sattr(self, mode: Option<u32>) -> Self {
+        let x = match mode {
+            Some(m) => self.u32(1).u32(m),
+            None => self.u32(0),
+        };
+        x.u32(0).u32(0).u32(0).u32(0).u32(0)
+    }
+}
+
+/// One call record (mark included) with an AUTH_SYS credential for `uid`/`gid`.
+fn call(xid: u32, prog: u32, vers: u32, proc_: u32, uid: u32, args: Xdr) -> Vec<u8> {
+    let cred = Xdr::default()
+        .u32(7)
+        .opaque(b"fuzz")
+        .u32(uid)
+        .u32(uid)
+        .u32(1)
+        .u32(100)
+        .0;
+    let mut body = Vec::new();
+    rpcmsg::encode_call(
+        &mut body,
+        xid,
+        prog,
+        vers,
+        proc_,
+        rpcmsg::OpaqueAuth {
+            flavor: 1,
+            body: &cred,
+        },
+    );
+    body.extend_from_slice(&args.0);
+    oncrpc::record::frame(&body)
+}
+
+/// Real calls for the fuzz target's seed corpus: every NFSv3, MOUNT and portmapper
+/// procedure with well-formed arguments on the fixture's objects (handles by
+/// placeholder), attempts to leave the export, RPC-level refusals, a fragmented record
+/// and several records on one connection. `(file name, bytes)`.
+pub fn seeds() -> Vec<(String, Vec<u8>)> {
+    const NFS: u32 = NFS_PROG;
+    const MNT: u32 = crate::rpc::MOUNT_PROG;
+    const PMAP: u32 = crate::rpc::PMAP_PROG;
+    let x = Xdr::default;
+    let nfs: Vec<(&str, u32, Xdr)> = vec![
+        ("null", 0, x()),
+        ("getattr_root", 1, x().fh(0)),
+        ("getattr_outlink", 1, x().fh(4)),
+        ("setattr_mode", 2, x().fh(1).sattr(Some(0o644)).u32(0)),
+        (
+            "setattr_size_guarded",
+            2,
+            x().fh(6)
+                .u32(0)
+                .u32(0)
+                .u32(0)
+                .u32(1)
+                .u64(3)
+                .u32(1)
+                .u32(1)
+                .u32(1)
+                .u32(5)
+                .u32(0),
+        ),
+        ("lookup_file", 3, x().dirop(0, "file")),
+        ("lookup_dotdot", 3, x().dirop(0, "..")),
+        ("lookup_dotdot_dir", 3, x().dirop(2, "..")),
+        ("lookup_outlink", 3, x().dirop(0, "outlink")),
+        ("lookup_uplink", 3, x().dirop(2, "uplink")),
+        ("lookup_slash", 3, x().dirop(0, "dir/../..")),
+        ("access", 4, x().fh(1).u32(0x3f)),
+        ("readlink_outlink", 5, x().fh(4)),
+        ("readlink_abslink", 5, x().fh(5)),
+        ("read_file", 6, x().fh(1).u64(0).u32(4096)),
+        ("read_file_past_end", 6, x().fh(1).u64(1 << 40).u32(16)),
+        ("read_outlink", 6, x().fh(4).u64(0).u32(64)),
+        ("read_dir", 6, x().fh(2).u64(0).u32(64)),
+        (
+            "write_file",
+            7,
+            x().fh(6).u64(0).u32(5).u32(2).opaque(b"hello"),
+        ),
+        (
+            "write_unstable",
+            7,
+            x().fh(6).u64(9).u32(3).u32(0).opaque(b"abc"),
+        ),
+        (
+            "create_unchecked",
+            8,
+            x().dirop(2, "new").u32(0).sattr(Some(0o600)),
+        ),
+        (
+            "create_guarded_exists",
+            8,
+            x().dirop(0, "file").u32(1).sattr(None),
+        ),
+        (
+            "create_exclusive",
+            8,
+            x().dirop(0, "excl").u32(2).fixed(b"verifier"),
+        ),
+        (
+            "create_through_uplink",
+            8,
+            x().dirop(2, "uplink/escape").u32(0).sattr(None),
+        ),
+        ("mkdir", 9, x().dirop(0, "newdir").sattr(Some(0o755))),
+        (
+            "symlink_out",
+            10,
+            x().dirop(2, "ln")
+                .sattr(None)
+                .opaque(b"../../outside/sentinel"),
+        ),
+        (
+            "mknod_fifo",
+            11,
+            x().dirop(2, "fifo").u32(7).sattr(Some(0o600)),
+        ),
+        (
+            "mknod_chr",
+            11,
+            x().dirop(2, "chr").u32(4).sattr(None).u32(1).u32(3),
+        ),
+        ("remove", 12, x().dirop(2, "small")),
+        ("remove_outlink", 12, x().dirop(0, "outlink")),
+        ("rmdir", 13, x().dirop(2, "inner")),
+        ("rename", 14, x().dirop(0, "empty").dirop(2, "moved")),
+        ("rename_dotdot", 14, x().dirop(0, "file").dirop(2, "..")),
+        ("link", 15, x().fh(1).dirop(2, "hard")),
+        ("link_outlink", 15, x().fh(4).dirop(0, "hard2")),
+        ("readdir", 16, x().fh(0).u64(0).fixed(&[0; 8]).u32(4096)),
+        (
+            "readdir_cookie",
+            16,
+            x().fh(2).u64(3).fixed(&[0; 8]).u32(512),
+        ),
+        (
+            "readdirplus",
+            17,
+            x().fh(0).u64(0).fixed(&[0; 8]).u32(1024).u32(8192),
+        ),
+        ("fsstat", 18, x().fh(0)),
+        ("fsinfo", 19, x().fh(0)),
+        ("pathconf", 20, x().fh(2)),
+        ("commit", 21, x().fh(1).u64(0).u32(0)),
+        ("unknown_proc", 22, x().fh(0)),
+    ];
+    let mut out: Vec<(String, Vec<u8>)> = Vec::new();
+    for (i, (name, proc_, args)) in nfs.into_iter().enumerate() {
+        out.push((
+            format!("nfs_{name}"),
+            call(0x100 + i as u32, NFS, 3, proc_, 0, args),
+        ));
+    }
+    let mount: Vec<(&str, u32, Xdr)> = vec![
+        ("null", 0, x()),
+        ("mnt_root", 1, x().opaque(b"/")),
+        ("mnt_export", 1, x().opaque(b"/export")),
+        ("mnt_dotdot", 1, x().opaque(b"/../outside")),
+        ("dump", 2, x()),
+        ("umnt", 3, x().opaque(b"/")),
+        ("umntall", 4, x()),
+        ("export", 5, x()),
+    ];
+    for (i, (name, proc_, args)) in mount.into_iter().enumerate() {
+        out.push((
+            format!("mount_{name}"),
+            call(0x200 + i as u32, MNT, 3, proc_, 0, args),
+        ));
+    }
+    let getport = |prog| x().u32(prog).u32(3).u32(6).u32(0);
+    out.push(("pmap_null".into(), call(0x300, PMAP, 2, 0, 0, x())));
+    out.push((
+        "pmap_getport_nfs".into(),
+        call(0x301, PMAP, 2, 3, 0, getport(NFS)),
+    ));
+    out.push((
+        "pmap_getport_other".into(),
+        call(0x302, PMAP, 2, 3, 0, getport(7)),
+    ));
+    out.push(("pmap_dump".into(), call(0x303, PMAP, 2, 4, 0, x())));
+    // As a user who owns nothing: the permission checks.
+    out.push((
+        "nfs_read_as_user".into(),
+        call(0x400, NFS, 3, 6, 1000, x().fh(1).u64(0).u32(64)),
+    ));
+    out.push((
+        "nfs_write_as_user".into(),
+        call(
+            0x401,
+            NFS,
+            3,
+            7,
+            1000,
+            x().fh(1).u64(0).u32(1).u32(2).opaque(b"x"),
+        ),
+    ));
+    // RPC-level refusals (NFSv2, an unknown program, RPC version 3), and AUTH_NONE.
+    out.push(("rpc_nfs_v2".into(), call(0x500, NFS, 2, 1, 0, x().fh(0))));
+    out.push((
+        "rpc_prog_unavail".into(),
+        call(0x501, 400_000, 1, 0, 0, x()),
+    ));
+    let mut rpcvers = call(0x502, NFS, 3, 0, 0, x());
+    rpcvers[4 + 11] = 3;
+    out.push(("rpc_version_3".into(), rpcvers));
+    let mut none = Vec::new();
+    rpcmsg::encode_call(
+        &mut none,
+        0x503,
+        NFS,
+        3,
+        1,
+        rpcmsg::OpaqueAuth {
+            flavor: 0,
+            body: &[],
+        },
+    );
+    none.extend_from_slice(&x().fh(0).0);
+    out.push(("nfs_auth_none".into(), oncrpc::record::frame(&none)));
+    // One call in two fragments (the first without the last-fragment bit).
+    let whole = call(0x600, NFS, 3, 3, 0, x().dirop(0, "dir"));
+    let body = &whole[4..];
+    let (a, b) = body.split_at(20);
+    let mut frag = (a.len() as u32).to_be_bytes().to_vec();
+    frag.extend_from_slice(a);
+    frag.extend_from_slice(&oncrpc::record::mark(b.len()));
+    frag.extend_from_slice(b);
+    out.push(("record_fragments".into(), frag));
+    // A session: mount, look up, read, write, read back, list.
+    let mut session = Vec::new();
+    session.extend(call(0x700, MNT, 3, 1, 0, x().opaque(b"/")));
+    session.extend(call(0x701, NFS, 3, 3, 0, x().dirop(0, "dir")));
+    session.extend(call(
+        0x702,
+        NFS,
+        3,
+        7,
+        0,
+        x().fh(6).u64(0).u32(2).u32(2).opaque(b"hi"),
+    ));
+    session.extend(call(0x703, NFS, 3, 6, 0, x().fh(1).u64(10).u32(100)));
+    session.extend(call(
+        0x704,
+        NFS,
+        3,
+        17,
+        0,
+        x().fh(2).u64(0).fixed(&[0; 8]).u32(512).u32(4096),
+    ));
+    out.push(("session".into(), session));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every seed is answered, each reply is well formed (the fuzz target's checks), and
+    /// the well-formed calls are accepted: the seeds reach the procedures.
+    #[test]
+    fn fuzz_seeds_are_answered_and_reach_the_procedures() {
+        let t = Target::new().unwrap();
+        let seeds = seeds();
+        assert!(seeds.len() > 60);
+        for (name, bytes) in &seeds {
+            let replies = t.check(bytes);
+            assert!(!replies.is_empty(), "{name}: no reply");
+            let accepted = replies
+                .iter()
+                .all(|(_, r)| rpcmsg::decode_reply(&r[4..]).is_ok_and(|h| h.status.is_ok()));
+            let refused = name.starts_with("rpc_") || name == "nfs_unknown_proc";
+            assert_eq!(accepted, !refused, "{name}: accepted {accepted}");
+        }
+        let session = &seeds.iter().find(|(n, _)| n == "session").unwrap().1;
+        assert_eq!(t.check(session).len(), 5);
+    }
+
+    /// The largest single allocation this thread made since [`Largest::reset`]: the unit
+    /// tests' allocator is the system's, with this one measurement added.
+    struct Largest;
+
+    thread_local! {
+        static LARGEST: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+
+    impl Largest {
+        fn reset() {
+            LARGEST.with(|l| l.set(0));
+        }
+        fn get() -> usize {
+            LARGEST.with(|l| l.get())
+        }
+        fn note(size: usize) {
+            let _ = LARGEST.try_with(|l| l.set(l.get().max(size)));
+        }
+    }
+
+    // SAFETY: forwards to the system allocator unchanged.
+    unsafe impl std::alloc::GlobalAlloc for Largest {
+        unsafe fn alloc(&self, l: std::alloc::Layout) -> *mut u8 {
+            Largest::note(l.size());
+            unsafe { std::alloc::System.alloc(l) }
+        }
+        unsafe fn alloc_zeroed(&self, l: std::alloc::Layout) -> *mut u8 {
+            Largest::note(l.size());
+            unsafe { std::alloc::System.alloc_zeroed(l) }
+        }
+        unsafe fn realloc(&self, p: *mut u8, l: std::alloc::Layout, new: usize) -> *mut u8 {
+            Largest::note(new);
+            unsafe { std::alloc::System.realloc(p, l, new) }
+        }
+        unsafe fn dealloc(&self, p: *mut u8, l: std::alloc::Layout) {
+            unsafe { std::alloc::System.dealloc(p, l) }
+        }
+    }
+
+    #[global_allocator]
+    static ALLOC: Largest = Largest;
+
+    /// Found by `rustnfs_request`: a READ or FSSTAT whose handle claims 4 GiB made the
+    /// guard allocate 4 GiB (`nfs3_types`' `Opaque::unpack`) before reading it. Each is
+    /// now GARBAGE_ARGS with no allocation beyond the record's size.
+    #[test]
+    fn fuzz_regression_huge_handle_length_allocates_nothing() {
+        let t = Target::new().unwrap();
+        for (proc_, rest) in [(6, Xdr::default().u64(0).u32(64)), (18, Xdr::default())] {
+            let args = Xdr::default().u32(0xffff_fff0).fixed(&placeholder(1));
+            let mut rec = call(9, NFS_PROG, 3, proc_, 0, args);
+            rec.extend_from_slice(&rest.0);
+            let len = rec.len() - 4;
+            rec[..4].copy_from_slice(&oncrpc::record::mark(len));
+            Largest::reset();
+            let replies = t.answer(&rec);
+            let largest = Largest::get();
+            assert!(largest < 4 << 20, "proc {proc_}: allocated {largest} bytes");
+            assert_eq!(replies.len(), 1);
+            let h = rpcmsg::decode_reply(&replies[0].1[4..]).unwrap();
+            assert_eq!(
+                h.status,
+                Err(rpcmsg::Rejection::GarbageArgs),
+                "proc {proc_}"
+            );
+        }
+    }
+
+    /// The check notices a reply that names the sentinel's bytes: a READ of a file
+    /// inside the export holding them (the property is live, not vacuous).
+    #[test]
+    #[should_panic(expected = "sentinel")]
+    fn fuzz_check_catches_the_sentinel_in_a_reply() {
+        let t = Target::new().unwrap();
+        std::fs::write(t.export().join("file"), SENTINEL).unwrap();
+        t.check(&call(
+            1,
+            NFS_PROG,
+            3,
+            6,
+            0,
+            Xdr::default().fh(1).u64(0).u32(4096),
+        ));
+    }
+}
