@@ -41,7 +41,8 @@ impl Ganesha {
         Some(g)
     }
 
-    fn launch(&mut self) {
+    /// (Re)starts the server on the same ports, e.g. after [`Ganesha::kill`].
+    pub fn launch(&mut self) {
         let conf = self.dir.path().join("ganesha.conf");
         std::fs::write(
             &conf,
@@ -119,6 +120,16 @@ impl Ganesha {
     }
 
     /// Kills the Ganesha this value started (and only it) and waits for it to exit.
+    /// The export as an `nfs://` URL in libnfs's form (what httpd's `--nfs` takes).
+    pub fn url(&self) -> String {
+        format!(
+            "nfs://127.0.0.1{}?version=3&nfsport={}&mountport={}",
+            self.export.display(),
+            self.nfs_port,
+            self.mount_port
+        )
+    }
+
     pub fn kill(&mut self) {
         if let Some(pid) = self.pid.take() {
             // SAFETY: kill(2) of the process this test started.

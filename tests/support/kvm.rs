@@ -271,6 +271,14 @@ pub fn parse(run: &VmRun) -> Battery {
     let mut errors = Vec::new();
     let mut done = false;
     for line in run.console.lines() {
+        // The firmware's last words ("Booting from ROM...") end without a newline, so the
+        // guest's first line can follow them on the same console line: read each line
+        // from its first marker on.
+        let line = ["BATTERY ", "VMMOUNT ", "VMERR ", "VMDONE"]
+            .iter()
+            .filter_map(|m| line.find(m))
+            .min()
+            .map_or(line, |i| &line[i..]);
         if let Some(rest) = line.strip_prefix("BATTERY ") {
             let mut parts = rest.splitn(3, ' ');
             let (Some(name), Some(verdict)) = (parts.next(), parts.next()) else {
