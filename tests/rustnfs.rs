@@ -79,19 +79,20 @@ const NFS3ERR_ROFS: u32 = 30;
 const NFS3ERR_STALE: u32 = 70;
 const NFS3ERR_BADHANDLE: u32 = 10001;
 
+/// XDR words and opaques for raw calls (also used by the hostile-client tests).
 #[derive(Default)]
-struct Xdr(Vec<u8>);
+pub(crate) struct Xdr(pub(crate) Vec<u8>);
 
 impl Xdr {
-    fn u32(mut self, v: u32) -> Self {
+    pub(crate) fn u32(mut self, v: u32) -> Self {
         self.0.extend_from_slice(&v.to_be_bytes());
         self
     }
-    fn u64(mut self, v: u64) -> Self {
+    pub(crate) fn u64(mut self, v: u64) -> Self {
         self.0.extend_from_slice(&v.to_be_bytes());
         self
     }
-    fn opaque(mut self, b: &[u8]) -> Self {
+    pub(crate) fn opaque(mut self, b: &[u8]) -> Self {
         self.0.extend_from_slice(&(b.len() as u32).to_be_bytes());
         self.0.extend_from_slice(b);
         self.0.resize(self.0.len().div_ceil(4) * 4, 0);

@@ -15,32 +15,12 @@ use oncrpc::msg::{self, AuthStat, OpaqueAuth, Rejection, flavor};
 use oncrpc::record;
 
 use crate::common::{self, Nfsd};
+use crate::rustnfs::Xdr;
 
 const NFS: u32 = 100_003;
 const MOUNT: u32 = 100_005;
 const NFS3ERR_STALE: u32 = 70;
 const NFS3ERR_JUKEBOX: u32 = 10008;
-
-/// XDR words and opaques.
-#[derive(Default)]
-struct Xdr(Vec<u8>);
-
-impl Xdr {
-    fn u32(mut self, v: u32) -> Self {
-        self.0.extend_from_slice(&v.to_be_bytes());
-        self
-    }
-    fn u64(mut self, v: u64) -> Self {
-        self.0.extend_from_slice(&v.to_be_bytes());
-        self
-    }
-    fn opaque(mut self, b: &[u8]) -> Self {
-        self = self.u32(b.len() as u32);
-        self.0.extend_from_slice(b);
-        self.0.resize(self.0.len().div_ceil(4) * 4, 0);
-        self
-    }
-}
 
 fn word(b: &[u8], at: usize) -> u32 {
     u32::from_be_bytes(b[at..at + 4].try_into().unwrap())
