@@ -6,6 +6,7 @@
 //! - [`run`]: the orchestration over a run context, phase by phase.
 //! - [`crosscheck`]: the same workloads by `ab` and `wrk`, and the report's self-checks.
 //! - [`link`]: the emulated network link for A's NFS traffic.
+//! - [`netns`]: the kernel-shaped wire (veth, namespace, tbf) a rate-limited link uses.
 //! - [`model`]: the results as data (`report.json`).
 //! - [`markdown`], [`plots`]: `report.md` and the SVG plots.
 //!
@@ -16,6 +17,7 @@ pub mod crosscheck;
 pub mod link;
 pub mod markdown;
 pub mod model;
+pub mod netns;
 pub mod plots;
 pub mod run;
 pub mod scenarios;
