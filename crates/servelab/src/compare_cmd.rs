@@ -58,7 +58,8 @@ pub struct CompareArgs {
     #[arg(long)]
     pub no_warmup: bool,
     /// Put scenario A's NFS traffic across an emulated link, e.g. `rate=1gbit,delay=500us`
-    /// (a userspace relay; an unshaped relay runs too as the control).
+    /// (rate by `tc tbf` in a network namespace as root, else a userspace relay; the
+    /// delay by the relay; an unshaped relay runs too as the control).
     #[arg(long, value_name = "SPEC")]
     pub link: Option<String>,
     /// How long httpd's NFS backend (scenario A) reuses handles, attributes and small

@@ -219,7 +219,18 @@ fn short_compare_reports_every_scenario() {
         got >= 0.9 * rate.min(control) && got <= 1.15 * rate,
         "rate=1gbit carried {got:.3e} bit/s (control {control:.3e})"
     );
-    assert!(report["link_path"].as_str().unwrap().contains("relay"));
+    // Which path carried the shaped link: tc tbf in a namespace as root (CI), the relay
+    // otherwise; the control is always the relay.
+    // SAFETY: geteuid has no preconditions.
+    let path = if unsafe { libc::geteuid() } == 0 {
+        "netns+tbf"
+    } else {
+        "relay"
+    };
+    let link_path = report["link_path"].as_str().unwrap();
+    assert!(link_path.starts_with(path), "{link_path}");
+    assert!(shaped["path"].as_str().unwrap().contains(path), "{shaped}");
+    assert!(tcp[1]["path"].as_str().unwrap().contains("relay:"));
 
     // The Markdown table a student pastes: Δ% against B on every other row.
     assert!(stdout.contains("| B (local) |"), "{stdout}");
