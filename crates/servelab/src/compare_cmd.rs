@@ -6,7 +6,7 @@ use anyhow::{Context as _, bail};
 use clap::Args;
 
 use crate::compare::link::LinkSpec;
-use crate::compare::run::{BaselineChoice, CompareOptions};
+use crate::compare::options::{BaselineChoice, CompareOptions};
 use lab::dataset::DatasetSpec;
 
 /// Scenario A (httpd reading through NFS from rustnfs) against scenario B (httpd reading
@@ -131,8 +131,7 @@ impl CompareArgs {
                 seed: self.seed,
                 ..DatasetSpec::default()
             },
-            baselines: BaselineChoice::parse(&self.baselines)
-                .map_err(|e| anyhow::anyhow!("--baselines: {e}"))?,
+            baselines: BaselineChoice::parse(&self.baselines).context("--baselines")?,
             repeat: self.repeat,
             large_requests: self.requests,
             large_concurrency: self.concurrency,
@@ -157,7 +156,7 @@ pub fn run(mut args: CompareArgs) -> anyhow::Result<()> {
     containers.parse().map_err(anyhow::Error::msg)?;
     let options = args.into_options()?;
     let dir = if containers.containers_only {
-        crate::compare::run::unique_run_dir(&options.results)?
+        crate::results::unique_run_dir(&options.results)?
     } else {
         let (report, dir) =
             crate::compare::run::run(&options).context("servelab compare failed")?;

@@ -9,8 +9,8 @@ use lab::dataset::DatasetInfo;
 use lab::environment::Environment;
 use lab::tools::Measured;
 
-use super::BenchOptions;
 use super::names::{self as suite, LOAD};
+use super::options::BenchOptions;
 
 /// Something the suite did not measure, and why.
 #[derive(Debug, Clone)]
@@ -71,12 +71,12 @@ impl Row {
         server: &str,
         tool: &str,
         concurrency: usize,
-        result: Result<Measured, String>,
+        result: anyhow::Result<Measured>,
         peak_rss: Option<u64>,
     ) -> Row {
         let (m, error) = match result {
             Ok(m) => (m, None),
-            Err(e) => (Measured::default(), Some(e)),
+            Err(e) => (Measured::default(), Some(crate::measure::error_text(&e))),
         };
         if let Some(e) = &error {
             eprintln!("servelab bench:   failed: {e}");
@@ -240,19 +240,9 @@ pub fn setup_note(
     s
 }
 
-/// Median of a slice (sorted copy).
+/// Median of a slice (sorted copy); 0 for an empty one.
 fn median(v: &[f64]) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    let mut s = v.to_vec();
-    s.sort_by(|a, b| a.total_cmp(b));
-    let n = s.len();
-    if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        (s[n / 2 - 1] + s[n / 2]) / 2.0
-    }
+    crate::stats::median(&mut v.to_vec()).unwrap_or(0.0)
 }
 
 fn min_max(v: &[f64]) -> (f64, f64) {
@@ -895,7 +885,7 @@ mod tests {
             "ganesha",
             LOAD,
             1,
-            Err("boom, \"bad\"".into()),
+            Err(anyhow::anyhow!("boom, \"bad\"")),
             None,
         ));
         let text = csv(&rows);

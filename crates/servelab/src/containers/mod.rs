@@ -78,7 +78,7 @@ pub struct Workloads {
 }
 
 impl Workloads {
-    pub fn of(o: &crate::compare::run::CompareOptions) -> Workloads {
+    pub fn of(o: &crate::compare::options::CompareOptions) -> Workloads {
         Workloads {
             dataset: o.dataset.clone(),
             spec: o.dataset_spec,
