@@ -153,7 +153,7 @@ impl CompareArgs {
 
 pub fn run(mut args: CompareArgs) -> anyhow::Result<()> {
     let containers = std::mem::take(&mut args.containers);
-    containers.parse().map_err(anyhow::Error::msg)?;
+    containers.parse()?;
     let options = args.into_options()?;
     let dir = if containers.containers_only {
         crate::results::unique_run_dir(&options.results)?
@@ -173,7 +173,6 @@ pub fn run(mut args: CompareArgs) -> anyhow::Result<()> {
             &crate::containers::Workloads::of(&options),
             &dir,
         )
-        .map_err(anyhow::Error::msg)
         .context("servelab compare --containers failed")?;
         print!("{md}");
         println!(
