@@ -10,7 +10,10 @@
 //! - [`cases`]: the matrix of cases one repeat runs.
 //! - [`runs`]: one measurement each (load generator, nfs-cat, TCP), as a `Measured`.
 //! - [`bootset`]: the boot-like file set and its 16-client measurement.
-//! - [`summary`]: medians, spreads, ratios against the bars; `summary.md` and the CSV.
+//! - [`record`]: one row per measurement, the skips, `results.csv`.
+//! - [`ratios`]: per-repeat ratios against the peers, the bars, the memory checks.
+//! - [`setup`]: the setup note, `setup.md`.
+//! - [`summary`]: `summary.md` — medians, spreads and the ratios against their bars.
 //!
 //! Peers, tools (`wrk`, `ab`, `iperf3`), datasets, the environment and the sampler come
 //! from the `lab` crate, the load-generator wrapper from [`crate::measure`]: the suite
@@ -20,8 +23,11 @@ pub mod bootset;
 pub mod cases;
 pub mod names;
 pub mod options;
+pub mod ratios;
+pub mod record;
 pub mod runs;
 pub mod servers;
+pub mod setup;
 pub mod suite;
 pub mod summary;
 

@@ -11,7 +11,7 @@ use lab::sampler;
 
 use super::names::*;
 use super::options::{BenchOptions, Group};
-use super::summary::Skip;
+use super::record::Skip;
 use crate::ours::ServerProcess;
 
 /// One HTTP server under test.

@@ -17,9 +17,10 @@ use super::bootset;
 use super::cases::{self, Case, HttpCase, NfsCase};
 use super::names::*;
 use super::options::{BenchOptions, Group};
+use super::record::{self, Row, Skip};
 use super::runs::{http_load, nfs_cat, nfs_load, tcp_load};
 use super::servers::{Servers, Tools, settle_rss};
-use super::summary::{self, Row, Skip};
+use super::{setup, summary};
 use crate::measure::{interleave, rotation};
 use crate::results::{loadavg, unique_run_dir};
 
@@ -331,7 +332,7 @@ impl<'a> Suite<'a> {
         let took = self.started.elapsed();
         drop(self.servers);
         let (opts, out) = (self.opts, &self.out);
-        let setup = summary::setup_note(
+        let setup = setup::setup_note(
             &self.env,
             opts,
             &self.info,
@@ -341,7 +342,7 @@ impl<'a> Suite<'a> {
             &self.notes,
         );
         write(out, "setup.md", setup)?;
-        write(out, "results.csv", summary::csv(&self.rows))?;
+        write(out, "results.csv", record::csv(&self.rows))?;
         let md = summary::render(
             &self.rows,
             &self.skipped,
