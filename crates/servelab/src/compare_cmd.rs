@@ -6,7 +6,7 @@ use anyhow::{Context as _, bail};
 use clap::Args;
 
 use crate::compare::link::LinkSpec;
-use crate::compare::run::{BaselineChoice, CompareOptions};
+use crate::compare::options::{BaselineChoice, CompareOptions};
 use lab::dataset::DatasetSpec;
 
 /// Scenario A (httpd reading through NFS from rustnfs) against scenario B (httpd reading
@@ -132,8 +132,7 @@ impl CompareArgs {
                 seed: self.seed,
                 ..DatasetSpec::default()
             },
-            baselines: BaselineChoice::parse(&self.baselines)
-                .map_err(|e| anyhow::anyhow!("--baselines: {e}"))?,
+            baselines: BaselineChoice::parse(&self.baselines).context("--baselines")?,
             repeat: self.repeat,
             large_requests: self.requests,
             large_concurrency: self.concurrency,
@@ -155,10 +154,10 @@ impl CompareArgs {
 
 pub fn run(mut args: CompareArgs) -> anyhow::Result<()> {
     let containers = std::mem::take(&mut args.containers);
-    containers.parse().map_err(anyhow::Error::msg)?;
+    containers.parse()?;
     let options = args.into_options()?;
     let dir = if containers.containers_only {
-        crate::compare::run::unique_run_dir(&options.results)?
+        crate::results::unique_run_dir(&options.results)?
     } else {
         let (report, dir) =
             crate::compare::run::run(&options).context("servelab compare failed")?;
@@ -175,7 +174,6 @@ pub fn run(mut args: CompareArgs) -> anyhow::Result<()> {
             &crate::containers::Workloads::of(&options),
             &dir,
         )
-        .map_err(anyhow::Error::msg)
         .context("servelab compare --containers failed")?;
         print!("{md}");
         println!(

@@ -9,7 +9,9 @@ mod load;
 mod measure;
 mod ours;
 mod report_cmd;
+mod results;
 mod servers;
+mod stats;
 mod tcp_server;
 
 use clap::Parser as _;

@@ -52,7 +52,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<()> {
         .with_context(|| format!("cannot read {}", json_path.display()))?;
     let report: Report = serde_json::from_str(&text)
         .with_context(|| format!("{} is not a servelab compare report", json_path.display()))?;
-    crate::compare::run::write_outputs(&report, &dir)?;
+    crate::compare::output::write_outputs(&report, &dir)?;
     print!("{}", crate::compare::markdown::render(&report));
     println!(
         "\nRe-rendered: {}/report.md and the SVG plots.",

@@ -2,13 +2,15 @@
 //! reading local disk), with baselines, in one command.
 //!
 //! # Layout
+//! - [`options`]: what a run is asked to do (validated options, baseline choice).
 //! - [`scenarios`]: what runs — the list of scenario specs and how each is started.
 //! - [`run`]: the orchestration over a run context, phase by phase.
+//! - [`rows`]: raw runs → the report's rows (medians, spreads, curves, phases).
 //! - [`crosscheck`]: the same workloads by `ab` and `wrk`, and the report's self-checks.
 //! - [`link`]: the emulated network link for A's NFS traffic.
 //! - [`netns`]: the kernel-shaped wire (veth, namespace, tbf) a rate-limited link uses.
 //! - [`model`]: the results as data (`report.json`).
-//! - [`markdown`], [`plots`]: `report.md` and the SVG plots.
+//! - [`markdown`], [`plots`]: `report.md` and the SVG plots; [`output`] writes them.
 //!
 //! Peers, process supervision, datasets, the environment note and the sampler are the
 //! `lab` crate's; our own servers as children are [`crate::ours`].
@@ -18,6 +20,9 @@ pub mod link;
 pub mod markdown;
 pub mod model;
 pub mod netns;
+pub mod options;
+pub mod output;
 pub mod plots;
+pub mod rows;
 pub mod run;
 pub mod scenarios;

@@ -236,16 +236,7 @@ pub struct Failure {
 
 /// Median of a list (mean of the middle two when even); 0 for an empty list.
 pub fn median(values: &mut [f64]) -> f64 {
-    if values.is_empty() {
-        return 0.0;
-    }
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    if n % 2 == 1 {
-        values[n / 2]
-    } else {
-        (values[n / 2 - 1] + values[n / 2]) / 2.0
-    }
+    crate::stats::median(values).unwrap_or(0.0)
 }
 
 impl HttpRun {

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use anyhow::Context as _;
 use plotters::prelude::*;
 
 use super::model::Report;
@@ -19,18 +20,20 @@ const PALETTE: [RGBColor; 8] = [
 ];
 
 /// Writes every plot into `dir`; returns the files written.
-pub fn write_all(report: &Report, dir: &Path) -> Result<Vec<PathBuf>, String> {
+pub fn write_all(report: &Report, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let mut written = Vec::new();
     let mut workloads: Vec<&str> = report.http.iter().map(|r| r.workload.as_str()).collect();
     workloads.dedup();
     for workload in workloads {
         let path = dir.join(format!("latency-{workload}.svg"));
-        latency_percentiles(report, workload, &path)?;
+        latency_percentiles(report, workload, &path)
+            .with_context(|| format!("cannot draw {}", path.display()))?;
         written.push(path);
     }
     if !report.http.is_empty() {
         let path = dir.join("throughput.svg");
-        throughput_bars(report, &path)?;
+        throughput_bars(report, &path)
+            .with_context(|| format!("cannot draw {}", path.display()))?;
         written.push(path);
     }
     if report
@@ -39,7 +42,8 @@ pub fn write_all(report: &Report, dir: &Path) -> Result<Vec<PathBuf>, String> {
         .any(|r| r.cost.as_ref().is_some_and(|c| c.rss_over_time.len() > 1))
     {
         let path = dir.join("memory.svg");
-        memory_over_time(report, &path)?;
+        memory_over_time(report, &path)
+            .with_context(|| format!("cannot draw {}", path.display()))?;
         written.push(path);
     }
     Ok(written)
@@ -47,11 +51,11 @@ pub fn write_all(report: &Report, dir: &Path) -> Result<Vec<PathBuf>, String> {
 
 /// Resident memory (MB) of each scenario's server over its median run, one panel per
 /// workload.
-fn memory_over_time(report: &Report, path: &Path) -> Result<(), String> {
+fn memory_over_time(report: &Report, path: &Path) -> anyhow::Result<()> {
     let mut workloads: Vec<&str> = report.http.iter().map(|r| r.workload.as_str()).collect();
     workloads.dedup();
     let root = SVGBackend::new(path, (900, 360 * workloads.len() as u32)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    root.fill(&WHITE).map_err(drawing)?;
     let panels = root.split_evenly((workloads.len(), 1));
     for (panel, workload) in panels.iter().zip(&workloads) {
         let rows: Vec<_> = report
@@ -83,13 +87,13 @@ fn memory_over_time(report: &Report, path: &Path) -> Result<(), String> {
             .x_label_area_size(40)
             .y_label_area_size(60)
             .build_cartesian_2d(0.0..t_max, 0.0..mb_max)
-            .map_err(|e| e.to_string())?;
+            .map_err(drawing)?;
         chart
             .configure_mesh()
             .x_desc("seconds into the run")
             .y_desc("RSS MB")
             .draw()
-            .map_err(|e| e.to_string())?;
+            .map_err(drawing)?;
         for (i, (name, curve)) in rows.iter().enumerate() {
             let color = PALETTE[i % PALETTE.len()];
             chart
@@ -97,7 +101,7 @@ fn memory_over_time(report: &Report, path: &Path) -> Result<(), String> {
                     curve.iter().map(|p| (p.0, p.1 as f64 / 1e6)),
                     color.stroke_width(2),
                 ))
-                .map_err(|e| e.to_string())?
+                .map_err(drawing)?
                 .label(name.to_string())
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color));
         }
@@ -106,13 +110,13 @@ fn memory_over_time(report: &Report, path: &Path) -> Result<(), String> {
             .background_style(WHITE.mix(0.8))
             .border_style(BLACK)
             .draw()
-            .map_err(|e| e.to_string())?;
+            .map_err(drawing)?;
     }
-    root.present().map_err(|e| e.to_string())
+    root.present().map_err(drawing)
 }
 
 /// Latency (ms, log scale) against percentile, one line per scenario.
-fn latency_percentiles(report: &Report, workload: &str, path: &Path) -> Result<(), String> {
+fn latency_percentiles(report: &Report, workload: &str, path: &Path) -> anyhow::Result<()> {
     let rows: Vec<_> = report
         .http
         .iter()
@@ -130,7 +134,7 @@ fn latency_percentiles(report: &Report, workload: &str, path: &Path) -> Result<(
         .filter(|v| *v > 0.0)
         .fold(max_ms, f64::min);
     let root = SVGBackend::new(path, (900, 520)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    root.fill(&WHITE).map_err(drawing)?;
     let mut chart = ChartBuilder::on(&root)
         .caption(
             format!("Latency by percentile — {workload} workload"),
@@ -144,7 +148,7 @@ fn latency_percentiles(report: &Report, workload: &str, path: &Path) -> Result<(
             0.0f64..4.0f64,
             (min_ms * 0.8).log10()..(max_ms * 1.25).log10(),
         )
-        .map_err(|e| e.to_string())?;
+        .map_err(drawing)?;
     chart
         .configure_mesh()
         .x_desc("percentile")
@@ -168,7 +172,7 @@ fn latency_percentiles(report: &Report, workload: &str, path: &Path) -> Result<(
             }
         })
         .draw()
-        .map_err(|e| e.to_string())?;
+        .map_err(drawing)?;
     for (i, row) in rows.iter().enumerate() {
         let color = PALETTE[i % PALETTE.len()];
         let points: Vec<(f64, f64)> = row
@@ -179,7 +183,7 @@ fn latency_percentiles(report: &Report, workload: &str, path: &Path) -> Result<(
             .collect();
         chart
             .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
-            .map_err(|e| e.to_string())?
+            .map_err(drawing)?
             .label(row.scenario.clone())
             .legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
@@ -190,7 +194,7 @@ fn latency_percentiles(report: &Report, workload: &str, path: &Path) -> Result<(
                     .into_iter()
                     .map(|p| Circle::new(p, 3, color.filled())),
             )
-            .map_err(|e| e.to_string())?;
+            .map_err(drawing)?;
     }
     chart
         .configure_series_labels()
@@ -198,16 +202,16 @@ fn latency_percentiles(report: &Report, workload: &str, path: &Path) -> Result<(
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .draw()
-        .map_err(|e| e.to_string())?;
-    root.present().map_err(|e| e.to_string())
+        .map_err(drawing)?;
+    root.present().map_err(drawing)
 }
 
 /// Requests per second per scenario, one panel per workload.
-fn throughput_bars(report: &Report, path: &Path) -> Result<(), String> {
+fn throughput_bars(report: &Report, path: &Path) -> anyhow::Result<()> {
     let mut workloads: Vec<&str> = report.http.iter().map(|r| r.workload.as_str()).collect();
     workloads.dedup();
     let root = SVGBackend::new(path, (900, 360 * workloads.len() as u32)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    root.fill(&WHITE).map_err(drawing)?;
     let panels = root.split_evenly((workloads.len(), 1));
     for (panel, workload) in panels.iter().zip(&workloads) {
         let rows: Vec<_> = report
@@ -226,7 +230,7 @@ fn throughput_bars(report: &Report, path: &Path) -> Result<(), String> {
             .x_label_area_size(40)
             .y_label_area_size(70)
             .build_cartesian_2d((0..rows.len().saturating_sub(1)).into_segmented(), 0.0..max)
-            .map_err(|e| e.to_string())?;
+            .map_err(drawing)?;
         chart
             .configure_mesh()
             .disable_x_mesh()
@@ -236,7 +240,7 @@ fn throughput_bars(report: &Report, path: &Path) -> Result<(), String> {
                 _ => String::new(),
             })
             .draw()
-            .map_err(|e| e.to_string())?;
+            .map_err(drawing)?;
         for (i, row) in rows.iter().enumerate() {
             let color = PALETTE[i % PALETTE.len()];
             chart
@@ -247,7 +251,7 @@ fn throughput_bars(report: &Report, path: &Path) -> Result<(), String> {
                     ],
                     color.mix(0.8).filled(),
                 )))
-                .map_err(|e| e.to_string())?;
+                .map_err(drawing)?;
             chart
                 .draw_series(std::iter::once(PathElement::new(
                     vec![
@@ -256,8 +260,13 @@ fn throughput_bars(report: &Report, path: &Path) -> Result<(), String> {
                     ],
                     BLACK.stroke_width(2),
                 )))
-                .map_err(|e| e.to_string())?;
+                .map_err(drawing)?;
         }
     }
-    root.present().map_err(|e| e.to_string())
+    root.present().map_err(drawing)
+}
+
+/// plotters' errors are generic over the backend; their text is what matters here.
+fn drawing(e: impl std::fmt::Display) -> anyhow::Error {
+    anyhow::anyhow!("{e}")
 }

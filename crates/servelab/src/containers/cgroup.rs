@@ -13,7 +13,7 @@ pub struct CpuLimit {
 const PERIOD_US: u64 = 100_000;
 
 impl CpuLimit {
-    pub fn create() -> Result<CpuLimit, String> {
+    pub fn create() -> anyhow::Result<CpuLimit> {
         let v2 = std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
         let (dir, kind) = if v2 {
             // The cpu controller must be enabled for children of the root.
@@ -30,19 +30,19 @@ impl CpuLimit {
         };
         if !dir.exists() {
             std::fs::create_dir(&dir)
-                .map_err(|e| format!("cannot create cgroup {}: {e}", dir.display()))?;
+                .map_err(|e| anyhow::anyhow!("cannot create cgroup {}: {e}", dir.display()))?;
         }
         Ok(CpuLimit { dir, v2, kind })
     }
 
     /// Moves a process (all its threads) into the cgroup.
-    pub fn add(&self, pid: u32) -> Result<(), String> {
+    pub fn add(&self, pid: u32) -> anyhow::Result<()> {
         std::fs::write(self.dir.join("cgroup.procs"), pid.to_string())
-            .map_err(|e| format!("cannot move {pid} into {}: {e}", self.dir.display()))
+            .map_err(|e| anyhow::anyhow!("cannot move {pid} into {}: {e}", self.dir.display()))
     }
 
     /// N CPUs of quota per period, or no limit.
-    pub fn set(&self, cpus: Option<u32>) -> Result<(), String> {
+    pub fn set(&self, cpus: Option<u32>) -> anyhow::Result<()> {
         let r = if self.v2 {
             let v = cpus.map_or(format!("max {PERIOD_US}"), |n| {
                 format!("{} {PERIOD_US}", n as u64 * PERIOD_US)
@@ -56,7 +56,7 @@ impl CpuLimit {
                 },
             )
         };
-        r.map_err(|e| format!("cannot set the CPU quota of {}: {e}", self.dir.display()))
+        r.map_err(|e| anyhow::anyhow!("cannot set the CPU quota of {}: {e}", self.dir.display()))
     }
 }
 

@@ -15,22 +15,29 @@ pub struct Deployment {
     pub network: String,
     pub rustnfs: Option<String>,
     pub nfs_ip: Option<String>,
-    pub httpd_a: Option<(String, String)>,
-    pub httpd_b: (String, String),
+    pub httpd_a: Option<HttpdContainer>,
+    pub httpd_b: Option<HttpdContainer>,
 }
 
-pub fn docker(args: &[&str]) -> Result<String, String> {
+/// One httpd container: its name and its base URL on the deployment's network.
+#[derive(Debug, Clone)]
+pub struct HttpdContainer {
+    pub name: String,
+    pub url: String,
+}
+
+pub fn docker(args: &[&str]) -> anyhow::Result<String> {
     let out = Command::new("docker")
         .args(args)
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| format!("docker: {e}"))?;
+        .map_err(|e| anyhow::anyhow!("docker: {e}"))?;
     if !out.status.success() {
-        return Err(format!(
+        anyhow::bail!(
             "docker {}: {}",
             args.first().unwrap_or(&""),
             String::from_utf8_lossy(&out.stderr).trim()
-        ));
+        );
     }
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
@@ -57,7 +64,7 @@ fn remove_all() {
 
 impl Deployment {
     /// rustnfs (read-only export of `data`) and httpd-a on it, httpd-b on `data` directly.
-    pub fn start(data: &Path, tag: &str, with_nfs: bool) -> Result<Deployment, String> {
+    pub fn start(data: &Path, tag: &str, with_nfs: bool) -> anyhow::Result<Deployment> {
         remove_all();
         let network = format!("{PREFIX}-net");
         docker(&[
@@ -72,7 +79,7 @@ impl Deployment {
             rustnfs: None,
             nfs_ip: None,
             httpd_a: None,
-            httpd_b: (String::new(), String::new()),
+            httpd_b: None,
         };
         let data = data.display().to_string();
         if with_nfs {
@@ -99,14 +106,14 @@ impl Deployment {
         Ok(d)
     }
 
-    /// Starts one httpd container with `args`; returns (name, base URL).
+    /// Starts one httpd container with `args`.
     pub fn httpd(
         &self,
         which: &str,
         tag: &str,
         data: &Path,
         args: &[String],
-    ) -> Result<(String, String), String> {
+    ) -> anyhow::Result<HttpdContainer> {
         let name = format!("{PREFIX}-httpd-{which}");
         let ip = format!("{SUBNET}.{}", if which == "a" { 11 } else { 12 });
         let volume = format!("{}:/www:ro", data.display());
@@ -129,17 +136,17 @@ impl Deployment {
         all.extend(args.iter().cloned());
         let refs: Vec<&str> = all.iter().map(String::as_str).collect();
         docker(&refs)?;
-        Ok((name, format!("http://{ip}:8080")))
+        Ok(HttpdContainer {
+            name,
+            url: format!("http://{ip}:8080"),
+        })
     }
 
     /// `docker update --cpus N` (a CFS quota of N CPUs) on every httpd container.
-    pub fn set_cpus(&self, n: Option<u32>) -> Result<(), String> {
+    pub fn set_cpus(&self, n: Option<u32>) -> anyhow::Result<()> {
         let cpus = n.map_or("0".to_string(), |n| n.to_string());
-        for (name, _) in self.httpd_a.iter().chain([&self.httpd_b]) {
-            if name.is_empty() {
-                continue;
-            }
-            docker(&["update", "--cpus", &cpus, name])?;
+        for c in self.httpd_a.iter().chain(&self.httpd_b) {
+            docker(&["update", "--cpus", &cpus, &c.name])?;
         }
         Ok(())
     }
@@ -188,32 +195,30 @@ pub fn parse_size(text: &str) -> Option<u64> {
 
 /// Builds `sl-deploy-cmp-sysbench` FROM scratch out of a bundle directory (the host's
 /// sysbench, its libraries and the loader) and returns the image name.
-pub fn sysbench_image(bundle: &Path) -> Result<String, String> {
+pub fn sysbench_image(bundle: &Path) -> anyhow::Result<String> {
     let image = format!("{PREFIX}-sysbench:latest");
-    let ctx = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let ctx = tempfile::tempdir()?;
     let dst = ctx.path().join("opt-sysbench");
-    std::fs::create_dir(&dst).map_err(|e| e.to_string())?;
-    for entry in std::fs::read_dir(bundle).map_err(|e| e.to_string())? {
-        let p = entry.map_err(|e| e.to_string())?.path();
-        std::fs::copy(&p, dst.join(p.file_name().unwrap())).map_err(|e| e.to_string())?;
+    std::fs::create_dir(&dst)?;
+    for entry in std::fs::read_dir(bundle)? {
+        let p = entry?.path();
+        std::fs::copy(&p, dst.join(p.file_name().unwrap()))?;
     }
     std::fs::write(
         ctx.path().join("Dockerfile"),
         "FROM scratch\nCOPY opt-sysbench /opt/sysbench\nENTRYPOINT [\"/opt/sysbench/ld.so\", \"--library-path\", \"/opt/sysbench\", \"/opt/sysbench/sysbench\"]\n",
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     let ctx_s = ctx.path().display().to_string();
     let out = Command::new("docker")
         .args(["build", "-q", "-t", &image, &ctx_s])
         .env("DOCKER_BUILDKIT", "0")
         .stdin(Stdio::null())
-        .output()
-        .map_err(|e| e.to_string())?;
+        .output()?;
     if !out.status.success() {
-        return Err(format!(
+        anyhow::bail!(
             "docker build of the sysbench image: {}",
             String::from_utf8_lossy(&out.stderr).trim()
-        ));
+        );
     }
     Ok(image)
 }

@@ -52,7 +52,7 @@ fn run_cli(
     url: &str,
     workload: NfsWorkload,
     seconds: f64,
-) -> Result<(f64, f64), String> {
+) -> anyhow::Result<(f64, f64)> {
     let wl = if workload == NfsWorkload::Read {
         "read"
     } else {
@@ -106,20 +106,21 @@ fn run_cli(
                 .args(&load)
                 .stdin(Stdio::null())
                 .output()
-                .map_err(|e| format!("{}: {e}", bin.display()))?;
+                .map_err(|e| anyhow::anyhow!("{}: {e}", bin.display()))?;
             if !out.status.success() {
-                return Err(format!(
+                anyhow::bail!(
                     "servelab load {url}: {}",
                     String::from_utf8_lossy(&out.stderr).trim()
-                ));
+                );
             }
         }
     }
-    let text = std::fs::read_to_string(dir.join(&json)).map_err(|e| format!("{json}: {e}"))?;
+    let text =
+        std::fs::read_to_string(dir.join(&json)).map_err(|e| anyhow::anyhow!("{json}: {e}"))?;
     let _ = std::fs::remove_file(dir.join(&json));
-    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+    let v: serde_json::Value = serde_json::from_str(&text)?;
     if v["failed"].as_u64().unwrap_or(0) > 0 {
-        return Err(format!("{url}: {} operations failed", v["failed"]));
+        anyhow::bail!("{url}: {} operations failed", v["failed"]);
     }
     Ok((
         v["requests_per_second"].as_f64().unwrap_or(0.0),
@@ -136,27 +137,23 @@ pub fn run(
     rounds: usize,
     rows: &mut Vec<FsRow>,
     failures: &mut Vec<String>,
-) -> Result<(), String> {
+) -> anyhow::Result<()> {
     use std::os::unix::fs::PermissionsExt;
-    let scratch = tempfile::Builder::new()
-        .prefix("sl-deploy-fs-")
-        .tempdir()
-        .map_err(|e| e.to_string())?;
+    let scratch = tempfile::Builder::new().prefix("sl-deploy-fs-").tempdir()?;
     let dir = scratch.path();
-    std::fs::copy(large, dir.join("seq.bin")).map_err(|e| format!("copy: {e}"))?;
-    std::fs::create_dir(dir.join("meta")).map_err(|e| e.to_string())?;
+    std::fs::copy(large, dir.join("seq.bin")).map_err(|e| anyhow::anyhow!("copy: {e}"))?;
+    std::fs::create_dir(dir.join("meta"))?;
     // The container runs as uid 65534: it must read, create and remove here.
     for p in [dir.to_path_buf(), dir.join("meta"), dir.join("seq.bin")] {
         let mode = if p.is_dir() { 0o777 } else { 0o644 };
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode))
-            .map_err(|e| e.to_string())?;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode))?;
     }
 
-    let bin = super::static_bin("servelab")?;
+    let bin = super::host::static_bin("servelab")?;
     // rustnfs exporting the same directory read-write on loopback, for the NFS column.
-    let nfs = match super::static_bin("rustnfs") {
+    let nfs = match super::host::static_bin("rustnfs") {
         Ok(bin) => {
-            let port = lab::free_port().map_err(|e| e.to_string())?;
+            let port = lab::free_port()?;
             let child = Command::new(bin)
                 .args(["--export"])
                 .arg(dir)
@@ -165,9 +162,9 @@ pub fn run(
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
-                .map_err(|e| format!("rustnfs: {e}"))?;
+                .map_err(|e| anyhow::anyhow!("rustnfs: {e}"))?;
             let guard = Killed(child);
-            super::wait_tcp(&format!("127.0.0.1:{port}"), 10)?;
+            super::host::wait_tcp(&format!("127.0.0.1:{port}"), 10)?;
             Some((guard, port))
         }
         Err(e) => {
@@ -221,7 +218,10 @@ pub fn run(
         for (pi, (place, _)) in places.iter().enumerate() {
             let mut ops: Vec<f64> = values[pi].iter().map(|v| v.0).collect();
             let mut mb: Vec<f64> = values[pi].iter().map(|v| v.1).collect();
-            if let (Some(o), Some(m)) = (super::median(&mut ops), super::median(&mut mb)) {
+            if let (Some(o), Some(m)) = (
+                crate::stats::median(&mut ops),
+                crate::stats::median(&mut mb),
+            ) {
                 rows.push(FsRow {
                     workload: label.into(),
                     place: place.to_string(),

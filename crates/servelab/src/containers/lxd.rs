@@ -33,13 +33,14 @@ pub struct UpOptions<'a> {
 }
 
 impl Instance {
-    pub fn up(o: &UpOptions) -> Result<Instance, String> {
+    pub fn up(o: &UpOptions) -> anyhow::Result<Instance> {
         let dir = tempfile::Builder::new()
             .prefix("sl-deploy-lxd-")
             .tempdir()
-            .map_err(|e| format!("cannot create a temporary directory: {e}"))?;
+            .map_err(|e| anyhow::anyhow!("cannot create a temporary directory: {e}"))?;
         let script = dir.path().join("lxd-deploy.sh");
-        std::fs::write(&script, SCRIPT).map_err(|e| format!("cannot write the script: {e}"))?;
+        std::fs::write(&script, SCRIPT)
+            .map_err(|e| anyhow::anyhow!("cannot write the script: {e}"))?;
         // A stale instance of an interrupted run would make `up` refuse.
         let _ = script_cmd(&script, &["down"]).output();
         let mut cmd = script_cmd(&script, &["up"]);
@@ -55,24 +56,24 @@ impl Instance {
             (None, Some(bin)) => {
                 cmd.env("NFS_ON", "host").env("RUSTNFS_BIN", bin);
             }
-            (None, None) => return Err("no rustnfs image or binary for scenario A".into()),
+            (None, None) => anyhow::bail!("no rustnfs image or binary for scenario A"),
         }
         let out = cmd
             .stdin(Stdio::null())
             .output()
-            .map_err(|e| format!("cannot run lxd-deploy.sh: {e}"))?;
+            .map_err(|e| anyhow::anyhow!("cannot run lxd-deploy.sh: {e}"))?;
         let stdout = String::from_utf8_lossy(&out.stdout);
         if !out.status.success() {
             let _ = script_cmd(&script, &["down"]).output();
             let stderr = String::from_utf8_lossy(&out.stderr);
             let last = stderr.lines().last().unwrap_or("").trim().to_string();
-            return Err(format!("lxd-deploy.sh up failed: {last}"));
+            anyhow::bail!("lxd-deploy.sh up failed: {last}");
         }
         let kv: BTreeMap<&str, &str> = stdout.lines().filter_map(|l| l.split_once('=')).collect();
         let get = |k: &str| {
             kv.get(k)
                 .map(|v| v.to_string())
-                .ok_or_else(|| format!("lxd-deploy.sh up printed no {k}"))
+                .ok_or_else(|| anyhow::anyhow!("lxd-deploy.sh up printed no {k}"))
         };
         Ok(Instance {
             name: format!("{PREFIX}-web"),
@@ -85,7 +86,7 @@ impl Instance {
     }
 
     /// `limits.cpu`: LXD pins the instance to N CPUs (a cpuset), applied live.
-    pub fn set_cpus(&self, n: Option<u32>) -> Result<(), String> {
+    pub fn set_cpus(&self, n: Option<u32>) -> anyhow::Result<()> {
         let mut c = Command::new("lxc");
         match n {
             Some(n) => c.args(["config", "set", &self.name, "limits.cpu", &n.to_string()]),
@@ -95,14 +96,14 @@ impl Instance {
     }
 
     /// The instance's memory from LXD's state (what `lxc info` prints): current and peak.
-    pub fn memory(&self) -> Result<(u64, u64), String> {
+    pub fn memory(&self) -> anyhow::Result<(u64, u64)> {
         let out = Command::new("lxc")
             .args(["query", &format!("/1.0/instances/{}/state", self.name)])
             .stdin(Stdio::null())
             .output()
-            .map_err(|e| format!("lxc query: {e}"))?;
+            .map_err(|e| anyhow::anyhow!("lxc query: {e}"))?;
         let v: serde_json::Value = serde_json::from_slice(&out.stdout)
-            .map_err(|e| format!("lxc query printed no JSON: {e}"))?;
+            .map_err(|e| anyhow::anyhow!("lxc query printed no JSON: {e}"))?;
         let m = &v["memory"];
         Ok((
             m["usage"].as_u64().unwrap_or(0),
@@ -111,10 +112,10 @@ impl Instance {
     }
 
     /// Pushes a sysbench bundle (binary, its libraries, the loader) to /opt/sysbench.
-    pub fn push_dir(&self, dir: &Path, target: &str) -> Result<(), String> {
+    pub fn push_dir(&self, dir: &Path, target: &str) -> anyhow::Result<()> {
         run_quiet(Command::new("lxc").args(["exec", &self.name, "--", "mkdir", "-p", target]))?;
-        for entry in std::fs::read_dir(dir).map_err(|e| e.to_string())? {
-            let path = entry.map_err(|e| e.to_string())?.path();
+        for entry in std::fs::read_dir(dir)? {
+            let path = entry?.path();
             let name = path.file_name().unwrap().to_string_lossy().to_string();
             run_quiet(
                 Command::new("lxc")
@@ -127,19 +128,19 @@ impl Instance {
     }
 
     /// Runs a command in the instance and returns its stdout.
-    pub fn exec(&self, args: &[String]) -> Result<String, String> {
+    pub fn exec(&self, args: &[String]) -> anyhow::Result<String> {
         let out = Command::new("lxc")
             .args(["exec", &self.name, "--"])
             .args(args)
             .stdin(Stdio::null())
             .output()
-            .map_err(|e| format!("lxc exec: {e}"))?;
+            .map_err(|e| anyhow::anyhow!("lxc exec: {e}"))?;
         if !out.status.success() {
-            return Err(format!(
+            anyhow::bail!(
                 "lxc exec {}: {}",
                 args.join(" "),
                 String::from_utf8_lossy(&out.stderr).trim()
-            ));
+            );
         }
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
@@ -160,15 +161,15 @@ fn script_cmd(script: &Path, args: &[&str]) -> Command {
     c
 }
 
-fn run_quiet(c: &mut Command) -> Result<(), String> {
+fn run_quiet(c: &mut Command) -> anyhow::Result<()> {
     let out = c
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| format!("{c:?}: {e}"))?;
+        .map_err(|e| anyhow::anyhow!("{c:?}: {e}"))?;
     if out.status.success() {
         Ok(())
     } else {
-        Err(format!(
+        Err(anyhow::anyhow!(
             "{:?} failed: {}",
             c.get_args().collect::<Vec<_>>(),
             String::from_utf8_lossy(&out.stderr).trim()
@@ -182,7 +183,7 @@ pub fn unavailable() -> Option<String> {
         return Some("needs root (the LXD daemon, a bridge, iptables)".into());
     }
     for tool in ["lxd", "lxc"] {
-        if super::which(tool).is_none() {
+        if lab::find_program(tool).is_none() {
             return Some(format!("{tool} is not installed (apt-get install -y lxd)"));
         }
     }

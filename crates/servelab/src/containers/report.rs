@@ -20,7 +20,7 @@ impl Point {
     pub fn median(runs: &[Point]) -> Option<Point> {
         let field = |f: fn(&Point) -> f64| {
             let mut v: Vec<f64> = runs.iter().map(f).collect();
-            super::median(&mut v)
+            crate::stats::median(&mut v)
         };
         Some(Point {
             requests_per_sec: field(|p| p.requests_per_sec)?,
@@ -312,11 +312,11 @@ pub fn render(r: &ContainerReport) -> String {
 }
 
 /// Writes containers.md, containers.json and the scaling plots; returns the markdown.
-pub fn write(r: &ContainerReport, dir: &Path) -> Result<String, String> {
+pub fn write(r: &ContainerReport, dir: &Path) -> anyhow::Result<String> {
     let md = render(r);
-    std::fs::write(dir.join("containers.md"), &md).map_err(|e| e.to_string())?;
-    let json = serde_json::to_string_pretty(r).map_err(|e| e.to_string())?;
-    std::fs::write(dir.join("containers.json"), json).map_err(|e| e.to_string())?;
+    std::fs::write(dir.join("containers.md"), &md)?;
+    let json = serde_json::to_string_pretty(r)?;
+    std::fs::write(dir.join("containers.json"), json)?;
     if !r.scaling.is_empty() {
         plot(r, &dir.join("scaling-throughput.svg"), "req/s", |p| {
             p.requests_per_sec
@@ -338,7 +338,7 @@ const PALETTE: [RGBColor; 6] = [
 ];
 
 /// One line per (scenario, place, CPU limit): the value against the client count.
-fn plot(r: &ContainerReport, path: &Path, label: &str, f: fn(&Point) -> f64) -> Result<(), String> {
+fn plot(r: &ContainerReport, path: &Path, label: &str, f: fn(&Point) -> f64) -> anyhow::Result<()> {
     let mut keys: Vec<(String, String, Option<u32>)> = Vec::new();
     for s in &r.scaling {
         let k = (s.scenario.clone(), s.place.clone(), s.cpus);
@@ -361,7 +361,7 @@ fn plot(r: &ContainerReport, path: &Path, label: &str, f: fn(&Point) -> f64) -> 
         .max(1e-3)
         * 1.1;
     let root = SVGBackend::new(path, (900, 520)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    root.fill(&WHITE)?;
     let mut chart = ChartBuilder::on(&root)
         .caption(
             format!("{label} against clients and CPU limit"),
@@ -370,14 +370,12 @@ fn plot(r: &ContainerReport, path: &Path, label: &str, f: fn(&Point) -> f64) -> 
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(70)
-        .build_cartesian_2d((1.0f64..max_c).log_scale(), 0.0f64..max_y)
-        .map_err(|e| e.to_string())?;
+        .build_cartesian_2d((1.0f64..max_c).log_scale(), 0.0f64..max_y)?;
     chart
         .configure_mesh()
         .x_desc("clients (log)")
         .y_desc(label)
-        .draw()
-        .map_err(|e| e.to_string())?;
+        .draw()?;
     for (i, (sc, place, cpus)) in keys.iter().enumerate() {
         let color = PALETTE[i % PALETTE.len()];
         let style = if cpus.is_some_and(|c| c == 1) {
@@ -396,21 +394,17 @@ fn plot(r: &ContainerReport, path: &Path, label: &str, f: fn(&Point) -> f64) -> 
             cpus.map_or("unlimited".into(), |c| format!("{c} CPU"))
         );
         chart
-            .draw_series(LineSeries::new(pts.clone(), style))
-            .map_err(|e| e.to_string())?
+            .draw_series(LineSeries::new(pts.clone(), style))?
             .label(name)
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color));
-        chart
-            .draw_series(pts.iter().map(|p| Circle::new(*p, 3, color.filled())))
-            .map_err(|e| e.to_string())?;
+        chart.draw_series(pts.iter().map(|p| Circle::new(*p, 3, color.filled())))?;
     }
     chart
         .configure_series_labels()
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
-        .draw()
-        .map_err(|e| e.to_string())?;
-    root.present().map_err(|e| e.to_string())
+        .draw()?;
+    root.present().map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 #[cfg(test)]

@@ -10,6 +10,11 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use super::options::{ContainerArgs, Workloads};
+use super::report::{ContainerReport, SysbenchRow};
+use super::{docker, lxd};
+use crate::stats::median;
+
 /// One sysbench test: its label, its arguments, and the unit of its figure.
 pub struct Test {
     pub label: &'static str,
@@ -73,15 +78,16 @@ pub fn parse(output: &str) -> Option<f64> {
 
 /// Copies `sysbench` with every library `ldd` lists, and the loader as `ld.so`, into
 /// `dir`; returns the host binary's path.
-pub fn bundle(dir: &Path) -> Result<PathBuf, String> {
-    let bin = super::which("sysbench").ok_or("sysbench is not installed")?;
+pub fn bundle(dir: &Path) -> anyhow::Result<PathBuf> {
+    let bin = lab::find_program("sysbench")
+        .ok_or_else(|| anyhow::anyhow!("sysbench is not installed"))?;
     let out = Command::new("ldd")
         .arg(&bin)
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| format!("ldd: {e}"))?;
+        .map_err(|e| anyhow::anyhow!("ldd: {e}"))?;
     let text = String::from_utf8_lossy(&out.stdout);
-    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(dir)?;
     let mut loader = false;
     for line in text.lines() {
         let line = line.trim();
@@ -96,12 +102,12 @@ pub fn bundle(dir: &Path) -> Result<PathBuf, String> {
             continue; // linux-vdso
         }
         loader |= name == "ld.so";
-        std::fs::copy(path, dir.join(&name)).map_err(|e| format!("copy {path}: {e}"))?;
+        std::fs::copy(path, dir.join(&name)).map_err(|e| anyhow::anyhow!("copy {path}: {e}"))?;
     }
     if !loader {
-        return Err(format!("ldd {} named no dynamic loader", bin.display()));
+        anyhow::bail!("ldd {} named no dynamic loader", bin.display());
     }
-    std::fs::copy(&bin, dir.join("sysbench")).map_err(|e| e.to_string())?;
+    std::fs::copy(&bin, dir.join("sysbench"))?;
     Ok(bin)
 }
 
@@ -118,6 +124,117 @@ pub fn bundled_command(args: &[String]) -> Vec<String> {
     .collect();
     c.extend(args.iter().cloned());
     c
+}
+
+/// Runs sysbench with these arguments in one place and returns its output.
+type Runner<'a> = Box<dyn Fn(&[String]) -> anyhow::Result<String> + 'a>;
+
+/// sysbench's tests on the host and, where deployed, in the LXD instance and a Docker
+/// container, in rotating order; medians into `rep`, problems into its skips/failures.
+pub fn measure(
+    args: &ContainerArgs,
+    w: &Workloads,
+    instance: &Option<lxd::Instance>,
+    with_docker: bool,
+    rep: &mut ContainerReport,
+) {
+    let dir = match tempfile::tempdir() {
+        Ok(d) => d,
+        Err(e) => return rep.skipped.push(format!("sysbench: {e}")),
+    };
+    let bundle_dir = dir.path().join("bundle");
+    let host_bin = match bundle(&bundle_dir) {
+        Ok(b) => b,
+        Err(e) => return rep.skipped.push(format!("sysbench: {e}")),
+    };
+    // The sysbench image is removed again when this function returns.
+    struct RemoveImage(Option<String>);
+    impl Drop for RemoveImage {
+        fn drop(&mut self) {
+            if let Some(i) = &self.0 {
+                let _ = docker::docker(&["rmi", "-f", i]);
+            }
+        }
+    }
+    let mut image_guard = RemoveImage(None);
+    let mut places: Vec<(&str, Runner)> = Vec::new();
+    let host_bin2 = host_bin.clone();
+    places.push((
+        "host",
+        Box::new(move |a: &[String]| {
+            let out = Command::new(&host_bin2)
+                .args(a)
+                .stdin(Stdio::null())
+                .output()?;
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        }),
+    ));
+    if let Some(i) = instance {
+        match i.push_dir(&bundle_dir, "/opt/sysbench") {
+            Ok(()) => places.push((
+                "LXD",
+                Box::new(move |a: &[String]| i.exec(&bundled_command(a))),
+            )),
+            Err(e) => rep.skipped.push(format!("sysbench in LXD: {e}")),
+        }
+    }
+    if with_docker {
+        match docker::sysbench_image(&bundle_dir) {
+            Ok(image) => {
+                image_guard.0 = Some(image.clone());
+                places.push((
+                    "Docker",
+                    Box::new(move |a: &[String]| {
+                        let mut all = vec![
+                            "run".to_string(),
+                            "--rm".into(),
+                            "--network".into(),
+                            "none".into(),
+                            image.clone(),
+                        ];
+                        all.extend(a.iter().cloned());
+                        let refs: Vec<&str> = all.iter().map(String::as_str).collect();
+                        docker::docker(&refs)
+                    }),
+                ));
+            }
+            Err(e) => rep.skipped.push(format!("sysbench in Docker: {e}")),
+        }
+    }
+    rep.notes.push(format!(
+        "sysbench: the host's {} with its libraries and loader pushed to /opt/sysbench in \
+         the LXD instance and copied into a FROM-scratch image for Docker; 1 thread, {} s a \
+         run",
+        host_bin.display(),
+        args.sysbench_seconds
+    ));
+    for test in &TESTS {
+        let mut values: Vec<Vec<f64>> = vec![Vec::new(); places.len()];
+        let numbered: Vec<usize> = (0..places.len()).collect();
+        crate::measure::interleave(w.repeat, &numbered, |_, &pi| {
+            let (place, f) = &places[pi];
+            eprintln!("servelab compare: sysbench {} {place}", test.label);
+            let figure = f(&self::args(test, args.sysbench_seconds))
+                .and_then(|o| parse(&o).ok_or_else(|| anyhow::anyhow!("no figure in: {o:.300}")));
+            match figure {
+                Ok(v) => values[pi].push(v),
+                Err(e) => rep
+                    .failures
+                    .push(format!("sysbench {} {place}: {e}", test.label)),
+            }
+        });
+        for (pi, (place, _)) in places.iter().enumerate() {
+            if let Some(m) = median(&mut values[pi]) {
+                rep.sysbench.push(SysbenchRow {
+                    test: test.label.into(),
+                    unit: test.unit.into(),
+                    place: place.to_string(),
+                    runs: values[pi].len(),
+                    median: m,
+                });
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,88 @@
+//! What a comparison run is asked to do: the options the CLI validated, and which
+//! third-party baselines take part.
+
+use std::path::PathBuf;
+
+use lab::dataset::DatasetSpec;
+use lab::peers::Baseline;
+
+use super::link::LinkSpec;
+
+/// Which third-party baselines to run.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BaselineChoice {
+    None,
+    /// Every baseline found on the machine.
+    Auto,
+    List(Vec<Baseline>),
+}
+
+impl BaselineChoice {
+    pub fn parse(text: &str) -> anyhow::Result<Self> {
+        match text.trim() {
+            "none" => Ok(BaselineChoice::None),
+            "auto" | "all" => Ok(BaselineChoice::Auto),
+            list => list
+                .split(',')
+                .map(|n| {
+                    Baseline::parse(n).ok_or_else(|| {
+                        let known: Vec<&str> = Baseline::ALL.iter().map(|b| b.name()).collect();
+                        anyhow::anyhow!(
+                            "unknown baseline `{n}` (use {}, auto or none)",
+                            known.join(", ")
+                        )
+                    })
+                })
+                .collect::<anyhow::Result<Vec<_>>>()
+                .map(BaselineChoice::List),
+        }
+    }
+
+    pub fn wants(&self, b: Baseline) -> bool {
+        match self {
+            BaselineChoice::None => false,
+            BaselineChoice::Auto => true,
+            BaselineChoice::List(l) => l.contains(&b),
+        }
+    }
+
+    pub fn explicit(&self, b: Baseline) -> bool {
+        matches!(self, BaselineChoice::List(l) if l.contains(&b))
+    }
+
+    pub fn label(&self) -> String {
+        match self {
+            BaselineChoice::None => "none".into(),
+            BaselineChoice::Auto => "auto".into(),
+            BaselineChoice::List(l) => l.iter().map(|b| b.name()).collect::<Vec<_>>().join(","),
+        }
+    }
+}
+
+/// Everything a comparison run needs, validated by the CLI.
+#[derive(Debug, Clone)]
+pub struct CompareOptions {
+    /// Serve this directory instead of a generated dataset.
+    pub dataset: Option<PathBuf>,
+    pub dataset_spec: DatasetSpec,
+    pub baselines: BaselineChoice,
+    pub repeat: usize,
+    pub large_requests: u64,
+    pub large_concurrency: usize,
+    pub small_seconds: f64,
+    pub small_concurrency: usize,
+    pub nfs_clients: usize,
+    pub nfs_seconds: f64,
+    pub tcp_seconds: f64,
+    pub warmup: bool,
+    pub cold: bool,
+    pub link: Option<LinkSpec>,
+    /// httpd's NFS cache lifetime for scenario A (`--nfs-attr-ttl-ms`).
+    pub nfs_cache_ms: u64,
+    /// Threads of our load generator (`servelab load -t`).
+    pub client_threads: usize,
+    /// Also run `ab` / `wrk` on the same workloads when installed.
+    pub cross_check: bool,
+    /// `results/`: the run goes into `<results>/<date>-<host>[-N]/`.
+    pub results: PathBuf,
+}

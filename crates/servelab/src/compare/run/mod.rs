@@ -1,0 +1,203 @@
+//! Runs the comparison: starts every scenario, measures each workload in interleaved
+//! repeats, and assembles the [`Report`].
+//!
+//! Order of events: dataset → NFS servers → HTTP scenarios → same-bytes check → warm-up
+//! → for each repeat, for each workload, every scenario in a rotating order (so no
+//! scenario always runs first or last), our load generator then the reference client →
+//! NFS-level runs → TCP ceiling → report. A scenario that fails to start or to run is
+//! reported and the others go on. Each phase is one method of `RunContext`, one file
+//! per part: `start` (servers, baselines, scenarios), `http` (byte checks, warm-up,
+//! the HTTP workloads), `nfs` (NFS-level runs, per-procedure rows), `tcp` (the TCP
+//! ceiling); the rows themselves are built by [`super::rows`].
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use lab::dataset::{self, DatasetInfo};
+use lab::environment::Environment;
+use lab::peers::ExternalServer;
+use latency::Snapshot;
+
+use super::crosscheck;
+use super::link;
+use super::model::*;
+use super::options::CompareOptions;
+use super::output::write_outputs;
+use super::scenarios::ScratchDir;
+use crate::measure::error_text;
+use crate::ours::ServerProcess;
+use crate::results::unique_run_dir;
+
+mod http;
+mod nfs;
+mod start;
+mod tcp;
+
+/// The state a comparison run carries from phase to phase.
+struct RunContext<'a> {
+    opts: &'a CompareOptions,
+    out_dir: PathBuf,
+    log_dir: PathBuf,
+    info: DatasetInfo,
+    cold: bool,
+    report: Report,
+    rt: tokio::runtime::Runtime,
+    rustnfs: Option<ServerProcess>,
+    ganesha: Option<ExternalServer>,
+    /// The NFS procedure latencies rustnfs recorded, per workload label.
+    nfs_phases: BTreeMap<String, Snapshot>,
+    // Drop order: the scratch directory goes before the dataset's temporary directory.
+    scratch: ScratchDir,
+    _tmp: tempfile::TempDir,
+}
+
+/// Runs the whole comparison and writes `report.json`, `report.md` and the plots.
+/// Returns the report and the directory it was written to.
+pub fn run(opts: &CompareOptions) -> anyhow::Result<(Report, PathBuf)> {
+    let mut ctx = RunContext::prepare(opts)?;
+    ctx.start_nfs_servers();
+    let scenarios = ctx.start_scenarios();
+    ctx.check_bytes(&scenarios)?;
+    ctx.warm_up(&scenarios);
+    ctx.measure_http(&scenarios);
+    drop(scenarios);
+    ctx.measure_nfs();
+    ctx.rustnfs = None;
+    ctx.ganesha = None;
+    ctx.measure_tcp();
+    ctx.finish()
+}
+
+impl<'a> RunContext<'a> {
+    /// Output directory, dataset, cache state and the report's header.
+    fn prepare(opts: &'a CompareOptions) -> anyhow::Result<Self> {
+        let out_dir = unique_run_dir(&opts.results)?;
+        let log_dir = out_dir.join("logs");
+        std::fs::create_dir_all(&log_dir)
+            .with_context(|| format!("cannot create {}", log_dir.display()))?;
+        eprintln!("servelab compare: writing to {}", out_dir.display());
+        let tmp = tempfile::Builder::new()
+            .prefix("servelab-dataset-")
+            .tempdir()
+            .context("cannot create a temporary directory")?;
+        let info = match &opts.dataset {
+            Some(dir) => dataset::describe_existing(dir)
+                .with_context(|| format!("--dataset {}", dir.display()))?,
+            None => {
+                let root = tmp.path().join("www");
+                eprintln!(
+                    "servelab compare: generating the dataset in {}",
+                    root.display()
+                );
+                dataset::generate(&root, opts.dataset_spec)
+                    .context("cannot generate the dataset")?
+            }
+        };
+        let scratch = ScratchDir::create(&info.root)?;
+        let cache_state = if opts.cold {
+            match drop_caches() {
+                Ok(()) => "cold (page cache dropped before each run)".to_string(),
+                Err(e) => {
+                    format!("warm (--cold asked, but the page cache cannot be dropped: {e})")
+                }
+            }
+        } else {
+            "warm (every file read during warm-up before measuring)".to_string()
+        };
+        let cold = opts.cold && cache_state.starts_with("cold");
+        let report = Report {
+            schema_version: SCHEMA_VERSION,
+            environment: Environment::capture(cache_state),
+            dataset: info.clone(),
+            settings: Settings {
+                repeat: opts.repeat,
+                large_requests: opts.large_requests,
+                large_concurrency: opts.large_concurrency,
+                small_concurrency: opts.small_concurrency,
+                small_seconds: opts.small_seconds,
+                nfs_clients: opts.nfs_clients,
+                nfs_seconds: opts.nfs_seconds,
+                warmup: opts.warmup,
+                cold,
+                link: opts.link.map(|l| l.to_string()),
+                baselines: opts.baselines.label(),
+                nfs_cache_ms: opts.nfs_cache_ms,
+                client_threads: Some(opts.client_threads),
+            },
+            http: Vec::new(),
+            nfs: Vec::new(),
+            tcp: Vec::new(),
+            server_phases: Vec::new(),
+            nfs_procedures: Vec::new(),
+            byte_checks: Vec::new(),
+            skipped: Vec::new(),
+            failures: Vec::new(),
+            link_path: opts.link.map(|l| link::path_note(l).to_string()),
+            flags: Vec::new(),
+        };
+        // The TCP sink runs on a small runtime of their own; it also hosts the Ctrl-C
+        // handler that stops every child.
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("servelab-net")
+            .enable_all()
+            .build()
+            .context("cannot start the network runtime")?;
+        crate::ours::stop_children_on_signal(&rt);
+        Ok(RunContext {
+            opts,
+            out_dir,
+            log_dir,
+            info,
+            cold,
+            report,
+            rt,
+            rustnfs: None,
+            ganesha: None,
+            nfs_phases: BTreeMap::new(),
+            scratch,
+            _tmp: tmp,
+        })
+    }
+
+    /// Records a failure of one scenario (or server) in one workload; the run goes on.
+    fn fail(&mut self, scenario: &str, workload: &str, error: impl Into<anyhow::Error>) {
+        self.report.failures.push(Failure {
+            scenario: scenario.into(),
+            workload: workload.into(),
+            error: error_text(&error.into()),
+        });
+    }
+
+    /// rustnfs's metrics now, when `wanted` and rustnfs runs.
+    fn rustnfs_scrape(&self, wanted: bool) -> Option<Snapshot> {
+        if !wanted {
+            return None;
+        }
+        self.rustnfs.as_ref().and_then(|p| p.scrape().ok())
+    }
+
+    /// Adds what rustnfs recorded since `before` to the procedure latencies of `key`.
+    fn add_nfs_phases(&mut self, key: String, before: &Snapshot) {
+        if let Some(nfs) = &self.rustnfs
+            && let Ok(delta) = nfs.scrape_since(before)
+        {
+            let _ = self.nfs_phases.entry(key).or_default().merge(&delta);
+        }
+    }
+
+    /// The report's self-checks, then `report.json`, `report.md` and the plots.
+    fn finish(mut self) -> anyhow::Result<(Report, PathBuf)> {
+        self.report.flags = crosscheck::flags(&self.report);
+        write_outputs(&self.report, &self.out_dir)?;
+        Ok((self.report, self.out_dir))
+    }
+}
+
+/// Drops the page cache (needs root and a writable /proc/sys).
+fn drop_caches() -> std::io::Result<()> {
+    // SAFETY: sync(2) has no preconditions.
+    unsafe { libc::sync() };
+    std::fs::write("/proc/sys/vm/drop_caches", "3")
+}

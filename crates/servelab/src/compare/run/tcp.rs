@@ -1,0 +1,89 @@
+//! The TCP ceiling: one stream of our load generator into an in-process sink on
+//! loopback and, with `--link`, through the relay unshaped and shaped — what the bytes
+//! of scenario A could at best move at.
+
+use std::net::SocketAddr;
+
+use anyhow::Context as _;
+
+use super::RunContext;
+use crate::compare::link::{Link, LinkSpec};
+use crate::compare::rows;
+use crate::measure::{Load, interleave};
+
+/// One path the stream runs over.
+struct TcpPath {
+    /// The report's name for it.
+    label: String,
+    addr: SocketAddr,
+    /// The relay, kept alive while measured; `None` on plain loopback.
+    link: Option<Link>,
+}
+
+impl RunContext<'_> {
+    /// Raw TCP throughput on loopback and, with `--link`, through the control relay and
+    /// the shaped link.
+    pub(super) fn measure_tcp(&mut self) {
+        let (sink, stop) = match self.rt.block_on(start_tcp_sink()) {
+            Ok(s) => s,
+            Err(e) => return self.fail("tcp ceiling", "tcp", e),
+        };
+        let mut paths = vec![TcpPath {
+            label: "loopback".into(),
+            addr: sink,
+            link: None,
+        }];
+        if let Some(spec) = self.opts.link {
+            for s in [LinkSpec::unshaped(), spec] {
+                match Link::start(sink, s) {
+                    Ok(l) => paths.push(TcpPath {
+                        label: format!("loopback via link ({s}; {})", l.path_note()),
+                        addr: l.addr,
+                        link: Some(l),
+                    }),
+                    Err(e) => self.fail(&format!("link {s}"), "tcp", e),
+                }
+            }
+        }
+        let mut bits: Vec<Vec<f64>> = vec![Vec::new(); paths.len()];
+        let numbered: Vec<(usize, &TcpPath)> = paths.iter().enumerate().collect();
+        interleave(self.opts.repeat, &numbered, |rep, &(i, path)| {
+            eprintln!(
+                "servelab compare: run {}/{} tcp {}",
+                rep + 1,
+                self.opts.repeat,
+                path.label
+            );
+            let url = format!("tcp://{}", path.addr);
+            match Load::for_seconds(url, self.opts.tcp_seconds, 1).run() {
+                Ok(r) => bits[i].push(r.bytes_per_sec() * 8.0),
+                Err(e) => self.fail(&path.label, "tcp", e),
+            }
+        });
+        for (path, bits) in paths.iter().zip(bits) {
+            if !bits.is_empty() {
+                let expected = path
+                    .link
+                    .as_ref()
+                    .and_then(|l| l.spec.rate_bits_per_sec)
+                    .map(|r| r as f64);
+                self.report
+                    .tcp
+                    .push(rows::tcp_row(&path.label, bits, expected));
+            }
+        }
+        let _ = stop.send(());
+    }
+}
+
+async fn start_tcp_sink() -> anyhow::Result<(SocketAddr, tokio::sync::oneshot::Sender<()>)> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .context("cannot bind the TCP sink")?;
+    let addr = listener.local_addr()?;
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(loadgen::tcp::serve(listener, 128 * 1024, async move {
+        let _ = rx.await;
+    }));
+    Ok((addr, tx))
+}

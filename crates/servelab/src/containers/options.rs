@@ -1,0 +1,171 @@
+//! What `compare --containers` and the sweeps are asked to do: the flattened options,
+//! checked once into a [`Plan`], and the workload sizes compare's own options give.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use lab::dataset::DatasetSpec;
+
+/// The options of the container comparison and the sweeps (flattened into `compare`).
+#[derive(Debug, Args, Clone, Default)]
+pub struct ContainerArgs {
+    /// Also run httpd in containers against the host: `lxd`, `docker` or `lxd,docker`
+    /// (the same static httpd everywhere; A reads rustnfs in Docker).
+    #[arg(long, value_name = "LIST")]
+    pub containers: Option<String>,
+    /// CPU limits to sweep, e.g. `1,2`: host processes get a cgroup CFS quota, LXD
+    /// `limits.cpu` (N pinned CPUs), Docker `docker update --cpus N`.
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<String>,
+    /// Client counts to sweep (small-file workload, keep-alive), e.g. `1,10,100`.
+    #[arg(long, value_name = "LIST")]
+    pub clients: Option<String>,
+    /// httpd `--workers` values to sweep on the host, e.g. `1,2,4`.
+    #[arg(long, value_name = "LIST")]
+    pub workers: Option<String>,
+    /// Seconds of each sweep point.
+    #[arg(long, default_value_t = 1.0)]
+    pub scale_seconds: f64,
+    /// Seconds of each sysbench run where sysbench is installed; 0 leaves it out.
+    #[arg(long, default_value_t = 2)]
+    pub sysbench_seconds: u32,
+    /// Tag of docker/build.sh's images (rustnfs, httpd) for the Docker column.
+    #[arg(long, default_value = "latest")]
+    pub image_tag: String,
+    /// Run only the container comparison and sweeps, not compare's main tables.
+    #[arg(long)]
+    pub containers_only: bool,
+    /// File-system workloads (sequential read, metadata mix) on the host, in a Docker
+    /// container through a bind mount, and over NFS: seconds per run (0 = off).
+    #[arg(long, value_name = "SECONDS", default_value_t = 0.0)]
+    pub fs: f64,
+}
+
+/// The workload sizes compare's own options give (the same for every column).
+#[derive(Debug, Clone)]
+pub struct Workloads {
+    pub dataset: Option<PathBuf>,
+    pub spec: DatasetSpec,
+    pub repeat: usize,
+    pub large_requests: u64,
+    pub large_concurrency: usize,
+    pub small_seconds: f64,
+    pub small_concurrency: usize,
+}
+
+impl Workloads {
+    pub fn of(o: &crate::compare::options::CompareOptions) -> Workloads {
+        Workloads {
+            dataset: o.dataset.clone(),
+            spec: o.dataset_spec,
+            repeat: o.repeat,
+            large_requests: o.large_requests,
+            large_concurrency: o.large_concurrency,
+            small_seconds: o.small_seconds,
+            small_concurrency: o.small_concurrency,
+        }
+    }
+}
+
+impl ContainerArgs {
+    /// True when any part of this module was asked for.
+    pub fn wanted(&self) -> bool {
+        self.containers.is_some()
+            || self.cpus.is_some()
+            || self.clients.is_some()
+            || self.workers.is_some()
+            || self.fs > 0.0
+    }
+
+    /// Checks every list once; returns (engines, cpus, clients, workers).
+    pub fn parse(&self) -> anyhow::Result<Plan> {
+        let list = |name: &str, v: &Option<String>, max: u64| -> anyhow::Result<Vec<u64>> {
+            let Some(v) = v else { return Ok(Vec::new()) };
+            v.split(',')
+                .map(|x| match x.trim().parse::<u64>() {
+                    Ok(n) if n >= 1 && n <= max => Ok(n),
+                    _ => Err(anyhow::anyhow!(
+                        "--{name}: '{x}' is not a number from 1 to {max}"
+                    )),
+                })
+                .collect()
+        };
+        let mut engines = Vec::new();
+        if let Some(c) = &self.containers {
+            for e in c.split(',') {
+                match e.trim() {
+                    "lxd" => engines.push(Engine::Lxd),
+                    "docker" => engines.push(Engine::Docker),
+                    other => {
+                        anyhow::bail!("--containers: unknown '{other}' (expected lxd, docker)");
+                    }
+                }
+            }
+        }
+        engines.dedup();
+        if !(self.fs.is_finite() && (0.0..=600.0).contains(&self.fs)) {
+            anyhow::bail!("--fs must be between 0 and 600 seconds");
+        }
+        if !(self.scale_seconds.is_finite() && self.scale_seconds > 0.0) {
+            anyhow::bail!("--scale-seconds must be above 0");
+        }
+        Ok(Plan {
+            engines,
+            cpus: list("cpus", &self.cpus, 1024)?
+                .into_iter()
+                .map(|n| n as u32)
+                .collect(),
+            clients: list("clients", &self.clients, 10_000)?
+                .into_iter()
+                .map(|n| n as usize)
+                .collect(),
+            workers: list("workers", &self.workers, 1024)?,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Engine {
+    Lxd,
+    Docker,
+}
+
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub engines: Vec<Engine>,
+    pub cpus: Vec<u32>,
+    pub clients: Vec<usize>,
+    pub workers: Vec<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_are_checked() {
+        let a = ContainerArgs {
+            containers: Some("lxd,docker".into()),
+            cpus: Some("1,2".into()),
+            clients: Some("1,10,100".into()),
+            scale_seconds: 1.0,
+            ..Default::default()
+        };
+        let p = a.parse().unwrap();
+        assert_eq!(p.engines, [Engine::Lxd, Engine::Docker]);
+        assert_eq!(p.cpus, [1, 2]);
+        assert_eq!(p.clients, [1, 10, 100]);
+        let bad = ContainerArgs {
+            containers: Some("podman".into()),
+            scale_seconds: 1.0,
+            ..Default::default()
+        };
+        assert!(bad.parse().unwrap_err().to_string().contains("podman"));
+        let zero = ContainerArgs {
+            cpus: Some("0".into()),
+            scale_seconds: 1.0,
+            ..Default::default()
+        };
+        assert!(zero.parse().unwrap_err().to_string().contains("--cpus"));
+    }
+}
