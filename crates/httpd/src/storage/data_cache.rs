@@ -23,7 +23,7 @@ use std::time::SystemTime;
 use nfsclient::Attr;
 use parking_lot::Mutex;
 
-use super::StorageError;
+use super::{OpenFile, StorageError};
 
 /// Counters and gauges of one data cache, shared with the metrics endpoint.
 #[derive(Debug, Default)]
@@ -111,7 +111,7 @@ impl From<&Attr> for Validator {
 }
 
 struct Slot {
-    file: Arc<File>,
+    file: Arc<OpenFile>,
     valid: Validator,
     /// Its key in `Inner::lru`.
     tick: u64,
@@ -192,7 +192,7 @@ impl DataCache {
     }
 
     /// The cached copy if its attributes still match `valid`; a stale copy is dropped.
-    fn lookup(&self, key: &[u8], valid: &Validator) -> Option<Arc<File>> {
+    fn lookup(&self, key: &[u8], valid: &Validator) -> Option<Arc<OpenFile>> {
         let mut inner = self.inner.lock();
         let slot = inner.slots.get(key)?;
         if slot.valid != *valid {
@@ -226,7 +226,7 @@ impl DataCache {
         Some(Reservation { cache: self, size })
     }
 
-    fn commit(&self, mut res: Reservation<'_>, key: &[u8], valid: Validator, file: Arc<File>) {
+    fn commit(&self, mut res: Reservation<'_>, key: &[u8], valid: Validator, file: Arc<OpenFile>) {
         let mut inner = self.inner.lock();
         inner.remove(key);
         inner.reserved -= res.size;
@@ -246,7 +246,7 @@ impl DataCache {
         key: &[u8],
         valid: Validator,
         fill: F,
-    ) -> Result<Option<Arc<File>>, StorageError>
+    ) -> Result<Option<Arc<OpenFile>>, StorageError>
     where
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<File, StorageError>>,
@@ -273,7 +273,7 @@ impl DataCache {
                 return Ok(None);
             };
             self.stats.misses.fetch_add(1, Ordering::Relaxed);
-            let file = Arc::new(fill().await?);
+            let file = Arc::new(OpenFile::new(fill().await?));
             self.commit(res, key, valid, file.clone());
             Ok(Some(file))
         }

@@ -417,6 +417,9 @@ impl Storage for NfsStorage {
         let fh = match handle {
             Handle::Nfs(fh) => fh,
             Handle::Local(copy) => {
+                if let Some(data) = copy.cached_range(offset, len) {
+                    return Ok(data);
+                }
                 // A data-cache copy (memory): read in place, it never blocks on a disk.
                 let mut buf = vec![0u8; len];
                 copy.read_exact_at(&mut buf, offset)?;
