@@ -10,7 +10,7 @@
 //! marker without a queued job fails the connection instead of sending zeros.
 
 use std::collections::VecDeque;
-use std::fs::File;
+
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock, Weak};
 use std::task::{Context, Poll};
@@ -22,7 +22,7 @@ use parking_lot::Mutex;
 use tokio::sync::{AcquireError, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 
-use crate::storage::{Handle, Storage, StorageError};
+use crate::storage::{Handle, OpenFile, Storage, StorageError};
 use crate::timing::Timing;
 
 /// Size of the marker buffer = the largest single sendfile frame.
@@ -40,7 +40,7 @@ pub(crate) fn is_marker(buf: &[u8]) -> bool {
 
 /// A file range the connection sends with `sendfile` when it meets the matching marker.
 pub(crate) struct SendJob {
-    pub file: Arc<File>,
+    pub file: Arc<OpenFile>,
     pub offset: u64,
     pub remaining: u64,
     /// The body's last range: when it is fully sent the response is complete.
@@ -188,7 +188,7 @@ enum Kind {
     Empty,
     Once(Option<Bytes>),
     Sendfile {
-        file: Arc<File>,
+        file: Arc<OpenFile>,
         offset: u64,
         end: u64,
         queue: SendQueue,
@@ -350,7 +350,12 @@ impl FileBody {
         }
     }
 
-    pub(crate) fn sendfile(file: Arc<File>, offset: u64, len: u64, queue: SendQueue) -> FileBody {
+    pub(crate) fn sendfile(
+        file: Arc<OpenFile>,
+        offset: u64,
+        len: u64,
+        queue: SendQueue,
+    ) -> FileBody {
         FileBody {
             kind: Kind::Sendfile {
                 file,
@@ -599,6 +604,7 @@ impl Drop for FileBody {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs::File;
 
     #[test]
     fn marker_detection_is_by_address() {
@@ -653,7 +659,7 @@ mod tests {
         const C: usize = START_CHUNK;
         let stalled_in_use =
             || STALLED_BUDGET_BYTES - stalled_budget().available_permits() * BUDGET_UNIT;
-        let handle = Handle::Local(Arc::new(File::open("/dev/null").unwrap()));
+        let handle = Handle::Local(Arc::new(OpenFile::new(File::open("/dev/null").unwrap())));
         let conn = SendQueue::default();
         let mut body = FileBody::stream(Arc::new(Numbered), handle, 0, 8 << 20, 1 << 20, conn);
         let first = next_frame(&mut body).await;

@@ -3,8 +3,9 @@
 //! every open (close-to-open, like the Linux NFS client).
 //!
 //! A cached copy is a `memfd` written once and then sealed against writes and resizes,
-//! so the response path treats it like a local file: `sendfile` to the socket, exactly
-//! the kernel path `--root` uses, with no per-request copy in userspace. A file that
+//! and mapped read-only into the process once. Bodies above the inline limit go out with
+//! `sendfile` from the memfd, the kernel path `--root` uses, with no per-request copy in
+//! userspace; inline ones are sliced from the mapping (no `pread`, no copy). A file that
 //! changes on the server gets a new memfd; responses still sending the old one keep it
 //! (it is freed with their last reference), so a response is never torn by a refill.
 //!
@@ -23,7 +24,7 @@ use std::time::SystemTime;
 use nfsclient::Attr;
 use parking_lot::Mutex;
 
-use super::StorageError;
+use super::{OpenFile, StorageError};
 
 /// Counters and gauges of one data cache, shared with the metrics endpoint.
 #[derive(Debug, Default)]
@@ -111,7 +112,7 @@ impl From<&Attr> for Validator {
 }
 
 struct Slot {
-    file: Arc<File>,
+    file: Arc<OpenFile>,
     valid: Validator,
     /// Its key in `Inner::lru`.
     tick: u64,
@@ -192,7 +193,7 @@ impl DataCache {
     }
 
     /// The cached copy if its attributes still match `valid`; a stale copy is dropped.
-    fn lookup(&self, key: &[u8], valid: &Validator) -> Option<Arc<File>> {
+    fn lookup(&self, key: &[u8], valid: &Validator) -> Option<Arc<OpenFile>> {
         let mut inner = self.inner.lock();
         let slot = inner.slots.get(key)?;
         if slot.valid != *valid {
@@ -226,7 +227,7 @@ impl DataCache {
         Some(Reservation { cache: self, size })
     }
 
-    fn commit(&self, mut res: Reservation<'_>, key: &[u8], valid: Validator, file: Arc<File>) {
+    fn commit(&self, mut res: Reservation<'_>, key: &[u8], valid: Validator, file: Arc<OpenFile>) {
         let mut inner = self.inner.lock();
         inner.remove(key);
         inner.reserved -= res.size;
@@ -246,10 +247,10 @@ impl DataCache {
         key: &[u8],
         valid: Validator,
         fill: F,
-    ) -> Result<Option<Arc<File>>, StorageError>
+    ) -> Result<Option<Arc<OpenFile>>, StorageError>
     where
         F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<File, StorageError>>,
+        Fut: Future<Output = Result<OpenFile, StorageError>>,
     {
         if valid.size == 0 || valid.size > self.capacity {
             if valid.size > 0 {
@@ -315,6 +316,59 @@ pub(crate) fn seal(file: &File) -> Result<(), StorageError> {
     Ok(())
 }
 
+/// A read-only shared mapping of a sealed memfd, unmapped on drop.
+struct Mapping {
+    ptr: *mut libc::c_void,
+    len: usize,
+}
+
+// SAFETY: the mapping is read-only and its memfd is sealed against writes and resizes, so
+// the bytes never change while any thread reads them.
+unsafe impl Send for Mapping {}
+// SAFETY: as above; shared reads of immutable memory.
+unsafe impl Sync for Mapping {}
+
+impl AsRef<[u8]> for Mapping {
+    fn as_ref(&self) -> &[u8] {
+        // SAFETY: `ptr` maps `len` readable bytes for as long as `self` lives.
+        unsafe { std::slice::from_raw_parts(self.ptr.cast::<u8>(), self.len) }
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly what `map` mapped, once.
+        unsafe { libc::munmap(self.ptr, self.len) };
+    }
+}
+
+/// The cached copy as the response path uses it: the sealed memfd and its bytes, mapped
+/// once (populated up front, so no response takes page faults).
+pub(crate) fn map(file: File) -> Result<OpenFile, StorageError> {
+    use std::os::fd::AsRawFd;
+    let len = usize::try_from(file.metadata()?.len())
+        .map_err(|_| StorageError::Io(std::io::Error::other("file too large to map")))?;
+    if len == 0 {
+        return Ok(OpenFile::with_data(file, bytes::Bytes::new()));
+    }
+    // SAFETY: a fresh read-only shared mapping of a descriptor we own; checked below.
+    let ptr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_SHARED | libc::MAP_POPULATE,
+            file.as_raw_fd(),
+            0,
+        )
+    };
+    if ptr == libc::MAP_FAILED {
+        return Err(StorageError::Io(std::io::Error::last_os_error()));
+    }
+    let data = bytes::Bytes::from_owner(Mapping { ptr, len });
+    Ok(OpenFile::with_data(file, data))
+}
+
 /// Parses `--nfs-data-cache`: bytes, or a number with K, M, G or T (powers of 1024,
 /// an optional `i`/`iB`/`B` after it); `0` turns the cache off.
 pub fn parse_size(text: &str) -> Result<u64, String> {
@@ -350,11 +404,25 @@ mod tests {
         }
     }
 
-    async fn fill_with(byte: u8, len: u64) -> Result<File, StorageError> {
+    async fn fill_with(byte: u8, len: u64) -> Result<OpenFile, StorageError> {
         let mut f = memfd()?;
         f.write_all(&vec![byte; len as usize])?;
         seal(&f)?;
-        Ok(f)
+        map(f)
+    }
+
+    #[tokio::test]
+    async fn a_cached_copy_is_served_from_its_mapping() {
+        let stats = Arc::new(CacheStats::default());
+        let cache = DataCache::new(1 << 20, stats);
+        let got = cache
+            .get_or_fill(b"m", valid(1, 5000, 1), || fill_with(7, 5000))
+            .await
+            .unwrap()
+            .expect("cached");
+        assert_eq!(got.data().map(|d| d.len()), Some(5000));
+        assert_eq!(got.cached_range(4990, 10).as_deref(), Some(&[7u8; 10][..]));
+        assert!(got.cached_range(4995, 10).is_none());
     }
 
     #[test]

@@ -13,6 +13,10 @@
 //!
 //! Small reads happen inline (a page-cache hit costs microseconds, less than a hop to the
 //! blocking pool); larger ones in `spawn_blocking`.
+//!
+//! Opened files and directories are kept in an [`OpenCache`] (on by default), so a
+//! repeated request for a small file costs no system call before its response is written;
+//! see [`super::open_cache`] for how and how often entries are revalidated.
 
 use std::ffi::CString;
 use std::fs::File;
@@ -24,7 +28,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::{Entry, Handle, Kind, ListEntry, Meta, Storage, StorageError};
+use super::open_cache::{self, Lookup, OpenCache, OpenCacheConfig, OpenCacheCounts, Stamp};
+use super::{Entry, Handle, Kind, ListEntry, Meta, OpenFile, Storage, StorageError};
 
 /// Reads up to this size run on the calling (async) thread.
 const INLINE_READ: usize = 64 * 1024;
@@ -36,6 +41,8 @@ pub struct LocalStorage {
     root_fd: OwnedFd,
     follow_symlinks: bool,
     chunk: usize,
+    /// Open files by path; `None` = every request opens and `statx`es its path.
+    cache: Option<OpenCache>,
 }
 
 impl LocalStorage {
@@ -60,7 +67,60 @@ impl LocalStorage {
             root_fd,
             follow_symlinks,
             chunk,
+            cache: Some(OpenCache::new(OpenCacheConfig::default())),
         })
+    }
+
+    /// Replaces the open-file cache (`None` turns it off).
+    pub fn with_open_cache(mut self, cfg: Option<OpenCacheConfig>) -> LocalStorage {
+        self.cache = cfg.map(OpenCache::new);
+        self
+    }
+
+    /// Entries and bytes in the open-file cache (zero when it is off).
+    pub fn open_cache_counts(&self) -> OpenCacheCounts {
+        self.cache
+            .as_ref()
+            .map_or_else(OpenCacheCounts::default, OpenCache::counts)
+    }
+
+    /// Opens `path` through the jail and makes its entry (with the bytes of a small file
+    /// that has not changed lately, checked against a second `fstat` after reading).
+    fn open_uncached(&self, path: &[String]) -> Result<(Entry, Stamp), StorageError> {
+        let fd = self.open_fd(path).map_err(map_open_error)?;
+        let file = File::from(fd);
+        let md = file.metadata()?;
+        let meta = meta_of(&md)?;
+        let stamp = Stamp::of(&md);
+        let small = meta.kind == Kind::File
+            && meta.size <= open_cache::SMALL_FILE_MAX
+            && self
+                .cache
+                .as_ref()
+                .is_some_and(|c| !stamp.is_racy(std::time::SystemTime::now(), c.config().racy));
+        if let Some(cache) = &self.cache
+            && let Some(entry) = cache.revalidated(path, &stamp, small)
+        {
+            return Ok((entry, stamp));
+        }
+        let open = if small {
+            match pread_exact(&file, 0, meta.size as usize) {
+                Ok(data) if Stamp::of(&file.metadata()?) == stamp => {
+                    OpenFile::with_data(file, data)
+                }
+                _ => OpenFile::new(file),
+            }
+        } else {
+            OpenFile::new(file)
+        };
+        let entry = Entry {
+            meta,
+            handle: Handle::Local(Arc::new(open)),
+        };
+        if let Some(cache) = &self.cache {
+            cache.insert(path, entry.clone(), stamp);
+        }
+        Ok((entry, stamp))
     }
 
     /// The served directory.
@@ -140,19 +200,38 @@ fn pread_exact(file: &File, offset: u64, len: usize) -> Result<Bytes, StorageErr
 #[async_trait::async_trait]
 impl Storage for LocalStorage {
     async fn open(&self, path: &[String]) -> Result<Entry, StorageError> {
-        let fd = self.open_fd(path).map_err(map_open_error)?;
-        let file = File::from(fd);
-        let meta = meta_of(&file.metadata()?)?;
-        Ok(Entry {
-            meta,
-            handle: Handle::Local(Arc::new(file)),
-        })
+        let Some(cache) = &self.cache else {
+            return self.open_uncached(path).map(|(e, _)| e);
+        };
+        match cache.lookup(path) {
+            Lookup::Fresh(entry) => return Ok(entry),
+            Lookup::CheckFd(entry, stamp) => {
+                if let Handle::Local(f) = &entry.handle
+                    && let Ok(md) = f.metadata()
+                    && Stamp::of(&md) == stamp
+                    && stamp.linked()
+                {
+                    return Ok(entry);
+                }
+            }
+            Lookup::Open => {}
+        }
+        match self.open_uncached(path) {
+            Ok((entry, _)) => Ok(entry),
+            Err(e) => {
+                cache.remove(path);
+                Err(e)
+            }
+        }
     }
 
     async fn read(&self, handle: &Handle, offset: u64, len: usize) -> Result<Bytes, StorageError> {
         let Handle::Local(file) = handle else {
             return Err(StorageError::Forbidden("foreign handle"));
         };
+        if let Some(data) = file.cached_range(offset, len) {
+            return Ok(data);
+        }
         if len <= INLINE_READ {
             return pread_exact(file, offset, len);
         }
@@ -198,5 +277,171 @@ impl Storage for LocalStorage {
 
     fn name(&self) -> &'static str {
         "local"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    fn comps(p: &str) -> Vec<String> {
+        p.split('/').map(str::to_string).collect()
+    }
+
+    fn storage(dir: &Path, cfg: OpenCacheConfig) -> LocalStorage {
+        LocalStorage::new(dir, false, 1 << 20)
+            .unwrap()
+            .with_open_cache(Some(cfg))
+    }
+
+    /// Opens `path` and reads the whole file.
+    async fn get(s: &LocalStorage, path: &str) -> Result<Vec<u8>, StorageError> {
+        let e = s.open(&comps(path)).await?;
+        Ok(s.read(&e.handle, 0, e.meta.size as usize).await?.to_vec())
+    }
+
+    fn holds_bytes(e: &Entry) -> bool {
+        matches!(&e.handle, Handle::Local(f) if f.data().is_some())
+    }
+
+    const NOT_RACY: OpenCacheConfig = OpenCacheConfig {
+        valid_for: Duration::from_millis(300),
+        max_entries: 100,
+        max_bytes: 1 << 20,
+        racy: Duration::ZERO,
+    };
+
+    #[tokio::test]
+    async fn small_file_served_from_memory_then_change_and_delete_seen_after_valid_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("a.txt");
+        std::fs::write(&f, b"old!").unwrap();
+        let s = storage(dir.path(), NOT_RACY);
+        let t0 = Instant::now();
+        assert_eq!(get(&s, "a.txt").await.unwrap(), b"old!");
+        assert!(holds_bytes(&s.open(&comps("a.txt")).await.unwrap()));
+        assert_eq!(s.open_cache_counts().bytes, 4);
+        // Same size, in place: within valid_for the cached bytes are served (no syscall).
+        std::fs::write(&f, b"new!").unwrap();
+        let within = get(&s, "a.txt").await.unwrap();
+        if t0.elapsed() < NOT_RACY.valid_for {
+            assert_eq!(within, b"old!");
+        }
+        tokio::time::sleep(NOT_RACY.valid_for + Duration::from_millis(20)).await;
+        assert_eq!(get(&s, "a.txt").await.unwrap(), b"new!");
+        // Replaced by a rename (a new inode under the same name, as deploy tools do).
+        let tmp = dir.path().join("a.tmp");
+        std::fs::write(&tmp, b"renamed").unwrap();
+        std::fs::rename(&tmp, &f).unwrap();
+        tokio::time::sleep(NOT_RACY.valid_for + Duration::from_millis(20)).await;
+        assert_eq!(get(&s, "a.txt").await.unwrap(), b"renamed");
+        // Deleted: 404 and the entry (and its bytes) gone.
+        std::fs::remove_file(&f).unwrap();
+        tokio::time::sleep(NOT_RACY.valid_for + Duration::from_millis(20)).await;
+        assert!(matches!(
+            get(&s, "a.txt").await,
+            Err(StorageError::NotFound)
+        ));
+        assert_eq!(s.open_cache_counts().entries, 0);
+        assert_eq!(s.open_cache_counts().bytes, 0);
+    }
+
+    #[tokio::test]
+    async fn large_file_change_and_delete_seen_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("big.bin");
+        let big = open_cache::SMALL_FILE_MAX as usize + 1;
+        std::fs::write(&f, vec![1u8; big]).unwrap();
+        let cfg = OpenCacheConfig {
+            valid_for: Duration::from_secs(3600),
+            ..NOT_RACY
+        };
+        let s = storage(dir.path(), cfg);
+        let e = s.open(&comps("big.bin")).await.unwrap();
+        assert!(!holds_bytes(&e));
+        assert_eq!(e.meta.size, big as u64);
+        // Changed in place (new size): the per-request fstat sees it.
+        std::fs::write(&f, vec![2u8; big + 10]).unwrap();
+        let got = get(&s, "big.bin").await.unwrap();
+        assert_eq!((got.len(), got[0]), (big + 10, 2));
+        // Renamed over: the cached descriptor's file has no links left.
+        let tmp = dir.path().join("big.tmp");
+        std::fs::write(&tmp, vec![3u8; big + 10]).unwrap();
+        std::fs::rename(&tmp, &f).unwrap();
+        assert_eq!(get(&s, "big.bin").await.unwrap()[0], 3);
+        std::fs::remove_file(&f).unwrap();
+        assert!(matches!(
+            get(&s, "big.bin").await,
+            Err(StorageError::NotFound)
+        ));
+    }
+
+    #[tokio::test]
+    async fn recently_changed_small_file_is_not_kept_in_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("hot.txt");
+        std::fs::write(&f, b"1111").unwrap();
+        let cfg = OpenCacheConfig {
+            valid_for: Duration::from_secs(3600),
+            racy: Duration::from_secs(3600),
+            ..NOT_RACY
+        };
+        let s = storage(dir.path(), cfg);
+        assert_eq!(get(&s, "hot.txt").await.unwrap(), b"1111");
+        assert!(!holds_bytes(&s.open(&comps("hot.txt")).await.unwrap()));
+        // Rewritten with the same size, possibly in the same timestamp tick: still seen.
+        std::fs::write(&f, b"2222").unwrap();
+        assert_eq!(get(&s, "hot.txt").await.unwrap(), b"2222");
+        assert_eq!(s.open_cache_counts().bytes, 0);
+    }
+
+    #[tokio::test]
+    async fn bounded_in_entries_and_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..60 {
+            std::fs::write(dir.path().join(format!("f{i}")), vec![b'x'; 1000]).unwrap();
+        }
+        let cfg = OpenCacheConfig {
+            max_entries: 16,
+            max_bytes: 10_000,
+            ..NOT_RACY
+        };
+        let s = storage(dir.path(), cfg);
+        for round in 0..2 {
+            for i in 0..60 {
+                let got = get(&s, &format!("f{i}")).await.unwrap();
+                assert_eq!(got.len(), 1000, "round {round} file {i}");
+                let c = s.open_cache_counts();
+                assert!(c.entries <= 16 && c.bytes <= 10_000, "{c:?}");
+            }
+        }
+        let c = s.open_cache_counts();
+        assert!(c.entries > 0 && c.bytes > 0, "{c:?}");
+        // A file larger than the whole byte budget is served, only its bytes not kept.
+        std::fs::write(dir.path().join("wide"), vec![b'y'; 20_000]).unwrap();
+        assert_eq!(get(&s, "wide").await.unwrap().len(), 20_000);
+        assert!(s.open_cache_counts().bytes <= 10_000);
+    }
+
+    #[tokio::test]
+    async fn jail_holds_with_the_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret"), b"secret").unwrap();
+        std::fs::write(dir.path().join("inside"), b"inside").unwrap();
+        std::os::unix::fs::symlink("inside", dir.path().join("link")).unwrap();
+        let s = storage(dir.path(), NOT_RACY);
+        assert_eq!(get(&s, "link").await.unwrap(), b"inside");
+        // The link now leaves the root: refused once the entry is revalidated.
+        std::fs::remove_file(dir.path().join("link")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("secret"), dir.path().join("link")).unwrap();
+        tokio::time::sleep(NOT_RACY.valid_for + Duration::from_millis(20)).await;
+        for _ in 0..2 {
+            assert!(matches!(
+                get(&s, "link").await,
+                Err(StorageError::Forbidden(_))
+            ));
+        }
     }
 }

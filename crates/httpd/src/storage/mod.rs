@@ -8,6 +8,7 @@
 pub mod data_cache;
 pub mod local;
 pub mod nfs;
+pub mod open_cache;
 
 use std::fs::File;
 use std::sync::Arc;
@@ -36,12 +37,61 @@ pub struct Meta {
     pub ino: u64,
 }
 
+/// An open descriptor, and the file's whole contents when they are held in memory (small
+/// files in the local open-file cache): a read of such a file costs no system call.
+#[derive(Debug)]
+pub struct OpenFile {
+    file: File,
+    data: Option<Bytes>,
+}
+
+impl OpenFile {
+    /// A descriptor without cached contents.
+    pub fn new(file: File) -> OpenFile {
+        OpenFile { file, data: None }
+    }
+
+    /// A descriptor with its file's whole contents (as read when the entry was made).
+    pub fn with_data(file: File, data: Bytes) -> OpenFile {
+        OpenFile {
+            file,
+            data: Some(data),
+        }
+    }
+
+    /// The cached contents, if any.
+    pub fn data(&self) -> Option<&Bytes> {
+        self.data.as_ref()
+    }
+
+    /// `len` bytes at `offset` from the cached contents, when they are cached and cover it.
+    pub fn cached_range(&self, offset: u64, len: usize) -> Option<Bytes> {
+        let data = self.data.as_ref()?;
+        let start = usize::try_from(offset).ok()?;
+        let end = start.checked_add(len)?;
+        (end <= data.len()).then(|| data.slice(start..end))
+    }
+}
+
+impl std::ops::Deref for OpenFile {
+    type Target = File;
+    fn deref(&self) -> &File {
+        &self.file
+    }
+}
+
+impl std::os::fd::AsRawFd for OpenFile {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.file.as_raw_fd()
+    }
+}
+
 /// What a backend needs to read an opened object again.
 #[derive(Debug, Clone)]
 pub enum Handle {
     /// An open file or directory descriptor: the local backend, or a copy in the NFS
     /// backend's data cache (a sealed memfd).
-    Local(Arc<File>),
+    Local(Arc<OpenFile>),
     /// An NFS file handle.
     Nfs(nfsclient::FileHandle),
 }

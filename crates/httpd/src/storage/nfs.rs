@@ -20,7 +20,7 @@
 //! component (its reply carries the file's attributes, as a GETATTR would, and a file
 //! replaced under the same name shows up as a new handle), and a copy whose size, mtime,
 //! ctime or file id changed is dropped and read again. A cached file is handed to the
-//! HTTP layer as an open descriptor, which sends it with `sendfile` like a local file.
+//! HTTP layer as an open descriptor with its bytes mapped, which are written from memory.
 //! The TTL-based small-file cache is then off, since it serves without revalidating.
 
 use std::collections::HashMap;
@@ -33,7 +33,7 @@ use nfsclient::{Attr, Client, ClientConfig, FileHandle, FileKind, NfsUrl, nfssta
 use parking_lot::Mutex;
 
 use super::data_cache::{self, CacheStats, DataCache, Validator};
-use super::{Entry, Handle, Kind, ListEntry, Meta, Storage, StorageError};
+use super::{Entry, Handle, Kind, ListEntry, Meta, OpenFile, Storage, StorageError};
 
 /// Entries beyond this make the cache start over (a crude but bounded policy).
 const CACHE_MAX: usize = 100_000;
@@ -43,6 +43,75 @@ const DATA_FILE_MAX: usize = 64 * 1024;
 
 /// Bytes of file data the data cache may hold.
 const DATA_CACHE_MAX: usize = 64 << 20;
+
+/// Close-to-open revalidations (the fresh LOOKUP of a path's last component) shared by
+/// concurrent requests for the same name, without weakening the guarantee.
+///
+/// A request may use a LOOKUP's answer only if that LOOKUP was *sent after the request
+/// arrived* — then no change the request could be required to see is missed. Per name,
+/// one LOOKUP is in flight at a time (a FIFO lock held across the call); requests that
+/// arrive meanwhile queue, the first of them sends the next LOOKUP, and every other one
+/// that arrived before that LOOKUP was sent takes its answer. With c concurrent requests
+/// for one file this is at most two LOOKUPs per round trip instead of c.
+#[derive(Default)]
+struct Revalidations {
+    /// Orders arrivals and LOOKUP starts.
+    seq: std::sync::atomic::AtomicU64,
+    /// Per (directory handle, name): the last LOOKUP's start number and answer.
+    names: Mutex<HashMap<RevalKey, Arc<RevalSlot>>>,
+}
+
+/// A directory handle's bytes and a name in it.
+type RevalKey = (Vec<u8>, String);
+
+type RevalSlot = tokio::sync::Mutex<Option<(u64, (FileHandle, Attr))>>;
+
+impl std::fmt::Debug for Revalidations {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Revalidations").finish_non_exhaustive()
+    }
+}
+
+impl Revalidations {
+    /// LOOKUP `name` in `dir` with an answer no older than this call.
+    async fn lookup(
+        &self,
+        client: &Client,
+        dir: &FileHandle,
+        name: &str,
+    ) -> Result<(FileHandle, Attr), nfsclient::Error> {
+        use std::sync::atomic::Ordering::SeqCst;
+        let arrived = self.seq.fetch_add(1, SeqCst);
+        let slot = {
+            let mut names = self.names.lock();
+            if names.len() >= CACHE_MAX {
+                names.clear();
+            }
+            names
+                .entry((dir.data.to_vec(), name.to_string()))
+                .or_default()
+                .clone()
+        };
+        let mut last = slot.lock().await;
+        if let Some((started, hit)) = &*last
+            && *started > arrived
+        {
+            return Ok(hit.clone());
+        }
+        let started = self.seq.fetch_add(1, SeqCst);
+        match client.lookup(dir, name).await {
+            Ok(hit) => {
+                *last = Some((started, hit.clone()));
+                Ok(hit)
+            }
+            Err(e) => {
+                // Errors are not shared: each waiter asks for itself.
+                *last = None;
+                Err(e)
+            }
+        }
+    }
+}
 
 /// Small files by handle: data, when read, bytes held in total.
 #[derive(Debug, Default)]
@@ -62,6 +131,8 @@ pub struct NfsStorage {
     data: Mutex<SmallFiles>,
     /// `--nfs-data-cache`: whole files, revalidated on every open.
     files: Option<DataCache>,
+    /// The per-open revalidations of the data cache, shared between concurrent opens.
+    revalidations: Revalidations,
     ttl: Duration,
     chunk: usize,
     read_ahead: usize,
@@ -127,6 +198,7 @@ impl NfsStorage {
             cache: Mutex::new(HashMap::new()),
             data: Mutex::new(SmallFiles::default()),
             files: (data_cache > 0).then(|| DataCache::new(data_cache, stats)),
+            revalidations: Revalidations::default(),
             ttl,
             read_ahead,
         })
@@ -202,13 +274,11 @@ impl NfsStorage {
             cur.push(comp);
             let key = cur.join("/");
             let last = fresh && todo.is_empty();
+            let name = cur.last().expect("just pushed");
             let (nfh, nattr) = match self.cached(&key).filter(|_| !last) {
                 Some(hit) => hit,
-                None => {
-                    self.client
-                        .lookup(&fh, cur.last().expect("just pushed"))
-                        .await?
-                }
+                None if last => self.revalidations.lookup(&self.client, &fh, name).await?,
+                None => self.client.lookup(&fh, name).await?,
             };
             if nattr.kind == FileKind::Symlink {
                 cur.pop();
@@ -273,8 +343,8 @@ impl NfsStorage {
 
 impl NfsStorage {
     /// Reads the whole file (`size` bytes, as its attributes said) into a new sealed
-    /// memfd, `read_ahead` READs of `chunk` bytes in flight.
-    async fn fill(&self, fh: &FileHandle, size: u64) -> Result<std::fs::File, StorageError> {
+    /// memfd, `read_ahead` READs of `chunk` bytes in flight, and maps it.
+    async fn fill(&self, fh: &FileHandle, size: u64) -> Result<OpenFile, StorageError> {
         let file = Arc::new(data_cache::memfd()?);
         file.set_len(size)?;
         let chunk = self.chunk as u64;
@@ -296,7 +366,7 @@ impl NfsStorage {
         }
         let file = Arc::into_inner(file).expect("every fill task has ended");
         data_cache::seal(&file)?;
-        Ok(file)
+        data_cache::map(file)
     }
 }
 
@@ -417,6 +487,9 @@ impl Storage for NfsStorage {
         let fh = match handle {
             Handle::Nfs(fh) => fh,
             Handle::Local(copy) => {
+                if let Some(data) = copy.cached_range(offset, len) {
+                    return Ok(data);
+                }
                 // A data-cache copy (memory): read in place, it never blocks on a disk.
                 let mut buf = vec![0u8; len];
                 copy.read_exact_at(&mut buf, offset)?;
