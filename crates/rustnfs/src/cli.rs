@@ -57,13 +57,8 @@ pub struct Args {
     pub healthcheck: bool,
 }
 
-/// Everything [`crate::run`] needs.
-#[derive(Debug, Clone)]
-pub struct RunConfig {
-    pub listen: SocketAddr,
-    pub metrics: Option<SocketAddr>,
-    pub server: Config,
-}
+/// Everything [`crate::run`] needs (the shape httpd's `run` takes too).
+pub type RunConfig = service::RunConfig<Config>;
 
 impl Args {
     /// Validates the options (the export must be a directory).
