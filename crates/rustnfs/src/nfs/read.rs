@@ -7,10 +7,10 @@ use nfs3_types::nfs3::{
     ACCESS3_DELETE, ACCESS3_EXECUTE, ACCESS3_EXTEND, ACCESS3_LOOKUP, ACCESS3_MODIFY, ACCESS3_READ,
     ACCESS3res, ACCESS3resfail, ACCESS3resok, FSINFO3res, FSINFO3resfail, FSSTAT3res,
     FSSTAT3resfail, GETATTR3res, GETATTR3resok, LOOKUP3res, LOOKUP3resfail, LOOKUP3resok,
-    Nfs3Result, PATHCONF3res, PATHCONF3resfail, READ3res, READ3resfail, READ3resok, READDIR3res,
-    READDIR3resfail, READDIR3resok, READDIRPLUS3res, READDIRPLUS3resfail, READDIRPLUS3resok,
-    READLINK3res, READLINK3resfail, READLINK3resok, cookieverf3, dirlist3, dirlistplus3, entry3,
-    entryplus3, fattr3, filename3, ftype3, nfspath3, nfsstat3, post_op_attr, post_op_fh3,
+    Nfs3Result, PATHCONF3res, PATHCONF3resfail, READDIR3res, READDIR3resfail, READDIR3resok,
+    READDIRPLUS3res, READDIRPLUS3resfail, READDIRPLUS3resok, READLINK3res, READLINK3resfail,
+    READLINK3resok, cookieverf3, dirlist3, dirlistplus3, entry3, entryplus3, fattr3, filename3,
+    ftype3, nfspath3, nfsstat3, post_op_attr, post_op_fh3,
 };
 use nfs3_types::xdr_codec::{List, Opaque, Void};
 
@@ -104,34 +104,11 @@ impl Dispatcher {
         Ok(label(&res))
     }
 
-    /// READ as the protocol reference: the connection guard answers READ itself on its
-    /// zero-copy path, so this one is used when a call reaches the dispatcher directly.
+    /// READ through [`super::read3`], the implementation the guard's data paths use
+    /// (the guard answers READ itself; this serves a call handed to the dispatcher).
     pub(super) fn read(&self, a: &mut Args<'_>, out: &mut Vec<u8>) -> Answer {
-        let fh = a.fh()?;
-        let offset = a.u64()?;
-        let count = a.u32()?;
-        a.end()?;
-        let mut data = Vec::new();
-        let r = self
-            .handle(fh)
-            .map_err(|s| (s, None))
-            .and_then(|fh| self.fs.read_into(&fh, offset, count, &mut data));
-        let res: READ3res<'_> = match r {
-            Ok((attr, n, eof)) => Nfs3Result::Ok(READ3resok {
-                file_attributes: post_op_attr::Some(attr),
-                count: n,
-                eof,
-                data: Opaque::borrowed(&data),
-            }),
-            Err((s, attr)) => Nfs3Result::Err((
-                s,
-                READ3resfail {
-                    file_attributes: attr.map_or(post_op_attr::None, post_op_attr::Some),
-                },
-            )),
-        };
-        put(out, &res);
-        Ok(label(&res))
+        let args = super::read3::ReadArgs::decode(a)?;
+        Ok(super::read3::put_result(&self.fs, &args, out))
     }
 
     /// READDIR: entries from the cookie on until the reply would exceed `count` bytes.
