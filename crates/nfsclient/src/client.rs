@@ -10,7 +10,6 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::Duration;
 
 use nfs3_client::nfs3_types::mount::dirpath;
 use nfs3_client::nfs3_types::nfs3::{
@@ -30,26 +29,7 @@ use crate::rpc_io::RpcIo;
 use crate::{Attr, DirEntry, Error, NfsUrl};
 use bytes::Bytes;
 
-/// Pool and timeout settings.
-#[derive(Debug, Clone)]
-pub struct ClientConfig {
-    /// Most connections open at once (= most calls in flight).
-    pub connections: usize,
-    /// Deadline of one call: waiting for a connection, connecting and the RPC.
-    pub call_timeout: Duration,
-    /// Deadline of one TCP connect.
-    pub connect_timeout: Duration,
-}
-
-impl Default for ClientConfig {
-    fn default() -> Self {
-        ClientConfig {
-            connections: 8,
-            call_timeout: Duration::from_secs(5),
-            connect_timeout: Duration::from_secs(2),
-        }
-    }
-}
+pub use crate::pool::ClientConfig;
 
 /// A mounted NFSv3 export; cheap to clone (all clones share the pool).
 #[derive(Clone)]

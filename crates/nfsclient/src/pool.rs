@@ -10,6 +10,7 @@
 //! connection, retried once on a fresh one, so the first call after a restart succeeds.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use nfs3_client::nfs3_types::rpc::opaque_auth;
 use nfs3_client::{Nfs3Client, RpcError};
@@ -18,7 +19,6 @@ use tokio::net::TcpStream;
 use tokio::sync::{Semaphore, SemaphorePermit};
 use tokio::time::Instant;
 
-use crate::client::ClientConfig;
 use crate::fastread::RawConn;
 use crate::rpc_io::RpcIo;
 use crate::url::{Host, endpoint};
@@ -26,6 +26,27 @@ use crate::{Error, NfsUrl, Unreachable};
 
 /// An `nfs3_client` connection: every procedure but the zero-copy READ.
 pub(crate) type Conn = Nfs3Client<RpcIo<TcpStream>>;
+
+/// Pool and timeout settings.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// Most connections open at once (= most calls in flight).
+    pub connections: usize,
+    /// Deadline of one call: waiting for a connection, connecting and the RPC.
+    pub call_timeout: Duration,
+    /// Deadline of one TCP connect.
+    pub connect_timeout: Duration,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            connections: 8,
+            call_timeout: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(2),
+        }
+    }
+}
 
 /// The pool of one mounted export's NFS connections.
 pub(crate) struct Pool {
@@ -267,7 +288,6 @@ pub(crate) async fn resolve(
 mod tests {
     use super::*;
     use crate::Client;
-    use std::time::Duration;
 
     fn soon() -> Instant {
         Instant::now() + Duration::from_secs(5)
