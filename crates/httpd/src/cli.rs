@@ -173,15 +173,8 @@ impl Args {
 impl Args {
     /// `--healthcheck`: see [`crate::health::probe`].
     pub fn healthcheck(&self) -> Result<(), Error> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        let addr = crate::health::probe_addr(self.listen);
-        let line = rt
-            .block_on(crate::health::probe(addr, crate::health::TIMEOUT))
-            .map_err(Error::Unhealthy)?;
-        println!("healthy: {line}");
-        Ok(())
+        let probe = |addr| crate::health::probe(addr, crate::health::TIMEOUT);
+        service::healthcheck(self.listen, probe)?.map_err(Error::Unhealthy)
     }
 }
 

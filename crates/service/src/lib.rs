@@ -8,7 +8,8 @@
 //!   (a `latency` registry, plus what a server adds), behind a connection cap.
 //! - [`RunConfig`]: what a server binary's `run(config)` takes: the listening address,
 //!   the optional metrics address, the server's own configuration.
-//! - [`probe_addr`]: the address a `--healthcheck` probe dials for a listening address.
+//! - [`healthcheck`]: `--healthcheck` around a server's own probe; [`probe_addr`], the
+//!   address the probe dials for a listening address.
 //! - [`init_logging`]: the `tracing` subscriber a server binary installs.
 
 pub mod metrics;
@@ -39,6 +40,22 @@ pub fn probe_addr(listen: SocketAddr) -> SocketAddr {
         ip => ip,
     };
     SocketAddr::new(ip, listen.port())
+}
+
+/// `--healthcheck` of a server listening on `listen`: runs `probe` (the server's own
+/// protocol probe) against [`probe_addr`]`(listen)` on a small runtime of its own and
+/// prints `healthy: <its line>`. The inner `Err` is the probe's reason: unhealthy.
+pub fn healthcheck<F, Fut>(listen: SocketAddr, probe: F) -> std::io::Result<Result<(), String>>
+where
+    F: FnOnce(SocketAddr) -> Fut,
+    Fut: std::future::Future<Output = Result<String, String>>,
+{
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    Ok(rt.block_on(probe(probe_addr(listen))).map(|line| {
+        println!("healthy: {line}");
+    }))
 }
 
 /// Installs the `tracing` subscriber of a server binary on stderr: `default` as the
