@@ -35,7 +35,7 @@ use crate::error::{Error, nfsstat_from_io, status_label};
 use crate::sys::{self, Stat};
 pub use handle::Fh;
 use nodes::{FdCache, Nodes};
-pub use readdir::DirIter;
+pub use readdir::{DirIter, Entry};
 
 /// Largest READ/WRITE payload advertised (and enforced) — FSINFO's rtmax/wtmax.
 pub const MAX_IO: u32 = 1 << 20;

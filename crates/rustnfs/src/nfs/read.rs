@@ -16,6 +16,7 @@ use nfs3_types::xdr_codec::{List, Opaque, Void};
 
 use super::xdr::{Args, opaque_size, put};
 use super::{Answer, Caller, Dispatcher, fail, label};
+use crate::fs::{DirIter, Entry};
 
 /// XDR sizes used to fill READDIR/READDIRPLUS replies up to the client's limits.
 const POST_OP_ATTR: usize = 4 + 84;
@@ -128,41 +129,18 @@ impl Dispatcher {
             Err(s) => fail::<READDIR3resok<'_>, READDIR3resfail>(s),
             Ok(mut it) => {
                 let dir_attributes = post_op_attr::Some(self.fs.fattr(&it.stat));
-                let mut size = DIR_REPLY_BASE;
-                let mut entries = Vec::new();
-                let mut eof = false;
-                let mut error = None;
-                loop {
-                    match it.next_entry() {
-                        None => {
-                            eof = true;
-                            break;
-                        }
-                        Some(Err(s)) => {
-                            error = Some(s);
-                            break;
-                        }
-                        Some(Ok(e)) => {
-                            let add = 4 + 8 + opaque_size(e.name.len()) + 8;
-                            if size + add > count {
-                                break;
-                            }
-                            size += add;
-                            entries.push(entry3 {
-                                fileid: e.fileid,
-                                name: filename3(Opaque::owned(e.name)),
-                                cookie: e.cookie,
-                            });
-                        }
-                    }
-                }
-                match error {
-                    Some(s) => Nfs3Result::Err((s, READDIR3resfail { dir_attributes })),
-                    None if entries.is_empty() && !eof => Nfs3Result::Err((
-                        nfsstat3::NFS3ERR_TOOSMALL,
-                        READDIR3resfail { dir_attributes },
-                    )),
-                    None => Nfs3Result::Ok(READDIR3resok {
+                let listed = fill(&mut it, count, |e| {
+                    let size = 4 + 8 + opaque_size(e.name.len()) + 8;
+                    let entry = entry3 {
+                        fileid: e.fileid,
+                        name: filename3(Opaque::owned(e.name)),
+                        cookie: e.cookie,
+                    };
+                    Some((size, entry))
+                });
+                match listed {
+                    Err(s) => Nfs3Result::Err((s, READDIR3resfail { dir_attributes })),
+                    Ok((entries, eof)) => Nfs3Result::Ok(READDIR3resok {
                         dir_attributes,
                         cookieverf: cookieverf3::default(),
                         reply: dirlist3 {
@@ -196,54 +174,30 @@ impl Dispatcher {
             Err(s) => fail::<READDIRPLUS3resok<'_>, READDIRPLUS3resfail>(s),
             Ok(mut it) => {
                 let dir_attributes = post_op_attr::Some(self.fs.fattr(&it.stat));
-                let mut size = DIR_REPLY_BASE;
-                let mut entries = Vec::new();
-                let mut eof = false;
-                let mut error = None;
-                loop {
-                    match it.next_entry() {
-                        None => {
-                            eof = true;
-                            break;
-                        }
-                        Some(Err(s)) => {
-                            error = Some(s);
-                            break;
-                        }
-                        Some(Ok(e)) => {
-                            // A READDIRPLUS listing stats every entry it yields.
-                            let Some((attr, fh)) = e.plus else { continue };
-                            let name_handle = match fh {
-                                Some(fh) => post_op_fh3::Some(self.fs.wire(&fh)),
-                                None => post_op_fh3::None,
-                            };
-                            let fh_size = match &name_handle {
-                                post_op_fh3::Some(h) => 4 + opaque_size(h.data.len()),
-                                post_op_fh3::None => 4,
-                            };
-                            let add =
-                                4 + 8 + opaque_size(e.name.len()) + 8 + POST_OP_ATTR + fh_size;
-                            if size + add > maxcount {
-                                break;
-                            }
-                            size += add;
-                            entries.push(entryplus3 {
-                                fileid: e.fileid,
-                                name: filename3(Opaque::owned(e.name)),
-                                cookie: e.cookie,
-                                name_attributes: post_op_attr::Some(attr),
-                                name_handle,
-                            });
-                        }
-                    }
-                }
-                match error {
-                    Some(s) => Nfs3Result::Err((s, READDIRPLUS3resfail { dir_attributes })),
-                    None if entries.is_empty() && !eof => Nfs3Result::Err((
-                        nfsstat3::NFS3ERR_TOOSMALL,
-                        READDIRPLUS3resfail { dir_attributes },
-                    )),
-                    None => Nfs3Result::Ok(READDIRPLUS3resok {
+                let listed = fill(&mut it, maxcount, |e| {
+                    // A READDIRPLUS listing stats every entry it yields.
+                    let (attr, fh) = e.plus?;
+                    let name_handle = match fh {
+                        Some(fh) => post_op_fh3::Some(self.fs.wire(&fh)),
+                        None => post_op_fh3::None,
+                    };
+                    let fh_size = match &name_handle {
+                        post_op_fh3::Some(h) => 4 + opaque_size(h.data.len()),
+                        post_op_fh3::None => 4,
+                    };
+                    let size = 4 + 8 + opaque_size(e.name.len()) + 8 + POST_OP_ATTR + fh_size;
+                    let entry = entryplus3 {
+                        fileid: e.fileid,
+                        name: filename3(Opaque::owned(e.name)),
+                        cookie: e.cookie,
+                        name_attributes: post_op_attr::Some(attr),
+                        name_handle,
+                    };
+                    Some((size, entry))
+                });
+                match listed {
+                    Err(s) => Nfs3Result::Err((s, READDIRPLUS3resfail { dir_attributes })),
+                    Ok((entries, eof)) => Nfs3Result::Ok(READDIRPLUS3resok {
                         dir_attributes,
                         cookieverf: cookieverf3::default(),
                         reply: dirlistplus3 {
@@ -306,6 +260,35 @@ impl Dispatcher {
             Nfs3Result::Err((s, _)) => Err(*s),
         };
         self.vfs(op, t, &r);
+    }
+}
+
+/// A READDIR/READDIRPLUS listing from `it`: the entries `make` builds (with their XDR
+/// size; `None` skips one) while the whole reply stays within `limit` bytes, and whether
+/// the directory's end was reached. NFS3ERR_TOOSMALL when not even one entry fits.
+fn fill<E>(
+    it: &mut DirIter,
+    limit: usize,
+    mut make: impl FnMut(Entry) -> Option<(usize, E)>,
+) -> Result<(Vec<E>, bool), nfsstat3> {
+    let mut size = DIR_REPLY_BASE;
+    let mut entries = Vec::new();
+    loop {
+        let entry = match it.next_entry() {
+            None => return Ok((entries, true)),
+            Some(e) => e?,
+        };
+        let Some((add, entry)) = make(entry) else {
+            continue;
+        };
+        if size + add > limit {
+            if entries.is_empty() {
+                return Err(nfsstat3::NFS3ERR_TOOSMALL);
+            }
+            return Ok((entries, false));
+        }
+        size += add;
+        entries.push(entry);
     }
 }
 
