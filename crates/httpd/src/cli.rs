@@ -9,6 +9,9 @@ use clap::Parser;
 
 use crate::{Config, Error};
 
+/// Everything [`crate::run`] needs (the shape rustnfs's `run` takes too).
+pub type RunConfig = service::RunConfig<Config>;
+
 /// A static file server for a local directory or an NFSv3 export, timing every request.
 ///
 /// Every flag can also come from an environment variable: HTTPD_ and the flag's name in
@@ -159,22 +162,19 @@ impl Args {
             rt.worker_threads(n);
         }
         let rt = rt.enable_all().build()?;
-        rt.block_on(crate::run(cfg, self.listen, self.metrics))
+        rt.block_on(crate::run(RunConfig {
+            listen: self.listen,
+            metrics: self.metrics,
+            server: cfg,
+        }))
     }
 }
 
 impl Args {
     /// `--healthcheck`: see [`crate::health::probe`].
     pub fn healthcheck(&self) -> Result<(), Error> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        let addr = crate::health::probe_addr(self.listen);
-        let line = rt
-            .block_on(crate::health::probe(addr, crate::health::TIMEOUT))
-            .map_err(Error::Unhealthy)?;
-        println!("healthy: {line}");
-        Ok(())
+        let probe = |addr| crate::health::probe(addr, crate::health::TIMEOUT);
+        service::healthcheck(self.listen, probe)?.map_err(Error::Unhealthy)
     }
 }
 
@@ -195,20 +195,7 @@ pub fn error_line(err: &(dyn std::error::Error + 'static)) -> String {
     line
 }
 
-/// Installs the `tracing` subscriber of a server binary on stderr: `default` as the
-/// filter unless `RUST_LOG` says otherwise, colour only when stderr is a terminal (logs
-/// collected by Docker, systemd or a file must not carry escape codes).
-pub fn init_logging(default: &str) {
-    use std::io::IsTerminal;
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| default.into()),
-        )
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr)
-        .init();
-}
+pub use service::init_logging;
 
 /// A switch's value from the environment (or `--list=VALUE`): true/false, 1/0, yes/no, on/off.
 fn parse_bool(text: &str) -> Result<bool, String> {

@@ -1,6 +1,6 @@
 //! `httpd --healthcheck`: one `HEAD /` to the running server, for container probes.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -9,16 +9,7 @@ use tokio::net::TcpStream;
 /// How long the whole probe (connect, request, status line) may take.
 pub const TIMEOUT: Duration = Duration::from_secs(3);
 
-/// The address to probe for a server listening on `listen`: a wildcard address
-/// (`0.0.0.0`, `[::]`) becomes the loopback address of the same family.
-pub fn probe_addr(listen: SocketAddr) -> SocketAddr {
-    let ip = match listen.ip() {
-        IpAddr::V4(a) if a.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
-        IpAddr::V6(a) if a.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
-        ip => ip,
-    };
-    SocketAddr::new(ip, listen.port())
-}
+pub use service::probe_addr;
 
 /// Sends `HEAD /` to `addr` and expects an HTTP status line within `timeout`. Any status
 /// counts (a 503 from an unreachable NFS backend still means the server runs). `Ok`
@@ -88,14 +79,6 @@ mod tests {
         assert!(parse_status(b"").is_err());
         assert!(parse_status(b"SSH-2.0-OpenSSH\r\n").is_err());
         assert!(parse_status(b"HTTP/1.1 abc\r\n").is_err());
-    }
-
-    #[test]
-    fn wildcard_listen_becomes_loopback() {
-        let p = |s: &str| probe_addr(s.parse().unwrap()).to_string();
-        assert_eq!(p("0.0.0.0:8080"), "127.0.0.1:8080");
-        assert_eq!(p("[::]:8080"), "[::1]:8080");
-        assert_eq!(p("127.0.0.2:80"), "127.0.0.2:80");
     }
 
     #[tokio::test]

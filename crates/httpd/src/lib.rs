@@ -3,8 +3,9 @@
 //!
 //! # Layout
 //! - [`config`]: [`Config`], [`Backend`], [`AccessLog`] — what to serve and the limits.
-//! - [`server`]: [`serve`] and [`serve_metrics`] — accept loop, connection cap, timeouts,
-//!   graceful shutdown; [`run`] is what the binary calls.
+//! - [`server`]: [`serve`] — accept loop, connection cap, timeouts, graceful shutdown;
+//!   [`serve_metrics`] (the `service` crate's endpoint, shared with rustnfs, with the data
+//!   cache's values added); [`run`] is what the binary calls.
 //! - `path`: request path → safe components (`..`, `%2f`, `\`, NUL refused).
 //! - [`storage`]: the [`storage::Storage`] trait with the local (`openat2`
 //!   `RESOLVE_BENEATH`) and NFS (pooled `nfsclient`, attribute cache) backends.

@@ -1,4 +1,5 @@
-//! Accept loop, connection limits and timeouts, graceful shutdown, the metrics endpoint.
+//! Accept loop, connection limits and timeouts, graceful shutdown; what the metrics
+//! endpoint serves; [`run`], what the binary calls.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -6,8 +7,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-use http::{HeaderValue, Response, StatusCode, header};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -17,7 +16,8 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 use crate::Error;
-use crate::body::{FileBody, SendQueue};
+use crate::body::SendQueue;
+use crate::cli::RunConfig;
 use crate::config::{AccessLog, Backend, Config};
 use crate::conn_io::ConnIo;
 use crate::respond::{self, Shared};
@@ -178,91 +178,56 @@ pub async fn serve(
     Ok(())
 }
 
+/// What httpd's metrics endpoint serves: the request registry and, with a data cache,
+/// its values (`httpd_nfs_data_cache_*` lines, and `nfs_data_cache` in the JSON).
+struct Metrics {
+    registry: Arc<Registry>,
+    cache: Option<Arc<CacheStats>>,
+}
+
+impl service::Source for Metrics {
+    fn prometheus(&self) -> String {
+        let mut text = service::Source::prometheus(&*self.registry);
+        if let Some(c) = &self.cache {
+            text += &c.to_prometheus();
+        }
+        text
+    }
+    fn json(&self) -> serde_json::Value {
+        let mut json = service::Source::json(&*self.registry);
+        if let (Some(c), Some(obj)) = (&self.cache, json.as_object_mut()) {
+            obj.insert("nfs_data_cache".into(), c.to_json());
+        }
+        json
+    }
+}
+
 /// Serves `GET /metrics` (Prometheus text) and `GET /metrics.json` (a `latency`
 /// snapshot) from `registry` until `shutdown` completes; with `cache`, its values too
-/// (`httpd_nfs_data_cache_*` lines, and `nfs_data_cache` in the JSON).
+/// (`httpd_nfs_data_cache_*` lines, and `nfs_data_cache` in the JSON). The endpoint is
+/// the one rustnfs serves too (the `service` crate's: capped, one request per connection).
 pub async fn serve_metrics(
     listener: TcpListener,
     registry: Arc<Registry>,
     cache: Option<Arc<CacheStats>>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Error> {
-    let graceful = GracefulShutdown::new();
-    let mut builder = http1::Builder::new();
-    builder
-        .timer(TokioTimer::new())
-        .header_read_timeout(Duration::from_secs(10));
-    tokio::pin!(shutdown);
-    loop {
-        let (stream, _) = tokio::select! {
-            _ = &mut shutdown => break,
-            r = listener.accept() => match r {
-                Ok(c) => c,
-                Err(e) => {
-                    tracing::warn!(error = %e, "metrics accept failed");
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                    continue;
-                }
-            },
-        };
-        let registry = registry.clone();
-        let cache = cache.clone();
-        let svc = service_fn(move |req: http::Request<hyper::body::Incoming>| {
-            let registry = registry.clone();
-            let cache = cache.clone();
-            async move {
-                let (status, ctype, body) = match req.uri().path() {
-                    "/metrics" => (
-                        StatusCode::OK,
-                        "text/plain; version=0.0.4; charset=utf-8",
-                        latency::prometheus::render(&registry.snapshot())
-                            + &cache
-                                .as_ref()
-                                .map(|c| c.to_prometheus())
-                                .unwrap_or_default(),
-                    ),
-                    "/metrics.json" => (StatusCode::OK, "application/json", {
-                        let mut json = registry.snapshot().to_json();
-                        if let (Some(c), Some(obj)) = (&cache, json.as_object_mut()) {
-                            obj.insert("nfs_data_cache".into(), c.to_json());
-                        }
-                        json.to_string()
-                    }),
-                    _ => (
-                        StatusCode::NOT_FOUND,
-                        "text/plain; charset=utf-8",
-                        "404 Not Found: try /metrics or /metrics.json\n".to_string(),
-                    ),
-                };
-                let mut resp = Response::new(FileBody::bytes(Bytes::from(body)));
-                *resp.status_mut() = status;
-                resp.headers_mut()
-                    .insert(header::CONTENT_TYPE, HeaderValue::from_static(ctype));
-                Ok::<_, Infallible>(resp)
-            }
-        });
-        let conn = graceful.watch(builder.serve_connection(TokioIo::new(stream), svc));
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
-    }
-    let _ = tokio::time::timeout(Duration::from_secs(5), graceful.shutdown()).await;
-    Ok(())
+    let source = Arc::new(Metrics { registry, cache });
+    let limits = service::metrics::Limits::default();
+    Ok(service::metrics::serve(listener, source, limits, shutdown).await?)
 }
 
 /// What the binary runs: binds `listen` (and `metrics`), serves until SIGINT/SIGTERM,
 /// then prints the summary table to stderr.
-pub async fn run(
-    config: Config,
-    listen: SocketAddr,
-    metrics: Option<SocketAddr>,
-) -> Result<(), Error> {
+pub async fn run(rc: RunConfig) -> Result<(), Error> {
+    let RunConfig {
+        listen,
+        metrics,
+        server: config,
+    } = rc;
     let registry = Registry::new("httpd_request");
     let listener = bind("--listen", listen).await?;
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let stopped = move |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|s| *s).await;
-    };
+    let stop = service::Stop::new();
     let metrics_task = match metrics {
         Some(addr) => {
             let l = bind("--metrics", addr).await?;
@@ -272,23 +237,17 @@ pub async fn run(
                 l,
                 registry.clone(),
                 cache,
-                stopped(stop_rx.clone()),
+                stop.stopped(),
             )))
         }
         None => None,
     };
-    tokio::spawn(async move {
-        wait_for_signal().await;
-        tracing::info!("signal received");
-        let _ = stop_tx.send(true);
-    });
-    let result = serve(listener, config, registry.clone(), stopped(stop_rx)).await;
+    stop.on_signal();
+    let result = serve(listener, config, registry.clone(), stop.stopped()).await;
+    // Also when serve failed at start (e.g. the NFS server is down): no signal will come
+    // to stop the metrics listener, and waiting for one hung the process.
+    stop.stop();
     if let Some(t) = metrics_task {
-        if result.is_err() {
-            // serve failed at start (e.g. the NFS server is down): no signal will come
-            // to stop the metrics listener, and waiting for one hung the process.
-            t.abort();
-        }
         let _ = t.await;
     }
     if result.is_ok() {
@@ -302,13 +261,4 @@ async fn bind(flag: &'static str, addr: SocketAddr) -> Result<TcpListener, Error
     TcpListener::bind(addr)
         .await
         .map_err(|err| Error::Bind { flag, addr, err })
-}
-
-async fn wait_for_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).expect("installing a SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
 }

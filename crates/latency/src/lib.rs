@@ -1,7 +1,8 @@
 //! Latency histograms per operation and phase, shared by every servelab part.
 //!
 //! # Layout
-//! - [`series`]: one HDR histogram of durations plus byte and error counters ([`Series`]).
+//! - [`series`]: one HDR histogram of durations plus a byte count and an exact duration
+//!   sum ([`Series`]); failures are series of their own, keyed by `status`.
 //! - [`registry`]: the live, thread-safe collection servers record into ([`Registry`]).
 //! - [`snapshot`]: a point-in-time copy that merges exactly and round-trips through JSON.
 //! - [`prometheus`]: Prometheus text exposition of a snapshot, in base units.

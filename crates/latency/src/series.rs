@@ -1,4 +1,5 @@
-//! One measured series: a duration histogram (nanoseconds) with byte and error counters.
+//! One measured series: a duration histogram (nanoseconds) with a byte count and an
+//! exact sum of durations (errors are series of their own, by `status`).
 
 use std::time::Duration;
 

@@ -39,9 +39,11 @@ pub(crate) trait Worker {
     }
 }
 
-/// One operation to run: under a fixed rate, when it should start.
+/// Leave to run one operation, handed out by [`Dispenser::take`].
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Ticket {
+    /// Under a fixed rate, when the operation should start (its latency counts from
+    /// here, not from when it did start); `None` in a closed loop: it starts now.
     pub intended: Option<Instant>,
 }
 

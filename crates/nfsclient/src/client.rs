@@ -1,18 +1,15 @@
 //! [`Client`]: one MOUNT, then a pool of NFSv3 connections with timeouts and reconnects.
 //!
 //! `nfs3_client` runs one call at a time per connection, so throughput comes from several
-//! connections: each call leases an idle connection (or opens one, up to
-//! [`ClientConfig::connections`]) and returns it afterwards. A call that fails with an
-//! I/O error drops its connection and every idle one (a server restart kills them all),
-//! and a call on a reused connection that turns out dead is retried once on a fresh one
-//! when it is idempotent — so the first request after a restart succeeds. Each call has
-//! a deadline covering the wait for a connection, connecting and the call itself: a dead
-//! or hung server gives [`Error::Unreachable`] / [`Error::Timeout`] fast, never a hang.
+//! connections: each call leases one from the pool (`crate::pool`, up to
+//! [`ClientConfig::connections`]), which also reconnects after a server restart and
+//! retries an idempotent call once. Each call has a deadline covering the wait for a
+//! connection, connecting and the call itself: a dead or hung server gives
+//! [`Error::Unreachable`] / [`Error::Timeout`] fast, never a hang. This file holds the
+//! procedures: MOUNT and FSINFO at connect, then one method per NFS call.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::Duration;
 
 use nfs3_client::nfs3_types::mount::dirpath;
 use nfs3_client::nfs3_types::nfs3::{
@@ -22,40 +19,17 @@ use nfs3_client::nfs3_types::nfs3::{
 };
 use nfs3_client::nfs3_types::rpc::{auth_unix, opaque_auth};
 use nfs3_client::nfs3_types::xdr_codec::Opaque;
-use nfs3_client::{MountClient, MountError, Nfs3Client, RpcError};
-use parking_lot::{Mutex, RwLock};
-use tokio::net::TcpStream;
-use tokio::sync::{Semaphore, SemaphorePermit};
+use nfs3_client::{MountClient, MountError, RpcError};
+use parking_lot::RwLock;
 use tokio::time::Instant;
 
 use crate::fastread::{RawConn, ReadOutcome};
+use crate::pool::{Conn, Pool, connect_tcp, pool_call};
 use crate::rpc_io::RpcIo;
-use crate::url::{Host, endpoint};
-use crate::{Attr, DirEntry, Error, NfsUrl, Unreachable};
+use crate::{Attr, DirEntry, Error, NfsUrl};
 use bytes::Bytes;
 
-type Conn = Nfs3Client<RpcIo<TcpStream>>;
-
-/// Pool and timeout settings.
-#[derive(Debug, Clone)]
-pub struct ClientConfig {
-    /// Most connections open at once (= most calls in flight).
-    pub connections: usize,
-    /// Deadline of one call: waiting for a connection, connecting and the RPC.
-    pub call_timeout: Duration,
-    /// Deadline of one TCP connect.
-    pub connect_timeout: Duration,
-}
-
-impl Default for ClientConfig {
-    fn default() -> Self {
-        ClientConfig {
-            connections: 8,
-            call_timeout: Duration::from_secs(5),
-            connect_timeout: Duration::from_secs(2),
-        }
-    }
-}
+pub use crate::pool::ClientConfig;
 
 /// A mounted NFSv3 export; cheap to clone (all clones share the pool).
 #[derive(Clone)]
@@ -74,15 +48,8 @@ impl std::fmt::Debug for Client {
 struct Inner {
     /// The URL with the export that MOUNT accepted and the path inside it.
     url: NfsUrl,
-    cfg: ClientConfig,
-    /// AUTH_UNIX credential sent with every call.
-    cred: opaque_auth<'static>,
-    /// Connections not in use; popped by a call, pushed back when it succeeds.
-    idle: Mutex<Vec<Conn>>,
-    /// Idle connections of the zero-copy READ path (same permits as `idle`).
-    raw_idle: Mutex<Vec<RawConn>>,
-    /// One permit per connection that may exist.
-    permits: Semaphore,
+    /// The connections, their permits, timeouts and credential.
+    pool: Pool,
     /// The export's root handle; replaced by [`Client::remount`].
     root: RwLock<nfs_fh3>,
     /// Largest READ / WRITE the server accepts (FSINFO).
@@ -92,29 +59,11 @@ struct Inner {
     remount: tokio::sync::Mutex<()>,
 }
 
-/// A leased connection with its pool permit.
-struct Lease<'a> {
-    conn: Conn,
-    reused: bool,
-    _permit: SemaphorePermit<'a>,
-}
-
-/// Runs one RPC on a leased connection with the pool's deadline and retry rules.
+/// Runs one RPC on a pooled `nfs3_client` connection (see [`pool_call`]).
 macro_rules! nfs_call {
-    ($self:expr, $op:expr, $idempotent:expr, |$c:ident| $body:expr) => {{
-        let deadline = Instant::now() + $self.inner.cfg.call_timeout;
-        let mut retried = false;
-        loop {
-            let mut lease = $self.checkout($op, deadline).await?;
-            let $c = &mut lease.conn;
-            let res = tokio::time::timeout_at(deadline, $body).await;
-            match $self.settle($op, lease, res, $idempotent && !retried) {
-                Ok(Some(v)) => break Ok::<_, Error>(v),
-                Ok(None) => retried = true,
-                Err(e) => break Err(e),
-            }
-        }
-    }};
+    ($self:expr, $op:expr, $idempotent:expr, |$c:ident| $body:expr) => {
+        pool_call!(&$self.inner.pool, Conn, $op, $idempotent, |$c| $body)
+    };
 }
 
 fn status_err<T>(op: &'static str, status: nfsstat3) -> Result<T, Error> {
@@ -157,12 +106,8 @@ impl Client {
         url.export_is_explicit = true;
         let client = Client {
             inner: Arc::new(Inner {
+                pool: Pool::new(&url, cfg, cred),
                 url,
-                permits: Semaphore::new(cfg.connections.max(1)),
-                cfg,
-                cred,
-                idle: Mutex::new(Vec::new()),
-                raw_idle: Mutex::new(Vec::new()),
                 root: RwLock::new(root),
                 rtmax: AtomicU32::new(1 << 20),
                 wtmax: AtomicU32::new(1 << 20),
@@ -213,7 +158,7 @@ impl Client {
 
     /// Most calls that can be in flight at once.
     pub fn connections(&self) -> usize {
-        self.inner.cfg.connections.max(1)
+        self.inner.pool.cfg.connections.max(1)
     }
 
     /// MOUNTs the export again and replaces the root handle (after a server restart
@@ -226,9 +171,9 @@ impl Client {
         }
         let fh = mount(
             &self.inner.url,
-            &self.inner.cred,
+            &self.inner.pool.cred,
             &self.inner.url.export,
-            &self.inner.cfg,
+            &self.inner.pool.cfg,
         )
         .await?;
         *self.inner.root.write() = fh.clone();
@@ -321,57 +266,12 @@ impl Client {
             offset,
             count,
         };
-        let op = "READ";
-        let addr = self.inner.url.nfs_endpoint();
-        let timeout = || Error::Timeout {
-            op,
-            addr: addr.clone(),
-            after: self.inner.cfg.call_timeout,
-        };
-        let deadline = Instant::now() + self.inner.cfg.call_timeout;
-        let mut retried = false;
-        loop {
-            let _permit = tokio::time::timeout_at(deadline, self.inner.permits.acquire())
-                .await
-                .map_err(|_| timeout())?
-                .expect("the pool semaphore is never closed");
-            let popped = self.inner.raw_idle.lock().pop();
-            let (mut conn, reused) = match popped {
-                Some(c) => (c, true),
-                None => {
-                    let limit = deadline.min(Instant::now() + self.inner.cfg.connect_timeout);
-                    let url = &self.inner.url;
-                    let stream = connect_tcp(&url.host, url.nfs_port, limit).await?;
-                    (RawConn::new(stream), false)
-                }
-            };
-            let res = tokio::time::timeout_at(deadline, conn.read(&self.inner.cred, &args))
-                .await
-                .map_err(|_| timeout())?;
-            match res {
-                Ok(outcome) => {
-                    self.inner.raw_idle.lock().push(conn);
-                    return match outcome {
-                        ReadOutcome::Data { data, eof, attr } => Ok(ReadReply { data, eof, attr }),
-                        ReadOutcome::Status(s) => status_err(op, s),
-                    };
-                }
-                Err(RpcError::Io(source)) => {
-                    self.inner.raw_idle.lock().clear();
-                    self.inner.idle.lock().clear();
-                    if reused && !retried {
-                        retried = true;
-                        continue;
-                    }
-                    return Err(Error::ConnectionLost { op, addr, source });
-                }
-                Err(e) => {
-                    // Decoding errors happen after the whole record was read: the
-                    // connection is still at a message boundary.
-                    self.inner.raw_idle.lock().push(conn);
-                    return Err(Error::Rpc { op, source: e });
-                }
-            }
+        let cred = &self.inner.pool.cred;
+        match pool_call!(&self.inner.pool, RawConn, "READ", true, |c| c
+            .read(cred, &args))?
+        {
+            ReadOutcome::Data { data, eof, attr } => Ok(ReadReply { data, eof, attr }),
+            ReadOutcome::Status(s) => status_err("READ", s),
         }
     }
 
@@ -598,78 +498,6 @@ impl Client {
             _ => self.lookup(dir, name).await,
         }
     }
-
-    /// Leases a connection: waits for a permit, then pops an idle one or connects.
-    async fn checkout(&self, op: &'static str, deadline: Instant) -> Result<Lease<'_>, Error> {
-        let addr = self.inner.url.nfs_endpoint();
-        let permit = tokio::time::timeout_at(deadline, self.inner.permits.acquire())
-            .await
-            .map_err(|_| Error::Timeout {
-                op,
-                addr,
-                after: self.inner.cfg.call_timeout,
-            })?
-            .expect("the pool semaphore is never closed");
-        if let Some(conn) = self.inner.idle.lock().pop() {
-            return Ok(Lease {
-                conn,
-                reused: true,
-                _permit: permit,
-            });
-        }
-        let limit = deadline.min(Instant::now() + self.inner.cfg.connect_timeout);
-        let url = &self.inner.url;
-        let stream = connect_tcp(&url.host, url.nfs_port, limit).await?;
-        Ok(Lease {
-            conn: Nfs3Client::new_with_auth(
-                RpcIo::new(stream),
-                self.inner.cred.clone(),
-                opaque_auth::default(),
-            ),
-            reused: false,
-            _permit: permit,
-        })
-    }
-
-    /// Returns the connection to the pool or drops it; `Ok(None)` asks for a retry.
-    fn settle<T>(
-        &self,
-        op: &'static str,
-        lease: Lease<'_>,
-        res: Result<Result<T, RpcError>, tokio::time::error::Elapsed>,
-        may_retry: bool,
-    ) -> Result<Option<T>, Error> {
-        let addr = self.inner.url.nfs_endpoint();
-        match res {
-            Ok(Ok(v)) => {
-                self.inner.idle.lock().push(lease.conn);
-                Ok(Some(v))
-            }
-            Ok(Err(e)) if e.is_connection_reusable() => {
-                self.inner.idle.lock().push(lease.conn);
-                Err(Error::Rpc { op, source: e })
-            }
-            Ok(Err(e)) => {
-                // The transport is dead; the server probably went away, so the idle
-                // connections are dead too.
-                self.inner.idle.lock().clear();
-                if lease.reused && may_retry {
-                    tracing::debug!(op, %addr, error = %e, "NFS connection lost, retrying on a new one");
-                    return Ok(None);
-                }
-                let source = match e {
-                    RpcError::Io(io) => io,
-                    other => std::io::Error::other(other.to_string()),
-                };
-                Err(Error::ConnectionLost { op, addr, source })
-            }
-            Err(_) => Err(Error::Timeout {
-                op,
-                addr,
-                after: self.inner.cfg.call_timeout,
-            }),
-        }
-    }
 }
 
 /// The reply to a READ.
@@ -690,75 +518,6 @@ fn check_name(name: &str) -> Result<(), Error> {
         });
     }
     Ok(())
-}
-
-/// Resolves `host` (again on every call, so a server that moved to a new address is
-/// found) and connects to the first address that accepts, all before `deadline`.
-pub(crate) async fn connect_tcp(
-    host: &Host,
-    port: u16,
-    deadline: Instant,
-) -> Result<TcpStream, Error> {
-    let endpoint = || endpoint(host, port);
-    let addrs = resolve(host, port, deadline)
-        .await
-        .map_err(|source| Error::Unreachable {
-            addr: endpoint(),
-            cause: Unreachable::Resolve,
-            source,
-        })?;
-    let mut last = None;
-    for addr in addrs {
-        match tokio::time::timeout_at(deadline, TcpStream::connect(addr)).await {
-            Ok(Ok(stream)) => {
-                // RPCs are small request/response pairs: Nagle would add 40 ms delays.
-                let _ = stream.set_nodelay(true);
-                return Ok(stream);
-            }
-            Ok(Err(e)) => last = Some((addr, e)),
-            Err(_) => {
-                last = Some((
-                    addr,
-                    std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out"),
-                ));
-                break;
-            }
-        }
-    }
-    let (addr, source) = last.expect("resolve returns at least one address");
-    let addr = match host {
-        Host::Ip(_) => endpoint(),
-        Host::Name(_) => format!("{} ({addr})", endpoint()),
-    };
-    Err(Error::Unreachable {
-        addr,
-        cause: Unreachable::Connect,
-        source,
-    })
-}
-
-/// The addresses of `host:port`: the literal itself, or a fresh lookup of the name
-/// (`getaddrinfo`: /etc/hosts, then DNS) bounded by `deadline`; never empty on success.
-pub(crate) async fn resolve(
-    host: &Host,
-    port: u16,
-    deadline: Instant,
-) -> std::io::Result<Vec<SocketAddr>> {
-    let name = match host {
-        Host::Ip(ip) => return Ok(vec![SocketAddr::new(*ip, port)]),
-        Host::Name(name) => name.as_str(),
-    };
-    let found = tokio::time::timeout_at(deadline, tokio::net::lookup_host((name, port)))
-        .await
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "lookup timed out"))??;
-    let addrs: Vec<SocketAddr> = found.collect();
-    if addrs.is_empty() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::NotFound,
-            "the name has no addresses",
-        ));
-    }
-    Ok(addrs)
 }
 
 /// One MOUNT call on its own connection; returns the export's root handle.
@@ -806,81 +565,5 @@ async fn mount(
             op: "MOUNT",
             source,
         }),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn soon() -> Instant {
-        Instant::now() + Duration::from_secs(5)
-    }
-
-    #[tokio::test]
-    async fn resolves_names_at_connect_time() {
-        let name = Host::Name("localhost".into());
-        let addrs = resolve(&name, 2049, soon()).await.unwrap();
-        assert!(addrs.iter().all(|a| a.port() == 2049), "{addrs:?}");
-        assert!(addrs.iter().any(|a| a.ip().is_loopback()), "{addrs:?}");
-
-        // A listener on 127.0.0.1 is reached through the name even when the resolver lists
-        // ::1 first: every address is tried in turn.
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let stream = connect_tcp(&name, port, soon()).await.unwrap();
-        assert_eq!(stream.peer_addr().unwrap().port(), port);
-        let (accepted, _) = listener.accept().await.unwrap();
-        assert_eq!(accepted.local_addr().unwrap().port(), port);
-    }
-
-    #[tokio::test]
-    async fn unknown_name_is_unreachable_with_resolve_cause() {
-        let host = Host::Name("no-such-host.invalid".into());
-        let t = std::time::Instant::now();
-        let deadline = Instant::now() + Duration::from_secs(3);
-        let err = connect_tcp(&host, 2049, deadline).await.unwrap_err();
-        assert!(err.is_resolve_failure(), "{err}");
-        assert!(err.is_unavailable(), "{err}");
-        assert!(
-            err.to_string()
-                .contains("no-such-host.invalid:2049 is unreachable: host name resolution failed"),
-            "{err}"
-        );
-        assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
-
-        let url = NfsUrl::parse("nfs://no-such-host.invalid/export").unwrap();
-        let cfg = ClientConfig {
-            call_timeout: Duration::from_secs(3),
-            ..ClientConfig::default()
-        };
-        let err = Client::connect(&url, cfg).await.unwrap_err();
-        assert!(err.is_resolve_failure(), "{err}");
-    }
-
-    #[tokio::test]
-    async fn refused_connect_names_host_and_address() {
-        // Bind then drop to get a port nobody listens on.
-        let port = {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            l.local_addr().unwrap().port()
-        };
-        let err = connect_tcp(&Host::Ip([127, 0, 0, 1].into()), port, soon())
-            .await
-            .unwrap_err();
-        assert!(
-            matches!(
-                err,
-                Error::Unreachable {
-                    cause: Unreachable::Connect,
-                    ..
-                }
-            ),
-            "{err}"
-        );
-        assert!(
-            err.to_string().contains(&format!("127.0.0.1:{port}")),
-            "{err}"
-        );
     }
 }

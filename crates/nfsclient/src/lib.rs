@@ -2,9 +2,12 @@
 //!
 //! # Layout
 //! - [`url`]: `nfs://HOST[:PORT]/EXPORT[//PATH]?nfsport=&mountport=` parsing ([`NfsUrl`]).
-//! - [`client`]: [`Client`] — MOUNT once, then a pool of NFS connections (one call at a
-//!   time each, as `nfs3_client` does no pipelining) with per-call timeouts, reconnect
-//!   after a server restart and re-MOUNT when the root handle goes stale.
+//! - [`client`]: [`Client`] — MOUNT once, then the NFS procedures, re-MOUNT when the
+//!   root handle goes stale.
+//! - `pool`: the connections under a client (one call at a time each, as `nfs3_client`
+//!   does no pipelining): permits, idle lists, one checkout/settle path with per-call
+//!   deadlines, reconnect after a server restart; `connect_tcp` and name resolution.
+//! - `fastread`: the zero-copy READ framing on its own pooled connections.
 //! - [`attr`]: [`Attr`] and [`DirEntry`], plain Rust views of NFS attributes.
 //!
 //! Every call sends an AUTH_UNIX credential (NFS-Ganesha refuses AUTH_NULL) from an
@@ -17,6 +20,7 @@ mod fastread;
 /// Entry points for the fuzz targets under `fuzz/` (not a stable API).
 #[doc(hidden)]
 pub mod fuzzing;
+mod pool;
 mod rpc_io;
 pub mod url;
 

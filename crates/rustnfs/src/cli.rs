@@ -57,13 +57,8 @@ pub struct Args {
     pub healthcheck: bool,
 }
 
-/// Everything [`crate::run`] needs.
-#[derive(Debug, Clone)]
-pub struct RunConfig {
-    pub listen: SocketAddr,
-    pub metrics: Option<SocketAddr>,
-    pub server: Config,
-}
+/// Everything [`crate::run`] needs (the shape httpd's `run` takes too).
+pub type RunConfig = service::RunConfig<Config>;
 
 impl Args {
     /// Validates the options (the export must be a directory).
@@ -139,15 +134,8 @@ impl Args {
 
     /// `--healthcheck`: see [`crate::health::probe`].
     pub fn healthcheck(&self) -> Result<(), Error> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        let addr = crate::health::probe_addr(self.listen);
-        let line = rt
-            .block_on(crate::health::probe(addr, crate::health::TIMEOUT))
-            .map_err(Error::Unhealthy)?;
-        println!("healthy: {line}");
-        Ok(())
+        let probe = |addr| crate::health::probe(addr, crate::health::TIMEOUT);
+        service::healthcheck(self.listen, probe)?.map_err(Error::Unhealthy)
     }
 }
 

@@ -3,10 +3,10 @@
 //! Not an API: `#[doc(hidden)]`, for fuzz/fuzz_targets/rustnfs_request.rs and its seed
 //! writer. [`Target::answer`] takes the bytes a client sends on one connection (record
 //! marks included), reads them into records with the guard's own bounded reader and
-//! answers each record in the guard's order: `oncrpc` call decoding (an undecodable
-//! record closes the connection, as the guard does), the header checks, READ (the copy
-//! path; the sendfile path differs only in how the bytes leave), the calls the guard
-//! answers itself, then [`crate::nfs::Dispatcher::dispatch`]. The export is a temporary
+//! takes each record through the guard's own per-record path (`guard::step`: `oncrpc`
+//! call decoding — an undecodable record closes the connection —, the header checks,
+//! READ on the copy path — the sendfile path differs only in how the bytes leave —, then
+//! [`crate::nfs::Dispatcher::dispatch`]). The export is a temporary
 //! directory made once per process, with a sentinel file beside it (outside the export)
 //! that the target checks is never read, changed or named.
 
@@ -17,8 +17,9 @@ use latency::Registry;
 
 use crate::config::Config;
 use crate::fs::DirFs;
-use crate::guard::{self, Guard};
-use crate::rpc::{Call, NFS_PROG};
+use crate::guard::{self, Guard, Step};
+use crate::nfs::read3;
+use crate::rpc::NFS_PROG;
 use oncrpc::msg as rpcmsg;
 
 /// Bytes of the sentinel file outside the export; they must never appear in a reply.
@@ -289,25 +290,24 @@ impl Drop for Target {
     }
 }
 
-/// One record through the guard's order (its own [`guard::admit`], READ on the copy
-/// path, every other call to the dispatcher); `None`: the guard closes the connection.
+/// One record through the guard's own per-record path ([`guard::step`]), each step
+/// answered as the guard answers it (READ on the copy path: the sendfile path differs
+/// only in how the data bytes leave); `None`: the guard closes the connection.
 fn answer_record(guard: &Guard, record: &[u8]) -> Option<(Option<u32>, Vec<u8>)> {
-    let header = match guard::admit(record) {
-        Ok(h) => h,
-        Err(guard::Refusal::Garbage) => return None,
-        Err(guard::Refusal::Reply { xid, rejection, .. }) => {
-            return Some((Some(xid), rejection.record(xid)));
+    match guard::step(record) {
+        Step::Close => None,
+        Step::Refuse { xid, rejection, .. } => Some((Some(xid), rejection.record(xid))),
+        Step::Read { xid, args } => {
+            let mut reply = Vec::with_capacity(read3::reply_capacity(&args));
+            read3::reply(&guard.fs, xid, &args, &mut reply);
+            Some((Some(xid), reply))
         }
-    };
-    let call = Call::from(&header);
-    let reply = if call.prog == NFS_PROG && call.proc_ == 6 {
-        guard::read_copy(guard, &call, &record[call.args..])
-    } else {
-        let mut reply = Vec::new();
-        guard.nfs.dispatch(&header, record, &mut reply);
-        reply
-    };
-    Some((Some(call.xid), reply))
+        Step::Dispatch(header) => {
+            let mut reply = Vec::new();
+            guard.nfs.dispatch(&header, record, &mut reply);
+            Some((Some(header.xid), reply))
+        }
+    }
 }
 
 /// XDR for the seeds, written by hand (RFC 1813's argument layouts) so a seed can also

@@ -3,24 +3,23 @@
 //! RPC header checks (RPC version, credential, program, version), made here once
 //! ([`admit`]) for every call.
 //!
-//! Each accepted connection is read here, record by record; only whole, bounded,
-//! well-formed calls are answered, a refused one with the RFC 5531 error reply. READ is
-//! answered here (its data sent from the file, or copied into a budgeted reply buffer);
-//! every other call goes to the in-process dispatcher (`crate::nfs`), on the
-//! connection's own task.
+//! Each accepted connection is read here, record by record, and each record goes
+//! through [`step`], which decides in one place what it asks for: closing the connection
+//! (not an RPC call), a refusal (the RFC 5531 error reply), READ — answered here, its
+//! data sent from the file or copied into a budgeted reply buffer (`crate::nfs::read3`
+//! builds both replies) — or any other call, answered by the in-process dispatcher
+//! (`crate::nfs`) on the connection's own task. The fuzzing entry (`crate::fuzzing`)
+//! takes the same [`step`].
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use latency::Registry;
-use nfs3_types::nfs3::{
-    READ3args, READ3res, READ3resfail, READ3resok, fattr3, nfsstat3, post_op_attr,
-};
-use nfs3_types::xdr_codec::{Opaque, Pack};
+use nfs3_types::nfs3::{fattr3, nfsstat3};
 use oncrpc::Budget;
-use oncrpc::msg::{self as rpcmsg, AcceptStat};
-use oncrpc::record::{self, RecordError, RecordReader};
+use oncrpc::msg::{self as rpcmsg, CallHeader};
+use oncrpc::record::{RecordError, RecordReader};
 use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
@@ -30,7 +29,8 @@ use tracing::{debug, warn};
 use crate::buffers::{ReplyBuffers, trim_allocator, tune_allocator};
 use crate::config::Config;
 use crate::fs::DirFs;
-use crate::rpc::{self, Call, NFS_PROG, PROGRAMS};
+use crate::nfs::read3::{self, ReadArgs};
+use crate::rpc::{self, NFS_PROG, PROGRAMS};
 
 /// Shared state of the guard.
 pub(crate) struct Guard {
@@ -167,10 +167,9 @@ async fn connection(
             let Some(record) = record else { return Ok(()) };
             let start = Instant::now();
             // RFC 5531: every call gets an answer, a refused one included.
-            let header = match admit(&record) {
-                Ok(h) => h,
-                Err(Refusal::Garbage) => return Err(Close::Garbage),
-                Err(Refusal::Reply { xid, op, rejection }) => {
+            let header = match step(&record) {
+                Step::Close => return Err(Close::Garbage),
+                Step::Refuse { xid, op, rejection } => {
                     debug!(%peer, op, "call refused: {}", rejection.label());
                     send(&out, &rejection.record(xid), cfg.request_timeout).await?;
                     guard
@@ -178,12 +177,12 @@ async fn connection(
                         .record_op(op, "total", rejection.label(), start.elapsed(), 0);
                     continue;
                 }
+                Step::Read { xid, args } => {
+                    read(&guard, xid, &args, start, &out).await?;
+                    continue;
+                }
+                Step::Dispatch(header) => header,
             };
-            let call = Call::from(&header);
-            if call.prog == NFS_PROG && call.proc_ == 6 {
-                read(&guard, &call, &record[call.args..], start, &out).await?;
-                continue;
-            }
             // Every other call: answered in process, on this task. A client that stops
             // reading is closed when a reply cannot be sent within the request timeout,
             // so it never holds more than one reply.
@@ -257,6 +256,48 @@ pub(crate) fn admit(record: &[u8]) -> Result<rpcmsg::CallHeader<'_>, Refusal> {
     Ok(header)
 }
 
+/// What one record asks of its connection, decided by [`step`].
+pub(crate) enum Step<'r> {
+    /// Not an ONC RPC call: nothing to answer, the connection is closed.
+    Close,
+    /// Refused before any procedure runs: the reply is `rejection`'s record; `op` names
+    /// the call for the metrics.
+    Refuse {
+        xid: u32,
+        op: &'static str,
+        rejection: rpcmsg::Rejection,
+    },
+    /// READ with its arguments decoded: answered by a data path (see [`read3`]).
+    Read { xid: u32, args: ReadArgs<'r> },
+    /// Any other admitted call: answered by the dispatcher.
+    Dispatch(CallHeader<'r>),
+}
+
+/// The per-record path, in order: [`admit`]'s header checks, then READ (its arguments
+/// decoded here, GARBAGE_ARGS when they do not), then every other call. The guard and
+/// the fuzzing entry both take it, so the order exists once.
+pub(crate) fn step(record: &[u8]) -> Step<'_> {
+    let header = match admit(record) {
+        Ok(h) => h,
+        Err(Refusal::Garbage) => return Step::Close,
+        Err(Refusal::Reply { xid, op, rejection }) => return Step::Refuse { xid, op, rejection },
+    };
+    if header.prog != NFS_PROG || header.proc_ != 6 {
+        return Step::Dispatch(header);
+    }
+    match ReadArgs::parse(&record[header.args..]) {
+        Ok(args) => Step::Read {
+            xid: header.xid,
+            args,
+        },
+        Err(_) => Step::Refuse {
+            xid: header.xid,
+            op: "READ",
+            rejection: rpcmsg::Rejection::GarbageArgs,
+        },
+    }
+}
+
 /// The client's write half.
 type ClientWriter = Arc<tokio::sync::Mutex<OwnedWriteHalf>>;
 
@@ -270,92 +311,32 @@ async fn send(out: &ClientWriter, record: &[u8], limit: Duration) -> Result<(), 
     }
 }
 
-/// Bytes of a successful READ3res before its data: status, post_op_attr with attributes,
-/// count, eof and the data opaque's length word (the size of a `READ3res::Ok` with empty
-/// data, so it follows the XDR definitions rather than a hand count).
-fn read_ok_head_len() -> usize {
-    READ3res::Ok(READ3resok {
-        file_attributes: post_op_attr::Some(zero_fattr()),
-        count: 0,
-        eof: false,
-        data: Opaque::borrowed(&[]),
-    })
-    .packed_size()
-}
-
-fn zero_fattr() -> fattr3 {
-    use nfs3_types::nfs3::{ftype3, nfstime3, specdata3};
-    let t = nfstime3 {
-        seconds: 0,
-        nseconds: 0,
-    };
-    fattr3 {
-        type_: ftype3::NF3REG,
-        mode: 0,
-        nlink: 0,
-        uid: 0,
-        gid: 0,
-        size: 0,
-        used: 0,
-        rdev: specdata3 {
-            specdata1: 0,
-            specdata2: 0,
-        },
-        fsid: 0,
-        fileid: 0,
-        atime: t,
-        mtime: t,
-        ctime: t,
-    }
-}
-
-/// Room a READ reply of `count` bytes needs: mark, RPC header, READ3res head, data, pad.
-fn read_reply_capacity(count: u32) -> usize {
-    record::MARK_LEN
-        + rpcmsg::ACCEPTED_HEADER_LEN
-        + read_ok_head_len()
-        + count.min(crate::fs::MAX_IO) as usize
-        + 3
-}
-
 /// READ, answered here rather than by the dispatcher: the data is sent from the file
 /// (`sendfile`) or read straight into a reply buffer from the shared budget (one copy),
 /// which goes back to the warm set once sent; the dispatcher would build the reply in a
 /// `Vec` of its own first. See the README's design notes for the measurement.
 async fn read(
     guard: &Guard,
-    call: &Call,
-    args: &[u8],
+    xid: u32,
+    a: &ReadArgs<'_>,
     start: Instant,
     out: &ClientWriter,
 ) -> Result<(), Close> {
     let limit = guard.config.request_timeout;
-    let a = match read_args(args) {
-        Some(a) => a,
-        None => {
-            let r = rpcmsg::Rejection::GarbageArgs;
-            send(out, &r.record(call.xid), limit).await?;
-            guard
-                .registry
-                .record_op("READ", "total", r.label(), start.elapsed(), 0);
-            return Ok(());
-        }
-    };
     if sendfile_enabled()
-        && let Ok(fh) = guard.fs.decode(&a.file.data)
+        && let Ok(fh) = guard.fs.decode(a.fh)
         && let Ok((attr, file)) = guard.fs.open_read(&fh)
     {
         // Errors fall through to the copy path below, which builds their replies.
-        return read_sendfile(guard, call, &a, attr, &file, start, out).await;
+        return read_sendfile(guard, xid, a, attr, &file, start, out).await;
     }
     let mut reply =
-        match tokio::time::timeout(limit, guard.buffers.get(read_reply_capacity(a.count))).await {
+        match tokio::time::timeout(limit, guard.buffers.get(read3::reply_capacity(a))).await {
             Ok(Ok(b)) => b,
             Ok(Err(e)) => return Err(Close::Record(e.into())),
             Err(_) => return Err(Close::NoBudget(limit)),
         };
-    read_reply(&guard.fs, call.xid, &a, &mut reply.buf);
-    let status = rpc::reply_status(&reply.buf[record::MARK_LEN..], NFS_PROG, 6);
+    let status = read3::reply(&guard.fs, xid, a, &mut reply.buf);
     let bytes = reply.buf.len() as u64;
     send(out, &reply.buf, limit).await?;
     guard.buffers.put(reply);
@@ -363,37 +344,6 @@ async fn read(
         .registry
         .record_op("READ", "total", status, start.elapsed(), bytes);
     Ok(())
-}
-
-/// READ's arguments, which must fill the record exactly; `None`: GARBAGE_ARGS. Decoded
-/// bounded (`nfs::xdr`): `READ3args::unpack` allocates the handle's claimed length (up to
-/// 4 GiB) before reading it — found by the `rustnfs_request` fuzz target.
-fn read_args(args: &[u8]) -> Option<READ3args> {
-    let mut a = crate::nfs::xdr::Args::new(args);
-    let fh = a.fh().ok()?;
-    let offset = a.u64().ok()?;
-    let count = a.u32().ok()?;
-    a.end().ok()?;
-    Some(READ3args {
-        file: nfs3_types::nfs3::nfs_fh3 {
-            data: Opaque::owned(fh.to_vec()),
-        },
-        offset,
-        count,
-    })
-}
-
-/// READ's reply record as the copy path builds it, without a socket or the budget (for
-/// the fuzzing entry, `crate::fuzzing`).
-pub(crate) fn read_copy(guard: &Guard, call: &Call, args: &[u8]) -> Vec<u8> {
-    match read_args(args) {
-        Some(a) => {
-            let mut rec = Vec::with_capacity(read_reply_capacity(a.count));
-            read_reply(&guard.fs, call.xid, &a, &mut rec);
-            rec
-        }
-        None => rpcmsg::Rejection::GarbageArgs.record(call.xid),
-    }
 }
 
 /// Whether READ data leaves with `sendfile` (the default) or is copied into a reply
@@ -411,37 +361,21 @@ fn sendfile_enabled() -> bool {
 /// reply buffer at all, so a READ holds ~150 bytes of memory instead of 1 MiB.
 async fn read_sendfile(
     guard: &Guard,
-    call: &Call,
-    a: &READ3args,
+    xid: u32,
+    a: &ReadArgs<'_>,
     attr: fattr3,
     file: &std::fs::File,
     start: Instant,
     out: &ClientWriter,
 ) -> Result<(), Close> {
     let vfs_start = Instant::now();
-    let count = u64::from(a.count.min(crate::fs::MAX_IO));
+    let count = u64::from(a.max_data());
     let n = count.min(attr.size.saturating_sub(a.offset));
     let eof = a.offset + n >= attr.size;
-    let n32 = n as u32;
-    let pad = (4 - n as usize % 4) % 4;
-    let mut head = Vec::with_capacity(record::MARK_LEN + rpcmsg::ACCEPTED_HEADER_LEN + 128);
-    let at = record::begin(&mut head);
-    rpcmsg::accepted(&mut head, call.xid, AcceptStat::Success);
-    let packed = (|| {
-        Ok::<_, nfs3_types::xdr_codec::Error>(
-            nfsstat3::NFS3_OK.pack(&mut head)?
-                + post_op_attr::Some(attr).pack(&mut head)?
-                + n32.pack(&mut head)?
-                + eof.pack(&mut head)?
-                // The data opaque's length word; the data follows from the file.
-                + n32.pack(&mut head)?,
-        )
-    })();
-    if packed.is_err() {
+    let pad = read3::pad(n as usize);
+    let Ok(head) = read3::data_follows_head(xid, attr, n as u32, eof) else {
         return Err(Close::Io(std::io::Error::other("cannot pack a READ reply")));
-    }
-    let len = head.len() - at - record::MARK_LEN + n as usize + pad;
-    head[at..at + record::MARK_LEN].copy_from_slice(&record::mark(len));
+    };
     let limit = guard.config.request_timeout;
     let sent = send_file(out, &head, file, a.offset, n as usize, pad, limit).await;
     guard.fs.record_read(
@@ -529,89 +463,9 @@ async fn send_file(
     }
 }
 
-/// Builds the whole READ reply record for `a` into `rec` (cleared first): the data is read
-/// in place after a head of known size, and the head is packed over it afterwards.
-fn read_reply(fs: &DirFs, xid: u32, a: &READ3args, rec: &mut Vec<u8>) {
-    rec.clear();
-    let at = record::begin(rec);
-    rpcmsg::accepted(rec, xid, AcceptStat::Success);
-    let res_at = rec.len();
-    let fail = |rec: &mut Vec<u8>, s: nfsstat3, attr: Option<fattr3>| {
-        rec.truncate(res_at);
-        let res: READ3res<'_> = READ3res::Err((
-            s,
-            READ3resfail {
-                file_attributes: attr.map_or(post_op_attr::None, post_op_attr::Some),
-            },
-        ));
-        // Packing into a Vec cannot fail.
-        let _ = res.pack(rec);
-    };
-    let fh = match fs.decode(&a.file.data) {
-        Ok(fh) => fh,
-        Err(s) => {
-            fail(rec, s, None);
-            record::finish(rec, at);
-            return;
-        }
-    };
-    let data_at = res_at + read_ok_head_len();
-    rec.resize(data_at, 0);
-    match fs.read_into(&fh, a.offset, a.count, rec) {
-        Ok((attr, n, eof)) => {
-            // XDR pads the opaque to a multiple of four.
-            let pad = (4 - n as usize % 4) % 4;
-            rec.extend_from_slice(&[0; 3][..pad]);
-            let mut head = &mut rec[res_at..data_at];
-            let packed = (|| {
-                Ok::<_, nfs3_types::xdr_codec::Error>(
-                    nfsstat3::NFS3_OK.pack(&mut head)?
-                        + post_op_attr::Some(attr).pack(&mut head)?
-                        + n.pack(&mut head)?
-                        + eof.pack(&mut head)?
-                        // The data opaque's length word; its bytes are already in place.
-                        + n.pack(&mut head)?,
-                )
-            })();
-            debug_assert_eq!(packed.ok(), Some(data_at - res_at));
-        }
-        Err((s, attr)) => fail(rec, s, attr),
-    }
-    record::finish(rec, at);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fs::Fh;
-    use nfs3_types::xdr_codec::Unpack;
-    use std::io::Cursor;
-
-    fn wire_handle(fs: &DirFs, fh: &Fh) -> Vec<u8> {
-        fs.wire(fh).data.as_ref().to_vec()
-    }
-
-    /// Decodes a READ reply record the way a client does.
-    fn decode(rec: &[u8], xid: u32) -> READ3res<'static> {
-        let mut rd = rec;
-        let reply = record::read_blocking(&mut rd, rec.len()).unwrap();
-        assert!(rd.is_empty(), "record mark");
-        let h = rpcmsg::decode_reply(&reply).unwrap();
-        assert_eq!((h.xid, h.status), (xid, Ok(())));
-        let body = &reply[h.body..];
-        let mut cur = Cursor::new(body);
-        let (res, n) = READ3res::unpack(&mut cur).unwrap();
-        assert_eq!(n, body.len(), "nothing after the READ3res");
-        match res {
-            READ3res::Ok(ok) => READ3res::Ok(READ3resok {
-                file_attributes: ok.file_attributes,
-                count: ok.count,
-                eof: ok.eof,
-                data: Opaque::owned(ok.data.as_ref().to_vec()),
-            }),
-            READ3res::Err(e) => READ3res::Err(e),
-        }
-    }
 
     /// A call record: header (RPC version `rpcvers`), credential `cred` (flavour + body),
     /// verifier `verf`, no arguments.
@@ -632,7 +486,7 @@ mod tests {
         assert_eq!(xid, 9);
         let wire = rejection.record(xid);
         let mut rd = &wire[..];
-        let body = record::read_blocking(&mut rd, wire.len()).unwrap();
+        let body = oncrpc::record::read_blocking(&mut rd, wire.len()).unwrap();
         assert!(rd.is_empty(), "one whole record");
         assert_eq!(rpcmsg::decode_reply(&body).unwrap().status, Err(rejection));
         let words = body
@@ -692,58 +546,5 @@ mod tests {
             admit(&call(2, NFS_PROG, 3, &root, &none)[..30]).unwrap_err(),
             Refusal::Garbage
         );
-    }
-
-    #[test]
-    fn read_reply_decodes_with_read3res_unpack() {
-        let dir = tempfile::tempdir().unwrap();
-        let data: Vec<u8> = (0..10_001u32).map(|i| (i * 7) as u8).collect();
-        std::fs::write(dir.path().join("f"), &data).unwrap();
-        let fs = DirFs::open(&Config::new(dir.path()), Registry::new("t")).unwrap();
-        let fh = fs.lookup(&fs.root_fh(), b"f").0.unwrap().0;
-        let args = |offset, count, handle: Vec<u8>| READ3args {
-            file: nfs3_types::nfs3::nfs_fh3 {
-                data: Opaque::owned(handle),
-            },
-            offset,
-            count,
-        };
-        let mut rec = Vec::new();
-        // Every padding length, a short read at EOF, and a read past the end.
-        for (offset, count) in [(0, 4096), (1, 4095), (2, 4094), (3, 4093), (9_000, 4096)] {
-            read_reply(
-                &fs,
-                9,
-                &args(offset, count, wire_handle(&fs, &fh)),
-                &mut rec,
-            );
-            assert!(rec.capacity() <= read_reply_capacity(count).max(rec.capacity()));
-            let READ3res::Ok(ok) = decode(&rec, 9) else {
-                panic!("READ at {offset} failed")
-            };
-            let end = (offset as usize + count as usize).min(data.len());
-            assert_eq!(ok.data.as_ref(), &data[offset as usize..end]);
-            assert_eq!(ok.count as usize, end - offset as usize);
-            assert_eq!(ok.eof, end == data.len());
-            let post_op_attr::Some(attr) = ok.file_attributes else {
-                panic!("no attributes")
-            };
-            assert_eq!(attr.size, data.len() as u64);
-            assert!(rec.len() <= read_reply_capacity(count));
-        }
-        // A forged handle: an error result with no attributes, still well formed.
-        let mut bad = wire_handle(&fs, &fh);
-        bad[9] ^= 0xff;
-        read_reply(&fs, 10, &args(0, 10, bad), &mut rec);
-        let READ3res::Err((status, fail)) = decode(&rec, 10) else {
-            panic!("a forged handle read")
-        };
-        assert_eq!(status, nfsstat3::NFS3ERR_STALE);
-        assert!(matches!(fail.file_attributes, post_op_attr::None));
-        read_reply(&fs, 11, &args(0, 10, vec![1, 2, 3]), &mut rec);
-        assert!(matches!(
-            decode(&rec, 11),
-            READ3res::Err((nfsstat3::NFS3ERR_BADHANDLE, _))
-        ));
     }
 }

@@ -1,6 +1,6 @@
 //! `rustnfs --healthcheck`: one RPC NULL call to the NFS program, for container probes.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use oncrpc::msg::{self, OpaqueAuth, Rejection, flavor};
@@ -12,16 +12,7 @@ use crate::rpc::NFS_PROG;
 /// How long the whole probe (connect, call, reply) may take.
 pub const TIMEOUT: Duration = Duration::from_secs(3);
 
-/// The address to probe for a server listening on `listen`: a wildcard address
-/// (`0.0.0.0`, `[::]`) becomes the loopback address of the same family.
-pub fn probe_addr(listen: SocketAddr) -> SocketAddr {
-    let ip = match listen.ip() {
-        IpAddr::V4(a) if a.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
-        IpAddr::V6(a) if a.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
-        ip => ip,
-    };
-    SocketAddr::new(ip, listen.port())
-}
+pub use service::probe_addr;
 
 /// Sends an RPC NULL call to NFS v3 at `addr` and expects an accepted, successful reply
 /// within `timeout`. `Ok` carries a one-line description, `Err` the reason.
@@ -88,14 +79,6 @@ fn check_reply(reply: &[u8]) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn wildcard_listen_becomes_loopback() {
-        let p = |s: &str| probe_addr(s.parse().unwrap()).to_string();
-        assert_eq!(p("0.0.0.0:2049"), "127.0.0.1:2049");
-        assert_eq!(p("[::]:2049"), "[::1]:2049");
-        assert_eq!(p("10.1.2.3:12049"), "10.1.2.3:12049");
-    }
 
     #[test]
     fn reply_checks() {

@@ -13,7 +13,8 @@
 //! - [`health`]: `--healthcheck`, an RPC NULL call to the running server.
 //! - [`rpc`]: this server's programs, procedure names and reply status labels (the wire
 //!   format is the `oncrpc` crate's). `sys`: Linux call wrappers.
-//! - `metrics`: `/metrics` and `/metrics.json`.
+//! - [`serve_metrics`]: `/metrics` and `/metrics.json` (the `service` crate's endpoint,
+//!   shared with httpd).
 //!
 //! Every call is read, bounded, checked, answered and timed on one path inside the
 //! process, on its connection's task (see the README's design notes).
@@ -27,7 +28,6 @@ pub mod fs;
 pub mod fuzzing;
 mod guard;
 pub mod health;
-mod metrics;
 mod nfs;
 pub mod rpc;
 mod sys;
@@ -41,7 +41,6 @@ use tracing::info;
 
 pub use config::Config;
 pub use error::{Error, nfsstat_from_io};
-pub use metrics::serve_metrics;
 
 /// Serves NFSv3 + MOUNT + portmap GETPORT on an already-bound `listener` until `shutdown`
 /// resolves, recording every call into `registry` (op = procedure, phase `total` for the
@@ -91,6 +90,17 @@ pub async fn serve(
     Ok(())
 }
 
+/// Serves `/metrics` and `/metrics.json` from `registry` on `listener` until `shutdown`
+/// resolves (the endpoint httpd serves too: capped, one request per connection).
+pub async fn serve_metrics(
+    listener: TcpListener,
+    registry: Arc<Registry>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), Error> {
+    let limits = service::metrics::Limits::default();
+    Ok(service::metrics::serve(listener, registry, limits, shutdown).await?)
+}
+
 /// Runs the server as the binary does: binds, serves (and metrics), waits for SIGINT or
 /// SIGTERM, then prints the per-procedure summary table.
 pub async fn run(rc: cli::RunConfig) -> Result<(), Error> {
@@ -100,15 +110,8 @@ pub async fn run(rc: cli::RunConfig) -> Result<(), Error> {
     }
     let listener = TcpListener::bind(rc.listen).await?;
     let registry = Registry::new("rustnfs_nfs");
-    let (stop_tx, stop_rx) = watch::channel(false);
-    tokio::spawn(async move {
-        wait_for_signal().await;
-        info!("signal received");
-        let _ = stop_tx.send(true);
-    });
-    let stopped = |mut rx: watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|s| *s).await;
-    };
+    let stop = service::Stop::new();
+    stop.on_signal();
     let metrics = match rc.metrics {
         Some(addr) => {
             let l = TcpListener::bind(addr).await?;
@@ -116,20 +119,16 @@ pub async fn run(rc: cli::RunConfig) -> Result<(), Error> {
             Some(tokio::spawn(serve_metrics(
                 l,
                 registry.clone(),
-                stopped(stop_rx.clone()),
+                stop.stopped(),
             )))
         }
         None => None,
     };
-    let result = serve(
-        listener,
-        rc.server,
-        registry.clone(),
-        stopped(stop_rx.clone()),
-    )
-    .await;
+    let result = serve(listener, rc.server, registry.clone(), stop.stopped()).await;
+    // Also when serving failed at start: no signal would come to end the metrics.
+    stop.stop();
     if let Some(m) = metrics {
-        m.abort();
+        let _ = m.await;
     }
     println!(
         "rustnfs: per-procedure summary\n{}",
@@ -143,19 +142,4 @@ pub async fn run(rc: cli::RunConfig) -> Result<(), Error> {
 /// 1024 more. [`run`] calls it; embedders serving many clients should too.
 pub fn raise_nofile_limit() -> std::io::Result<u64> {
     sys::raise_nofile_limit()
-}
-
-async fn wait_for_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-        }
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
 }

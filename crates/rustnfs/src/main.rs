@@ -1,19 +1,12 @@
 //! The `rustnfs` binary: parse options, install logging, run the server (or its probe).
 
-use std::io::IsTerminal;
 use std::net::SocketAddr;
 
 use clap::Parser;
-use tracing_subscriber::EnvFilter;
 
 fn main() -> std::process::ExitCode {
     let args = rustnfs::cli::Args::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
-        // Escape codes only for a person at a terminal, never in collected logs.
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr)
-        .init();
+    service::init_logging("info");
     let (listen, metrics) = (args.listen, args.metrics);
     match args.run() {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -12,7 +12,8 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use latency::Registry;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::{RangeReq, Shared};
+use super::Shared;
+use super::range::RangeReq;
 use crate::body::SendQueue;
 use crate::storage::LocalStorage;
 use crate::timing::Recorder;
@@ -33,7 +34,7 @@ pub enum Range {
 
 /// The server's `Range` parsing.
 pub fn range(value: &str, size: u64) -> Range {
-    match super::parse_range(value, size) {
+    match super::range::parse_range(value, size) {
         RangeReq::Full => Range::Full,
         RangeReq::Part(s, e) => Range::Part(s, e),
         RangeReq::Unsatisfiable => Range::Unsatisfiable,
@@ -42,12 +43,12 @@ pub fn range(value: &str, size: u64) -> Range {
 
 /// The server's `If-Match` / `If-None-Match` list matching.
 pub fn etag_matches(list: &str, tag: &str, weak: bool) -> bool {
-    super::etag_matches(list, tag, weak)
+    super::conditional::etag_matches(list, tag, weak)
 }
 
 /// The nginx-format entity tag the server gives a file.
 pub fn etag(mtime_secs: u64, size: u64) -> String {
-    super::etag(mtime_secs, size)
+    super::conditional::etag(mtime_secs, size)
 }
 
 /// httpd over a local directory, answering whole connections held in memory.

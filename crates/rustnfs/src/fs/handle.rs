@@ -25,9 +25,9 @@ impl Fh {
         self.btime
     }
 
-    /// The handle as clients see it. The layout (little-endian generation, inode, birth
-    /// time) is the one the nfs3_server engine used, so handles given out before this
-    /// server replaced it stay valid.
+    /// The handle as clients see it: little-endian generation, inode, birth time. The
+    /// layout is kept from earlier rustnfs versions (built on the `nfs3_server` crate),
+    /// so handles they gave out stay valid.
     pub fn to_wire(&self, generation: u64) -> [u8; WIRE_LEN] {
         let mut b = [0u8; WIRE_LEN];
         b[..8].copy_from_slice(&generation.to_le_bytes());

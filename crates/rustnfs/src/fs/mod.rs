@@ -7,12 +7,14 @@
 //! `/`, `.` or `..` as a new name, and verifies every object it opens against the handle's
 //! inode and birth time, so a swap between check and use is caught.
 //!
-//! This file holds the export and the jail's resolution of handles and names; attributes
-//! are in `attr`, the procedures that change the tree in `ops`, listing in `readdir`,
-//! the resolution of unknown handles in `resolve`.
+//! This file holds the export and the jail's resolution of handles to open objects;
+//! the procedures that only look (GETATTR, LOOKUP, READ, FSSTAT) are in `look`,
+//! attributes in `attr`, the procedures that change the tree in `ops`, listing in
+//! `readdir`, the resolution of unknown handles in `resolve`.
 
 mod attr;
 pub mod handle;
+mod look;
 pub mod nodes;
 mod ops;
 mod readdir;
@@ -21,20 +23,19 @@ mod resolve;
 use std::ffi::CString;
 use std::fs::File;
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
 use latency::Registry;
-use nfs3_types::nfs3::{FSSTAT3resok, fattr3, nfsstat3, post_op_attr};
+use nfs3_types::nfs3::nfsstat3;
 
 use crate::config::Config;
 use crate::error::{Error, nfsstat_from_io, status_label};
 use crate::sys::{self, Stat};
 pub use handle::Fh;
 use nodes::{FdCache, Nodes};
-pub use readdir::DirIter;
+pub use readdir::{DirIter, Entry};
 
 /// Largest READ/WRITE payload advertised (and enforced) — FSINFO's rtmax/wtmax.
 pub const MAX_IO: u32 = 1 << 20;
@@ -272,151 +273,6 @@ impl DirFs {
         let file = Arc::new(File::from(fd));
         self.inner.fds.insert(fh.ino(), writable, file.clone());
         Ok(file)
-    }
-
-    /// GETATTR (also the attributes every other reply carries).
-    pub fn attr(&self, fh: &Fh) -> NfsResult<fattr3> {
-        self.getattr_sync(fh)
-    }
-
-    fn getattr_sync(&self, fh: &Fh) -> NfsResult<fattr3> {
-        // Hot path (every READ starts with a GETATTR): a file already open answers with
-        // one fstat. An unlinked file (nlink 0) falls through to the full check.
-        let cached = self.inner.fds.get(fh.ino(), false);
-        if let Some(file) = cached.or_else(|| self.inner.fds.get(fh.ino(), true)) {
-            match sys::fstat(file.as_fd()) {
-                Ok(st) if Self::matches(fh, &st) && st.nlink > 0 => return Ok(self.fattr(&st)),
-                _ => self.inner.fds.remove(fh.ino()),
-            }
-        }
-        Ok(self.fattr(self.locate(fh)?.stat()))
-    }
-
-    /// LOOKUP: the object's handle and attributes, and the directory's attributes
-    /// (`None` when the directory itself cannot be reached).
-    pub fn lookup(&self, dirfh: &Fh, name: &[u8]) -> (NfsResult<(Fh, fattr3)>, post_op_attr) {
-        let (dir, dst) = match self.dir_fd(dirfh) {
-            Ok(d) => d,
-            Err(s) => return (Err(s), post_op_attr::None),
-        };
-        let r = self
-            .lookup_in(&dir, &dst, dirfh, name)
-            .and_then(|(fh, st)| {
-                let attr = match st {
-                    Some(st) => self.fattr(&st),
-                    None => self.getattr_sync(&fh)?,
-                };
-                Ok((fh, attr))
-            });
-        (r, post_op_attr::Some(self.fattr(&dst)))
-    }
-
-    fn lookup_sync(&self, dirfh: &Fh, name: &[u8]) -> NfsResult<Fh> {
-        let (dir, dst) = self.dir_fd(dirfh)?;
-        self.lookup_in(&dir, &dst, dirfh, name).map(|(fh, _)| fh)
-    }
-
-    /// Resolves one name in an open directory; the stat comes along when it was taken.
-    fn lookup_in(
-        &self,
-        dir: &OwnedFd,
-        dst: &Stat,
-        dirfh: &Fh,
-        name: &[u8],
-    ) -> NfsResult<(Fh, Option<Stat>)> {
-        if name == b"." {
-            return Ok((*dirfh, Some(*dst)));
-        }
-        if name == b".." {
-            // Never above the export: `..` of the root is the root.
-            if dst.ino == self.inner.root_ino {
-                return Ok((self.root_fh(), None));
-            }
-            let parent = self
-                .inner
-                .nodes
-                .get(dst.ino)
-                .ok_or(nfsstat3::NFS3ERR_STALE)?;
-            let path = self
-                .inner
-                .nodes
-                .path(parent.parent, self.inner.root_ino)
-                .ok_or(nfsstat3::NFS3ERR_STALE)?;
-            let fd = self
-                .open_rel(&path, libc::O_PATH | libc::O_DIRECTORY)
-                .map_err(io_err)?;
-            let st = sys::fstat(fd.as_fd()).map_err(io_err)?;
-            return Ok((Fh::new(st.ino, st.btime), Some(st)));
-        }
-        let cname = check_name(name)?;
-        let st = sys::statx(dir.as_fd(), &cname).map_err(io_err)?;
-        if st.dev != self.inner.root_dev {
-            // A mount point inside the export: not part of it (no crossmnt).
-            return Err(nfsstat3::NFS3ERR_ACCES);
-        }
-        self.inner.nodes.insert(st.ino, dst.ino, name);
-        Ok((Fh::new(st.ino, st.btime), Some(st)))
-    }
-
-    /// READ for the connection guard's fast path: appends the payload straight into the
-    /// reply being built (`out`), so the data is copied once, from the page cache.
-    /// Returns the attributes (taken before the read, as the engine does), the byte count
-    /// and EOF.
-    pub fn read_into(
-        &self,
-        fh: &Fh,
-        offset: u64,
-        count: u32,
-        out: &mut Vec<u8>,
-    ) -> Result<(fattr3, u32, bool), (nfsstat3, Option<fattr3>)> {
-        let start = Instant::now();
-        let r = (|| {
-            let attr = self.getattr_sync(fh).map_err(|s| (s, None))?;
-            let count = count.min(MAX_IO) as usize;
-            let file = self.file(fh, false).map_err(|s| (s, Some(attr.clone())))?;
-            let base = out.len();
-            out.resize(base + count, 0);
-            let mut n = 0;
-            while n < count {
-                match file.read_at(&mut out[base + n..], offset + n as u64) {
-                    Ok(0) => break,
-                    Ok(k) => n += k,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(e) => {
-                        out.truncate(base);
-                        return Err((io_err(e), Some(attr.clone())));
-                    }
-                }
-            }
-            out.truncate(base + n);
-            let eof = n < count || offset + n as u64 >= attr.size;
-            Ok((attr, n as u32, eof))
-        })();
-        let bytes = r.as_ref().map_or(0, |(_, n, _)| u64::from(*n));
-        let rec: NfsResult<()> = r.as_ref().map(drop).map_err(|(s, _)| *s);
-        self.record("READ", start, &rec, bytes);
-        r
-    }
-
-    /// FSSTAT from the real file system (statvfs).
-    pub fn fsstat(&self, fh: &Fh) -> NfsResult<FSSTAT3resok> {
-        let start = Instant::now();
-        let r = (|| {
-            let attr = self.getattr_sync(fh)?;
-            let s = sys::fstatvfs(self.inner.root.as_fd()).map_err(io_err)?;
-            Ok(FSSTAT3resok {
-                obj_attributes: post_op_attr::Some(attr),
-                tbytes: s.blocks.saturating_mul(s.frsize),
-                fbytes: s.bfree.saturating_mul(s.frsize),
-                abytes: s.bavail.saturating_mul(s.frsize),
-                tfiles: s.files,
-                ffiles: s.ffree,
-                afiles: s.favail,
-                invarsec: 0,
-            })
-        })();
-        self.record("FSSTAT", start, &r, 0);
-        r
     }
 }
 

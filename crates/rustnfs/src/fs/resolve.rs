@@ -257,27 +257,6 @@ impl DirFs {
         walks.news.notify_all();
     }
 
-    /// READ without the copy: the attributes (taken before the data is sent) and the open
-    /// file, from which the guard sends the data with `sendfile`. The vfs phase is
-    /// recorded by the caller once the data is out ([`DirFs::record_read`]).
-    pub fn open_read(
-        &self,
-        fh: &Fh,
-    ) -> Result<
-        (nfs3_types::nfs3::fattr3, std::sync::Arc<std::fs::File>),
-        (nfsstat3, Option<nfs3_types::nfs3::fattr3>),
-    > {
-        let attr = self.getattr_sync(fh).map_err(|s| (s, None))?;
-        let file = self.file(fh, false).map_err(|s| (s, Some(attr.clone())))?;
-        Ok((attr, file))
-    }
-
-    /// Records a READ's file-system phase (`vfs`), as `read_into` does.
-    pub fn record_read(&self, start: Instant, r: Result<u64, nfsstat3>) {
-        let bytes = *r.as_ref().unwrap_or(&0);
-        self.record("READ", start, &r, bytes);
-    }
-
     /// Walks started so far.
     pub fn walks_started(&self) -> u64 {
         self.inner.walks.started.load(Ordering::Relaxed)

@@ -9,14 +9,16 @@
 //! version) are not repeated here: the front door (`crate::guard`) makes them once, with
 //! `oncrpc`, and hands over only the calls that pass.
 //!
-//! - `read`: procedures that only look (GETATTR, LOOKUP, ACCESS, READLINK, READDIR,
-//!   READDIRPLUS, FSSTAT, FSINFO, PATHCONF).
+//! - `read`: procedures that only look (GETATTR, LOOKUP, ACCESS, READLINK, READ,
+//!   READDIR, READDIRPLUS, FSSTAT, FSINFO, PATHCONF).
+//! - [`read3`]: READ's arguments and replies, shared with the guard's data paths.
 //! - `write`: procedures that change (SETATTR, WRITE, CREATE, MKDIR, SYMLINK, MKNOD,
 //!   REMOVE, RMDIR, RENAME, LINK, COMMIT).
 //! - `mount`: MOUNT v3 and the portmapper (v2) on the same port.
 
 mod mount;
 mod read;
+pub(crate) mod read3;
 mod write;
 pub mod xdr;
 

@@ -7,15 +7,16 @@ use nfs3_types::nfs3::{
     ACCESS3_DELETE, ACCESS3_EXECUTE, ACCESS3_EXTEND, ACCESS3_LOOKUP, ACCESS3_MODIFY, ACCESS3_READ,
     ACCESS3res, ACCESS3resfail, ACCESS3resok, FSINFO3res, FSINFO3resfail, FSSTAT3res,
     FSSTAT3resfail, GETATTR3res, GETATTR3resok, LOOKUP3res, LOOKUP3resfail, LOOKUP3resok,
-    Nfs3Result, PATHCONF3res, PATHCONF3resfail, READ3res, READ3resfail, READ3resok, READDIR3res,
-    READDIR3resfail, READDIR3resok, READDIRPLUS3res, READDIRPLUS3resfail, READDIRPLUS3resok,
-    READLINK3res, READLINK3resfail, READLINK3resok, cookieverf3, dirlist3, dirlistplus3, entry3,
-    entryplus3, fattr3, filename3, ftype3, nfspath3, nfsstat3, post_op_attr, post_op_fh3,
+    Nfs3Result, PATHCONF3res, PATHCONF3resfail, READDIR3res, READDIR3resfail, READDIR3resok,
+    READDIRPLUS3res, READDIRPLUS3resfail, READDIRPLUS3resok, READLINK3res, READLINK3resfail,
+    READLINK3resok, cookieverf3, dirlist3, dirlistplus3, entry3, entryplus3, fattr3, filename3,
+    ftype3, nfspath3, nfsstat3, post_op_attr, post_op_fh3,
 };
 use nfs3_types::xdr_codec::{List, Opaque, Void};
 
 use super::xdr::{Args, opaque_size, put};
 use super::{Answer, Caller, Dispatcher, fail, label};
+use crate::fs::{DirIter, Entry};
 
 /// XDR sizes used to fill READDIR/READDIRPLUS replies up to the client's limits.
 const POST_OP_ATTR: usize = 4 + 84;
@@ -104,34 +105,11 @@ impl Dispatcher {
         Ok(label(&res))
     }
 
-    /// READ as the protocol reference: the connection guard answers READ itself on its
-    /// zero-copy path, so this one is used when a call reaches the dispatcher directly.
+    /// READ through [`super::read3`], the implementation the guard's data paths use
+    /// (the guard answers READ itself; this serves a call handed to the dispatcher).
     pub(super) fn read(&self, a: &mut Args<'_>, out: &mut Vec<u8>) -> Answer {
-        let fh = a.fh()?;
-        let offset = a.u64()?;
-        let count = a.u32()?;
-        a.end()?;
-        let mut data = Vec::new();
-        let r = self
-            .handle(fh)
-            .map_err(|s| (s, None))
-            .and_then(|fh| self.fs.read_into(&fh, offset, count, &mut data));
-        let res: READ3res<'_> = match r {
-            Ok((attr, n, eof)) => Nfs3Result::Ok(READ3resok {
-                file_attributes: post_op_attr::Some(attr),
-                count: n,
-                eof,
-                data: Opaque::borrowed(&data),
-            }),
-            Err((s, attr)) => Nfs3Result::Err((
-                s,
-                READ3resfail {
-                    file_attributes: attr.map_or(post_op_attr::None, post_op_attr::Some),
-                },
-            )),
-        };
-        put(out, &res);
-        Ok(label(&res))
+        let args = super::read3::ReadArgs::decode(a)?;
+        Ok(super::read3::put_result(&self.fs, &args, out))
     }
 
     /// READDIR: entries from the cookie on until the reply would exceed `count` bytes.
@@ -151,41 +129,18 @@ impl Dispatcher {
             Err(s) => fail::<READDIR3resok<'_>, READDIR3resfail>(s),
             Ok(mut it) => {
                 let dir_attributes = post_op_attr::Some(self.fs.fattr(&it.stat));
-                let mut size = DIR_REPLY_BASE;
-                let mut entries = Vec::new();
-                let mut eof = false;
-                let mut error = None;
-                loop {
-                    match it.next_entry() {
-                        None => {
-                            eof = true;
-                            break;
-                        }
-                        Some(Err(s)) => {
-                            error = Some(s);
-                            break;
-                        }
-                        Some(Ok(e)) => {
-                            let add = 4 + 8 + opaque_size(e.name.len()) + 8;
-                            if size + add > count {
-                                break;
-                            }
-                            size += add;
-                            entries.push(entry3 {
-                                fileid: e.fileid,
-                                name: filename3(Opaque::owned(e.name)),
-                                cookie: e.cookie,
-                            });
-                        }
-                    }
-                }
-                match error {
-                    Some(s) => Nfs3Result::Err((s, READDIR3resfail { dir_attributes })),
-                    None if entries.is_empty() && !eof => Nfs3Result::Err((
-                        nfsstat3::NFS3ERR_TOOSMALL,
-                        READDIR3resfail { dir_attributes },
-                    )),
-                    None => Nfs3Result::Ok(READDIR3resok {
+                let listed = fill(&mut it, count, |e| {
+                    let size = 4 + 8 + opaque_size(e.name.len()) + 8;
+                    let entry = entry3 {
+                        fileid: e.fileid,
+                        name: filename3(Opaque::owned(e.name)),
+                        cookie: e.cookie,
+                    };
+                    Some((size, entry))
+                });
+                match listed {
+                    Err(s) => Nfs3Result::Err((s, READDIR3resfail { dir_attributes })),
+                    Ok((entries, eof)) => Nfs3Result::Ok(READDIR3resok {
                         dir_attributes,
                         cookieverf: cookieverf3::default(),
                         reply: dirlist3 {
@@ -219,54 +174,30 @@ impl Dispatcher {
             Err(s) => fail::<READDIRPLUS3resok<'_>, READDIRPLUS3resfail>(s),
             Ok(mut it) => {
                 let dir_attributes = post_op_attr::Some(self.fs.fattr(&it.stat));
-                let mut size = DIR_REPLY_BASE;
-                let mut entries = Vec::new();
-                let mut eof = false;
-                let mut error = None;
-                loop {
-                    match it.next_entry() {
-                        None => {
-                            eof = true;
-                            break;
-                        }
-                        Some(Err(s)) => {
-                            error = Some(s);
-                            break;
-                        }
-                        Some(Ok(e)) => {
-                            // A READDIRPLUS listing stats every entry it yields.
-                            let Some((attr, fh)) = e.plus else { continue };
-                            let name_handle = match fh {
-                                Some(fh) => post_op_fh3::Some(self.fs.wire(&fh)),
-                                None => post_op_fh3::None,
-                            };
-                            let fh_size = match &name_handle {
-                                post_op_fh3::Some(h) => 4 + opaque_size(h.data.len()),
-                                post_op_fh3::None => 4,
-                            };
-                            let add =
-                                4 + 8 + opaque_size(e.name.len()) + 8 + POST_OP_ATTR + fh_size;
-                            if size + add > maxcount {
-                                break;
-                            }
-                            size += add;
-                            entries.push(entryplus3 {
-                                fileid: e.fileid,
-                                name: filename3(Opaque::owned(e.name)),
-                                cookie: e.cookie,
-                                name_attributes: post_op_attr::Some(attr),
-                                name_handle,
-                            });
-                        }
-                    }
-                }
-                match error {
-                    Some(s) => Nfs3Result::Err((s, READDIRPLUS3resfail { dir_attributes })),
-                    None if entries.is_empty() && !eof => Nfs3Result::Err((
-                        nfsstat3::NFS3ERR_TOOSMALL,
-                        READDIRPLUS3resfail { dir_attributes },
-                    )),
-                    None => Nfs3Result::Ok(READDIRPLUS3resok {
+                let listed = fill(&mut it, maxcount, |e| {
+                    // A READDIRPLUS listing stats every entry it yields.
+                    let (attr, fh) = e.plus?;
+                    let name_handle = match fh {
+                        Some(fh) => post_op_fh3::Some(self.fs.wire(&fh)),
+                        None => post_op_fh3::None,
+                    };
+                    let fh_size = match &name_handle {
+                        post_op_fh3::Some(h) => 4 + opaque_size(h.data.len()),
+                        post_op_fh3::None => 4,
+                    };
+                    let size = 4 + 8 + opaque_size(e.name.len()) + 8 + POST_OP_ATTR + fh_size;
+                    let entry = entryplus3 {
+                        fileid: e.fileid,
+                        name: filename3(Opaque::owned(e.name)),
+                        cookie: e.cookie,
+                        name_attributes: post_op_attr::Some(attr),
+                        name_handle,
+                    };
+                    Some((size, entry))
+                });
+                match listed {
+                    Err(s) => Nfs3Result::Err((s, READDIRPLUS3resfail { dir_attributes })),
+                    Ok((entries, eof)) => Nfs3Result::Ok(READDIRPLUS3resok {
                         dir_attributes,
                         cookieverf: cookieverf3::default(),
                         reply: dirlistplus3 {
@@ -329,6 +260,35 @@ impl Dispatcher {
             Nfs3Result::Err((s, _)) => Err(*s),
         };
         self.vfs(op, t, &r);
+    }
+}
+
+/// A READDIR/READDIRPLUS listing from `it`: the entries `make` builds (with their XDR
+/// size; `None` skips one) while the whole reply stays within `limit` bytes, and whether
+/// the directory's end was reached. NFS3ERR_TOOSMALL when not even one entry fits.
+fn fill<E>(
+    it: &mut DirIter,
+    limit: usize,
+    mut make: impl FnMut(Entry) -> Option<(usize, E)>,
+) -> Result<(Vec<E>, bool), nfsstat3> {
+    let mut size = DIR_REPLY_BASE;
+    let mut entries = Vec::new();
+    loop {
+        let entry = match it.next_entry() {
+            None => return Ok((entries, true)),
+            Some(e) => e?,
+        };
+        let Some((add, entry)) = make(entry) else {
+            continue;
+        };
+        if size + add > limit {
+            if entries.is_empty() {
+                return Err(nfsstat3::NFS3ERR_TOOSMALL);
+            }
+            return Ok((entries, false));
+        }
+        size += add;
+        entries.push(entry);
     }
 }
 

@@ -179,6 +179,7 @@ fn run_quiet(c: &mut Command) -> anyhow::Result<()> {
 
 /// Why LXD cannot run here, or None when `lxc`/`lxd` exist and we are root.
 pub fn unavailable() -> Option<String> {
+    // SAFETY: geteuid(2) has no preconditions and cannot fail.
     if unsafe { libc::geteuid() } != 0 {
         return Some("needs root (the LXD daemon, a bridge, iptables)".into());
     }

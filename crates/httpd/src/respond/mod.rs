@@ -1,9 +1,14 @@
-//! One request → one response: GET/HEAD, conditionals, single ranges, index.html,
-//! listings, errors; every response carries its [`Timing`].
+//! One request → one response: the pipeline of GET/HEAD (path, storage lookup,
+//! index.html, listing, preconditions, range, body mode), errors; every response carries
+//! its [`Timing`].
+//!
+//! - `conditional`: validators and preconditions (RFC 9110 §13).
+//! - `range`: the `Range` header (one range, or the whole file).
+//! - `headers`: the one response builder every kind of response goes through.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
@@ -13,9 +18,15 @@ use crate::body::{FileBody, SendQueue};
 use crate::storage::{Entry, Handle, Kind, Storage, StorageError};
 use crate::timing::{Recorder, RequestInfo, Timing};
 use crate::{listing, mime, path};
+use conditional::{Verdict, etag, header_str, secs};
+use headers::{Content, response};
+use range::{RangeReq, parse_range};
 
+mod conditional;
 #[doc(hidden)]
 pub mod fuzzing;
+mod headers;
+mod range;
 
 /// What every request handler shares.
 pub(crate) struct Shared {
@@ -27,8 +38,6 @@ pub(crate) struct Shared {
     pub inline_limit: u64,
     pub chunk: usize,
 }
-
-const SERVER: HeaderValue = HeaderValue::from_static("servelab-httpd");
 
 /// The request-independent context of one request.
 struct Ctx {
@@ -90,6 +99,20 @@ impl Ctx {
             status.as_u16(),
             status.canonical_reason().unwrap_or("")
         );
+        let ctype = HeaderValue::from_static("text/plain; charset=utf-8");
+        self.in_memory(class, status, ctype, text, meta, extra)
+    }
+
+    /// A response whose body was made here (text, a listing): no body for HEAD.
+    fn in_memory(
+        &self,
+        class: Class,
+        status: StatusCode,
+        ctype: HeaderValue,
+        text: String,
+        meta: Duration,
+        extra: &[(header::HeaderName, HeaderValue)],
+    ) -> Response<FileBody> {
         let len = text.len() as u64;
         let body_len = if self.head { 0 } else { len };
         let timing = self.timing(
@@ -105,20 +128,10 @@ impl Ctx {
         } else {
             FileBody::bytes(Bytes::from(text))
         };
-        let mut resp = Response::new(body.with_timing(timing));
-        *resp.status_mut() = status;
-        let h = resp.headers_mut();
-        h.insert(header::SERVER, SERVER);
-        h.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("text/plain; charset=utf-8"),
-        );
-        h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
-        h.insert(server_timing_name(), server_timing(meta, None));
-        for (k, v) in extra {
-            h.insert(k.clone(), v.clone());
-        }
-        resp
+        let content = Content { ctype, len };
+        let extra = extra.iter().cloned();
+        let body = body.with_timing(timing);
+        response(status, body, Some(content), extra, meta, None)
     }
 
     fn error(&self, e: &StorageError, meta: Duration) -> Response<FileBody> {
@@ -136,18 +149,6 @@ enum Class {
     Range,
     Dir,
     Error,
-}
-
-fn server_timing_name() -> header::HeaderName {
-    header::HeaderName::from_static("server-timing")
-}
-
-fn server_timing(meta: Duration, read: Option<Duration>) -> HeaderValue {
-    let text = match read {
-        Some(r) => latency::server_timing::format(&[("meta", meta), ("read", r)]),
-        None => latency::server_timing::format(&[("meta", meta)]),
-    };
-    HeaderValue::from_str(&text).expect("Server-Timing text is ASCII")
 }
 
 /// Handles one request.
@@ -251,108 +252,8 @@ async fn listing_response(
     };
     let meta = meta_start.elapsed();
     let html = listing::render(raw_path, entries);
-    let len = html.len() as u64;
-    let timing = ctx.timing(
-        Class::Dir,
-        200,
-        meta,
-        Duration::ZERO,
-        if ctx.head { 0 } else { len },
-        "memory",
-    );
-    let body = if ctx.head {
-        FileBody::empty()
-    } else {
-        FileBody::bytes(Bytes::from(html))
-    };
-    let mut resp = Response::new(body.with_timing(timing));
-    let h = resp.headers_mut();
-    h.insert(header::SERVER, SERVER);
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/html; charset=utf-8"),
-    );
-    h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
-    h.insert(server_timing_name(), server_timing(meta, None));
-    resp
-}
-
-/// The ETag: nginx's format, `"<mtime secs hex>-<size hex>"`, identical for a file
-/// whichever backend serves it.
-fn etag(mtime_secs: u64, size: u64) -> String {
-    format!("\"{mtime_secs:x}-{size:x}\"")
-}
-
-fn secs(t: SystemTime) -> u64 {
-    t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
-}
-
-/// RFC 9110 entity-tag list match; `weak` allows weak comparison (If-None-Match).
-fn etag_matches(list: &str, tag: &str, weak: bool) -> bool {
-    list.split(',').map(str::trim).any(|t| {
-        if t == "*" {
-            return true;
-        }
-        match t.strip_prefix("W/") {
-            Some(w) => weak && w == tag,
-            None => t == tag,
-        }
-    })
-}
-
-fn header_str(h: &HeaderMap, name: header::HeaderName) -> Option<&str> {
-    h.get(name).and_then(|v| v.to_str().ok())
-}
-
-/// A parsed `Range` header against a file of `size` bytes.
-#[derive(Debug, PartialEq, Eq)]
-enum RangeReq {
-    /// No usable range: send the whole file (absent, invalid, or multi-range).
-    Full,
-    /// `start..=end`.
-    Part(u64, u64),
-    /// 416.
-    Unsatisfiable,
-}
-
-fn parse_range(value: &str, size: u64) -> RangeReq {
-    let Some(spec) = value.trim().strip_prefix("bytes=") else {
-        return RangeReq::Full;
-    };
-    if spec.contains(',') {
-        // Multi-range: answered with the whole file (allowed by RFC 9110).
-        return RangeReq::Full;
-    }
-    let Some((a, b)) = spec.trim().split_once('-') else {
-        return RangeReq::Full;
-    };
-    let (a, b) = (a.trim(), b.trim());
-    if a.is_empty() {
-        // Suffix range: the last N bytes.
-        let Ok(n) = b.parse::<u64>() else {
-            return RangeReq::Full;
-        };
-        if n == 0 || size == 0 {
-            return RangeReq::Unsatisfiable;
-        }
-        let n = n.min(size);
-        return RangeReq::Part(size - n, size - 1);
-    }
-    let Ok(start) = a.parse::<u64>() else {
-        return RangeReq::Full;
-    };
-    let end = if b.is_empty() {
-        u64::MAX
-    } else {
-        match b.parse::<u64>() {
-            Ok(e) if e >= start => e,
-            _ => return RangeReq::Full,
-        }
-    };
-    if start >= size {
-        return RangeReq::Unsatisfiable;
-    }
-    RangeReq::Part(start, end.min(size - 1))
+    let ctype = HeaderValue::from_static("text/html; charset=utf-8");
+    ctx.in_memory(Class::Dir, StatusCode::OK, ctype, html, meta, &[])
 }
 
 async fn serve_file(
@@ -375,9 +276,9 @@ async fn serve_file(
         ),
     ];
 
-    // Preconditions, in RFC 9110 §13.2.2 order.
-    if let Some(im) = header_str(headers, header::IF_MATCH) {
-        if !etag_matches(im, &tag, false) {
+    match conditional::evaluate(headers, &tag, mtime) {
+        Verdict::Proceed => {}
+        Verdict::PreconditionFailed => {
             return ctx.text(
                 Class::File,
                 StatusCode::PRECONDITION_FAILED,
@@ -385,52 +286,18 @@ async fn serve_file(
                 &validators,
             );
         }
-    } else if let Some(ius) = header_str(headers, header::IF_UNMODIFIED_SINCE)
-        && let Ok(t) = httpdate::parse_http_date(ius)
-        && mtime > secs(t)
-    {
-        return ctx.text(
-            Class::File,
-            StatusCode::PRECONDITION_FAILED,
-            meta,
-            &validators,
-        );
-    }
-    let not_modified = if let Some(inm) = header_str(headers, header::IF_NONE_MATCH) {
-        etag_matches(inm, &tag, true)
-    } else if let Some(ims) = header_str(headers, header::IF_MODIFIED_SINCE) {
-        httpdate::parse_http_date(ims).is_ok_and(|t| mtime <= secs(t))
-    } else {
-        false
-    };
-    if not_modified {
-        let timing = ctx.timing(Class::File, 304, meta, Duration::ZERO, 0, "none");
-        let mut resp = Response::new(FileBody::empty().with_timing(timing));
-        *resp.status_mut() = StatusCode::NOT_MODIFIED;
-        let h = resp.headers_mut();
-        h.insert(header::SERVER, SERVER);
-        for (k, v) in validators {
-            h.insert(k, v);
+        Verdict::NotModified => {
+            let timing = ctx.timing(Class::File, 304, meta, Duration::ZERO, 0, "none");
+            let body = FileBody::empty().with_timing(timing);
+            return response(StatusCode::NOT_MODIFIED, body, None, validators, meta, None);
         }
-        h.insert(server_timing_name(), server_timing(meta, None));
-        return resp;
     }
-
     let mut range = match header_str(headers, header::RANGE) {
         Some(r) => parse_range(r, size),
         None => RangeReq::Full,
     };
-    if range != RangeReq::Full
-        && let Some(ir) = header_str(headers, header::IF_RANGE)
-    {
-        let fresh = if ir.starts_with('"') || ir.starts_with("W/") {
-            etag_matches(ir, &tag, false)
-        } else {
-            httpdate::parse_http_date(ir).is_ok_and(|t| secs(t) == mtime)
-        };
-        if !fresh {
-            range = RangeReq::Full;
-        }
+    if range != RangeReq::Full && !conditional::if_range_fresh(headers, &tag, mtime) {
+        range = RangeReq::Full;
     }
     let (status, class, offset, len) = match range {
         RangeReq::Full => (StatusCode::OK, Class::File, 0, size),
@@ -494,28 +361,21 @@ async fn serve_file(
         body_len,
         mode,
     );
-    let mut resp = Response::new(body.with_timing(timing));
-    *resp.status_mut() = status;
-    let h = resp.headers_mut();
-    h.insert(header::SERVER, SERVER);
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static(mime::content_type(name)),
-    );
-    h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
-    h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
-    for (k, v) in validators {
-        h.insert(k, v);
-    }
+    let content = Content {
+        ctype: HeaderValue::from_static(mime::content_type(name)),
+        len,
+    };
+    let mut extra = vec![(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"))];
+    extra.extend(validators);
     if status == StatusCode::PARTIAL_CONTENT {
         let cr = format!("bytes {}-{}/{}", offset, offset + len - 1, size);
-        h.insert(
+        extra.push((
             header::CONTENT_RANGE,
             HeaderValue::from_str(&cr).expect("ASCII"),
-        );
+        ));
     }
-    h.insert(server_timing_name(), server_timing(meta, read_time));
-    resp
+    let body = body.with_timing(timing);
+    response(status, body, Some(content), extra, meta, read_time)
 }
 
 /// Paths in logs are capped so a huge URL cannot bloat the log.
@@ -525,38 +385,4 @@ fn truncate(p: &str) -> String {
         end -= 1;
     }
     p[..end].to_string()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ranges() {
-        assert_eq!(parse_range("bytes=0-99", 1000), RangeReq::Part(0, 99));
-        assert_eq!(parse_range("bytes=900-", 1000), RangeReq::Part(900, 999));
-        assert_eq!(
-            parse_range("bytes=900-5000", 1000),
-            RangeReq::Part(900, 999)
-        );
-        assert_eq!(parse_range("bytes=-100", 1000), RangeReq::Part(900, 999));
-        assert_eq!(parse_range("bytes=-5000", 1000), RangeReq::Part(0, 999));
-        assert_eq!(parse_range("bytes=1000-", 1000), RangeReq::Unsatisfiable);
-        assert_eq!(parse_range("bytes=-0", 1000), RangeReq::Unsatisfiable);
-        assert_eq!(parse_range("bytes=5-1", 1000), RangeReq::Full);
-        assert_eq!(parse_range("bytes=0-1,5-6", 1000), RangeReq::Full);
-        assert_eq!(parse_range("items=0-1", 1000), RangeReq::Full);
-        assert_eq!(parse_range("bytes=x-1", 1000), RangeReq::Full);
-    }
-
-    #[test]
-    fn etags() {
-        let t = etag(0x5f00_0000, 4096);
-        assert_eq!(t, "\"5f000000-1000\"");
-        assert!(etag_matches(&format!("\"x\", {t}"), &t, false));
-        assert!(etag_matches(&format!("W/{t}"), &t, true));
-        assert!(!etag_matches(&format!("W/{t}"), &t, false));
-        assert!(etag_matches("*", &t, false));
-        assert!(!etag_matches("\"other\"", &t, true));
-    }
 }

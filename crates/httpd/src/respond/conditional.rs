@@ -1,0 +1,155 @@
+//! Conditional requests (RFC 9110 §13): validators (ETag, Last-Modified) and the
+//! preconditions evaluated against them, in the RFC's order.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use http::header::{self, HeaderMap};
+
+/// What the preconditions of a request say about a file with these validators.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Verdict {
+    /// Serve it (maybe a range of it).
+    Proceed,
+    /// 412: If-Match or If-Unmodified-Since failed.
+    PreconditionFailed,
+    /// 304: If-None-Match or If-Modified-Since says the client's copy is current.
+    NotModified,
+}
+
+/// The preconditions of `headers` against entity tag `tag` and modification time
+/// `mtime` (whole seconds), in RFC 9110 §13.2.2 order.
+pub(super) fn evaluate(headers: &HeaderMap, tag: &str, mtime: u64) -> Verdict {
+    if let Some(im) = header_str(headers, header::IF_MATCH) {
+        if !etag_matches(im, tag, false) {
+            return Verdict::PreconditionFailed;
+        }
+    } else if let Some(ius) = header_str(headers, header::IF_UNMODIFIED_SINCE)
+        && let Ok(t) = httpdate::parse_http_date(ius)
+        && mtime > secs(t)
+    {
+        return Verdict::PreconditionFailed;
+    }
+    let not_modified = if let Some(inm) = header_str(headers, header::IF_NONE_MATCH) {
+        etag_matches(inm, tag, true)
+    } else if let Some(ims) = header_str(headers, header::IF_MODIFIED_SINCE) {
+        httpdate::parse_http_date(ims).is_ok_and(|t| mtime <= secs(t))
+    } else {
+        false
+    };
+    if not_modified {
+        Verdict::NotModified
+    } else {
+        Verdict::Proceed
+    }
+}
+
+/// Whether a range may be served: no If-Range, or one naming the current validator.
+pub(super) fn if_range_fresh(headers: &HeaderMap, tag: &str, mtime: u64) -> bool {
+    match header_str(headers, header::IF_RANGE) {
+        None => true,
+        Some(ir) if ir.starts_with('"') || ir.starts_with("W/") => etag_matches(ir, tag, false),
+        Some(ir) => httpdate::parse_http_date(ir).is_ok_and(|t| secs(t) == mtime),
+    }
+}
+
+/// The ETag: nginx's format, `"<mtime secs hex>-<size hex>"`, identical for a file
+/// whichever backend serves it.
+pub(super) fn etag(mtime_secs: u64, size: u64) -> String {
+    format!("\"{mtime_secs:x}-{size:x}\"")
+}
+
+pub(super) fn secs(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// RFC 9110 entity-tag list match; `weak` allows weak comparison (If-None-Match).
+pub(super) fn etag_matches(list: &str, tag: &str, weak: bool) -> bool {
+    list.split(',').map(str::trim).any(|t| {
+        if t == "*" {
+            return true;
+        }
+        match t.strip_prefix("W/") {
+            Some(w) => weak && w == tag,
+            None => t == tag,
+        }
+    })
+}
+
+pub(super) fn header_str(h: &HeaderMap, name: header::HeaderName) -> Option<&str> {
+    h.get(name).and_then(|v| v.to_str().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn etags() {
+        let t = etag(0x5f00_0000, 4096);
+        assert_eq!(t, "\"5f000000-1000\"");
+        assert!(etag_matches(&format!("\"x\", {t}"), &t, false));
+        assert!(etag_matches(&format!("W/{t}"), &t, true));
+        assert!(!etag_matches(&format!("W/{t}"), &t, false));
+        assert!(etag_matches("*", &t, false));
+        assert!(!etag_matches("\"other\"", &t, true));
+    }
+
+    #[test]
+    fn preconditions_in_rfc_order() {
+        let tag = etag(100, 5);
+        let h = |pairs: &[(header::HeaderName, &str)]| {
+            let mut m = HeaderMap::new();
+            for (k, v) in pairs {
+                m.insert(k.clone(), v.parse().unwrap());
+            }
+            m
+        };
+        let date = |s: u64| httpdate::fmt_http_date(UNIX_EPOCH + std::time::Duration::from_secs(s));
+        assert_eq!(evaluate(&h(&[]), &tag, 100), Verdict::Proceed);
+        assert_eq!(
+            evaluate(&h(&[(header::IF_MATCH, "\"other\"")]), &tag, 100),
+            Verdict::PreconditionFailed
+        );
+        // If-Match wins over If-Unmodified-Since.
+        let both = h(&[
+            (header::IF_MATCH, &tag),
+            (header::IF_UNMODIFIED_SINCE, &date(50)),
+        ]);
+        assert_eq!(evaluate(&both, &tag, 100), Verdict::Proceed);
+        let ius = h(&[(header::IF_UNMODIFIED_SINCE, &date(50))]);
+        assert_eq!(evaluate(&ius, &tag, 100), Verdict::PreconditionFailed);
+        assert_eq!(
+            evaluate(
+                &h(&[(header::IF_NONE_MATCH, &format!("W/{tag}"))]),
+                &tag,
+                100
+            ),
+            Verdict::NotModified
+        );
+        // If-None-Match wins over If-Modified-Since.
+        let inm = h(&[
+            (header::IF_NONE_MATCH, "\"x\""),
+            (header::IF_MODIFIED_SINCE, &date(200)),
+        ]);
+        assert_eq!(evaluate(&inm, &tag, 100), Verdict::Proceed);
+        let ims = h(&[(header::IF_MODIFIED_SINCE, &date(200))]);
+        assert_eq!(evaluate(&ims, &tag, 100), Verdict::NotModified);
+        assert!(if_range_fresh(&h(&[]), &tag, 100));
+        assert!(if_range_fresh(&h(&[(header::IF_RANGE, &tag)]), &tag, 100));
+        assert!(!if_range_fresh(
+            &h(&[(header::IF_RANGE, "\"x\"")]),
+            &tag,
+            100
+        ));
+        assert!(if_range_fresh(
+            &h(&[(header::IF_RANGE, &date(100))]),
+            &tag,
+            100
+        ));
+        assert!(!if_range_fresh(
+            &h(&[(header::IF_RANGE, &date(99))]),
+            &tag,
+            100
+        ));
+    }
+}
