@@ -70,7 +70,8 @@ fn status_field(status: &str, key: &str) -> Option<u64> {
         .ok()
 }
 
-fn rss_bytes(pid: u32) -> Option<u64> {
+/// Resident bytes of one process (`VmRSS`), or `None` when it is gone.
+pub fn rss_bytes(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     Some(status_field(&status, "VmRSS:")? * 1024)
 }
@@ -111,8 +112,21 @@ fn process_counters(pid: u32, ticks: f64) -> Counters {
     c
 }
 
-fn open_fds(pid: u32) -> u64 {
+/// Open file descriptors of one process (0 when it is gone).
+pub fn open_fds(pid: u32) -> u64 {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count() as u64)
+}
+
+/// Open descriptors of one process that are sockets (`socket:[inode]` links).
+pub fn open_sockets(pid: u32) -> u64 {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| {
+        d.filter_map(Result::ok)
+            .filter(|e| {
+                std::fs::read_link(e.path())
+                    .is_ok_and(|l| l.to_string_lossy().starts_with("socket:"))
+            })
+            .count() as u64
+    })
 }
 
 /// `pid` and every process whose parent chain leads to it.
