@@ -242,24 +242,11 @@ fn listing_metrics_and_access_log() {
     assert!(html.contains("&lt;odd&gt; &amp; name.txt"), "{html}");
     curl(&["-o", "/dev/null", &h.url("/testfile.bin")]);
 
-    // Metrics endpoint on its own listener.
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let ml = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let maddr = ml.local_addr().unwrap();
-    let (mstop, mstopped) = tokio::sync::oneshot::channel::<()>();
-    let reg = h.registry.clone();
-    // A data cache's values ride along (this server has none: they read 0).
+    // Metrics endpoint on its own listener. A data cache's values ride along (this
+    // server has none: they read 0).
     let cache = Arc::new(httpd::storage::CacheStats::default());
-    let mthread = std::thread::spawn(move || {
-        rt.block_on(httpd::serve_metrics(ml, reg, Some(cache), async {
-            let _ = mstopped.await;
-        }))
-    });
+    let metrics = h.metrics(Some(cache)).unwrap();
+    let maddr = metrics.addr;
     let prom = String::from_utf8(curl(&[&format!("http://{maddr}/metrics")]).stdout).unwrap();
     assert!(
         prom.contains(
@@ -272,8 +259,7 @@ fn listing_metrics_and_access_log() {
     assert!(json.to_string().contains("GET dir"));
     assert_eq!(json["nfs_data_cache"]["bytes"], 0, "{json}");
     assert!(prom.contains("httpd_nfs_data_cache_hits_total 0"), "{prom}");
-    mstop.send(()).unwrap();
-    mthread.join().unwrap().unwrap();
+    metrics.stop().unwrap();
 
     h.stop().unwrap();
     // After shutdown the log is flushed: one JSON line per request with the phases.
@@ -974,7 +960,7 @@ fn nfs_unreachable_at_start_is_a_clear_error() {
 
 // ---- start-up errors (the built binaries) ------------------------------------------------
 
-/// Runs a built binary with `args` (RUST_BACKTRACE set, stderr a pipe) and expects it to
+/// Runs a built binary with `args` (RUST_BACKTRACE set, stderr to a file) and expects it to
 /// exit non-zero within `within`; returns its last stderr line after checking that the
 /// output has no backtrace, no repeated cause and no colour escape.
 fn start_up_error(bin: &Path, args: &[&str], within: Duration) -> String {

@@ -6,7 +6,7 @@
 //! test fails if the corresponding protection is removed.
 
 use std::collections::HashSet;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::Command;
@@ -95,51 +95,30 @@ fn metrics_endpoint_serves_prometheus_text_and_json() {
     let fh = rpc.lookup(&root, b"small.bin").unwrap();
     assert_eq!(rpc.read(&fh, 0, 4096).unwrap().len(), 4096);
 
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = rt.spawn(rustnfs::serve_metrics(
-        listener,
-        nfsd.registry.clone(),
-        async {
-            let _ = stopped.await;
-        },
-    ));
+    let metrics = nfsd.metrics().unwrap();
+    // The whole response as text: head, blank line, body.
     let get = |path: &str| {
-        let mut s = TcpStream::connect(addr).unwrap();
-        write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-        let mut out = String::new();
-        s.read_to_string(&mut out).unwrap();
-        out
+        let r = lab::http::request(
+            metrics.addr,
+            format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes(),
+            Duration::from_secs(5),
+            Duration::from_secs(20),
+        )
+        .unwrap();
+        format!("{}\r\n\r\n{}", r.head, String::from_utf8_lossy(&r.body))
     };
-    let (text, json, missing) = std::thread::scope(|sc| {
-        let h = sc.spawn(|| {
-            // A READ is recorded once its reply has left, which can be just after the
-            // client has it: wait for the record (bounded, 2 s).
-            let read_vfs = "{op=\"READ\",phase=\"vfs\",status=\"ok\"";
-            let mut text = get("/metrics");
-            for _ in 0..40 {
-                if text.contains(read_vfs) {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-                text = get("/metrics");
-            }
-            (text, get("/metrics.json"), get("/nope"))
-        });
-        rt.block_on(async {
-            while !h.is_finished() {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        });
-        h.join().unwrap()
-    });
+    // A READ is recorded once its reply has left, which can be just after the client
+    // has it: wait for the record (bounded, 2 s).
+    let read_vfs = "{op=\"READ\",phase=\"vfs\",status=\"ok\"";
+    let mut text = get("/metrics");
+    for _ in 0..40 {
+        if text.contains(read_vfs) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        text = get("/metrics");
+    }
+    let (json, missing) = (get("/metrics.json"), get("/nope"));
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
     assert!(
         text.contains(
@@ -152,8 +131,7 @@ fn metrics_endpoint_serves_prometheus_text_and_json() {
         "{json}"
     );
     assert!(missing.starts_with("HTTP/1.1 404"), "{missing}");
-    stop.send(()).unwrap();
-    rt.block_on(server).unwrap().unwrap();
+    metrics.stop().unwrap();
 }
 
 #[test]

@@ -192,25 +192,8 @@ pub fn container_memory(name: &str) -> u64 {
         "{{.MemUsage}}",
         name,
     ]));
-    parse_size(text.split('/').next().unwrap_or("").trim())
+    lab::sampler::parse_docker_size(text.split('/').next().unwrap_or("").trim())
         .unwrap_or_else(|| panic!("cannot read docker stats memory from {text:?}"))
-}
-
-/// Parses docker's human sizes (`1.234MiB`, `512KiB`, `3.1GiB`, `900B`, `2.5MB`).
-pub fn parse_size(text: &str) -> Option<u64> {
-    let split = text.find(|c: char| c.is_ascii_alphabetic())?;
-    let (num, unit) = text.split_at(split);
-    let mult = match unit {
-        "B" => 1.0,
-        "KiB" => 1024.0,
-        "MiB" => 1024.0 * 1024.0,
-        "GiB" => 1024.0 * 1024.0 * 1024.0,
-        "kB" | "KB" => 1e3,
-        "MB" => 1e6,
-        "GB" => 1e9,
-        _ => return None,
-    };
-    Some((num.trim().parse::<f64>().ok()? * mult) as u64)
 }
 
 pub fn mib(bytes: u64) -> f64 {
@@ -236,7 +219,9 @@ pub fn peak_memory_during<T>(names: &[&str], work: impl FnOnce() -> T) -> (T, Ve
                         &n,
                     ]));
                     let text = String::from_utf8_lossy(&out.stdout);
-                    if let Some(bytes) = parse_size(text.split('/').next().unwrap_or("").trim()) {
+                    if let Some(bytes) =
+                        lab::sampler::parse_docker_size(text.split('/').next().unwrap_or("").trim())
+                    {
                         peak = peak.max(bytes);
                     }
                     std::thread::sleep(Duration::from_millis(250));

@@ -224,17 +224,9 @@ impl Rpc {
         (status, r.u32())
     }
 
+    /// CREATE, UNCHECKED, setting no attribute.
     pub(crate) fn create(&mut self, dir: &[u8], name: &[u8]) -> Result<Vec<u8>, u32> {
-        let args = Xdr::default().opaque(dir).opaque(name).u32(0).no_sattr();
-        let body = self.call(NFS, 8, args);
-        let mut r = Reply::new(&body);
-        match r.u32() {
-            0 => {
-                assert_eq!(r.u32(), 1, "handle follows");
-                Ok(r.opaque())
-            }
-            e => Err(e),
-        }
+        self.create_how(dir, name, 0, Sattr::default(), [0; 8])
     }
 
     pub(crate) fn status_of(&mut self, proc_: u32, args: Xdr) -> u32 {

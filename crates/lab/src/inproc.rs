@@ -204,6 +204,18 @@ impl InProcess<rustnfs::Error> {
         )
     }
 
+    /// rustnfs's metrics endpoint (`/metrics`, `/metrics.json`) over this server's
+    /// registry, on 127.0.0.1:0 and a runtime of its own.
+    pub fn metrics(&self) -> Result<Nfsd> {
+        InProcess::spawn(
+            None,
+            Bind::Addr("127.0.0.1:0"),
+            self.registry.clone(),
+            Duration::ZERO,
+            rustnfs::serve_metrics,
+        )
+    }
+
     /// The export root as `httpd --nfs` and `nfsclient` take it.
     pub fn export_url(&self) -> String {
         format!("nfs://{}/", self.addr)
@@ -214,6 +226,18 @@ impl InProcess<httpd::Error> {
     /// `http://ADDR{path}`.
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
+    }
+
+    /// httpd's metrics endpoint (`/metrics`, `/metrics.json`, with `cache`'s values) over
+    /// this server's registry, on 127.0.0.1:0 and a runtime of its own.
+    pub fn metrics(&self, cache: Option<Arc<httpd::storage::CacheStats>>) -> Result<Httpd> {
+        InProcess::spawn(
+            None,
+            Bind::Addr("127.0.0.1:0"),
+            self.registry.clone(),
+            Duration::ZERO,
+            move |listener, reg, shutdown| httpd::serve_metrics(listener, reg, cache, shutdown),
+        )
     }
 
     /// httpd with `config` on 127.0.0.1:0, on its own runtime; see [`Httpd::start_on`].
