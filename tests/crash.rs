@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 
 use nfs3_client::nfs3_types::nfs3::stable_how;
 
+use lab::dataset::Rng;
+
 use crate::common;
 use crate::support::nfs3::{CallError, Conn};
 use crate::support::server::ServerProc;
@@ -22,22 +24,6 @@ const ROUNDS: usize = 30;
 /// Wall-clock bound of the whole test's rounds.
 const BUDGET: Duration = Duration::from_secs(30);
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// xorshift64*: deterministic for a seed, so a failing run is replayable.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    /// Uniform-ish in `lo..=hi`.
-    fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.next() % (hi - lo + 1)
-    }
-}
 
 /// One acknowledged WRITE.
 struct Written {
@@ -90,7 +76,7 @@ fn acknowledged_writes_survive_sigkill() {
         .enable_all()
         .build()
         .unwrap();
-    let mut rng = Rng(seed | 1);
+    let mut rng = Rng::new(seed);
     let mut t = Tally::default();
     let start = Instant::now();
     for round in 0..ROUNDS {
@@ -205,7 +191,7 @@ async fn one_round(
         // Sizes from a few bytes to 256 KiB, rarely block-aligned.
         let len = rng.range(1, 128 << 10) as usize;
         let wseed = rng.next();
-        let data = common::pseudo_random_bytes(len, wseed);
+        let data = lab::dataset::pseudo_random_bytes(len, wseed);
         let sent = Instant::now();
         let res = c.write(&fh, offset, &data, stable).await;
         t.write_time += sent.elapsed();
@@ -253,7 +239,7 @@ async fn one_round(
         && let Ok(mut c2) = Conn::connect(addr, "/", CALL_TIMEOUT).await
     {
         let fh2 = fh.clone();
-        let data = common::pseudo_random_bytes(512 << 10, rng.next());
+        let data = lab::dataset::pseudo_random_bytes(512 << 10, rng.next());
         let off = offset;
         in_flight = Some(tokio::spawn(async move {
             let _ = c2.write(&fh2, off, &data, stable_how::FILE_SYNC).await;
@@ -299,7 +285,7 @@ async fn one_round(
     };
     let mut unstable_lost = false;
     for w in &log {
-        let want = common::pseudo_random_bytes(w.len, w.seed);
+        let want = lab::dataset::pseudo_random_bytes(w.len, w.seed);
         let got = match c.read(&fh, w.offset, w.len).await {
             Ok(g) => g,
             Err(e) => return problem(t, format!("READ after restart: {e}")),

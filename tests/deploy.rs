@@ -9,274 +9,16 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{OnceLock, RwLock, RwLockReadGuard};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_yaml::Value;
 
 use crate::common;
-
-/// The image tag the tests build and run (not `latest`, to leave a user's images alone).
-const TAG: &str = "e2e";
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// A name unique to this process and call: containers, networks, projects — all under
-/// `sl-deploy-`, the prefix this area's objects share on a machine shared with others.
-fn unique(prefix: &str) -> String {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    format!(
-        "sl-deploy-{prefix}{}x{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
-/// Runs a command, returning its output (never panics on a failing status).
-fn run(cmd: &mut Command) -> Output {
-    cmd.stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"))
-}
-
-/// Runs a command and returns its trimmed stdout; panics with stderr on failure.
-fn run_text(cmd: &mut Command) -> String {
-    let out = common::run_ok(cmd.stdin(Stdio::null()));
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
-fn docker(args: &[&str]) -> Command {
-    let mut c = Command::new("docker");
-    c.args(args);
-    c
-}
-
-/// True when a Docker engine answers.
-fn engine_answers() -> bool {
-    Command::new("docker")
-        .args(["info", "--format", "{{.ServerVersion}}"])
-        .stdin(Stdio::null())
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-/// True when a Docker engine answers; otherwise prints SKIP (in CI too: Docker is optional).
-fn docker_available(test: &str) -> bool {
-    let ok = engine_answers();
-    if !ok {
-        eprintln!("SKIP {test}: no Docker engine here (Docker is optional, see docker/README.md)");
-    }
-    ok
-}
-
-/// Polls `f` every 200 ms until it returns Some or `limit` passes.
-fn wait_for<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(
-            start.elapsed() < limit,
-            "timed out after {limit:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-/// Commands run in reverse order when dropped: teardown also on panic.
-#[derive(Default)]
-struct Cleanup(Vec<Command>);
-
-impl Cleanup {
-    fn push(&mut self, cmd: Command) {
-        self.0.push(cmd);
-    }
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        while let Some(mut cmd) = self.0.pop() {
-            let _ = cmd
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status();
-        }
-    }
-}
-
-/// What `docker/build.sh` produced.
-struct Built {
-    /// The static binaries (for the host side of the tests).
-    bin_dir: PathBuf,
-    /// `docker/build.sh`'s output: one `image NAME:TAG BYTES (..)` line per image.
-    sizes: BTreeMap<String, u64>,
-}
-
-/// Builds the static binaries and the three images once per test run.
-fn built() -> &'static Built {
-    static BUILT: OnceLock<Result<Built, String>> = OnceLock::new();
-    let result = BUILT.get_or_init(|| {
-        // <target>/debug/deps/tests-HASH -> <target>
-        let exe = std::env::current_exe().unwrap();
-        let target = exe.ancestors().nth(3).unwrap().to_path_buf();
-        let static_dir = target.join("static");
-        let start = Instant::now();
-        let out = run(Command::new(repo().join("docker/build.sh"))
-            .env("TAG", TAG)
-            .env("STATIC_TARGET_DIR", &static_dir)
-            // Without an engine (the lxc test's fallback), only the static binaries.
-            .env("BINS_ONLY", if engine_answers() { "" } else { "1" }));
-        if !out.status.success() {
-            return Err(format!(
-                "docker/build.sh failed: {}\n{}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr)
-            ));
-        }
-        let text = String::from_utf8_lossy(&out.stdout);
-        eprintln!("docker/build.sh took {:.1?}:\n{text}", start.elapsed());
-        let sizes = text
-            .lines()
-            .filter_map(|l| {
-                let mut w = l.split_whitespace();
-                (w.next()? == "image").then_some(())?;
-                let name = w.next()?.split(':').next()?.to_string();
-                Some((name, w.next()?.parse().ok()?))
-            })
-            .collect();
-        let triple = run_text(Command::new("rustc").arg("-vV"))
-            .lines()
-            .find_map(|l| l.strip_prefix("host: ").map(str::to_string))
-            .unwrap();
-        Ok(Built {
-            bin_dir: static_dir.join(triple).join("release-static"),
-            sizes,
-        })
-    });
-    match result {
-        Ok(b) => b,
-        Err(e) => panic!("{e}"),
-    }
-}
-
-fn image(name: &str) -> String {
-    format!("{name}:{TAG}")
-}
-
-/// A data directory with the original dataset, readable and writable by the images'
-/// default user (65534), so the containers run without root.
-fn dataset() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    common::write_dataset(dir.path());
-    chown_tree(dir.path(), 65534);
-    dir
-}
-
-fn chown_tree(dir: &Path, id: u32) {
-    std::os::unix::fs::chown(dir, Some(id), Some(id)).unwrap();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            chown_tree(&path, id);
-        } else {
-            std::os::unix::fs::chown(&path, Some(id), Some(id)).unwrap();
-        }
-    }
-}
-
-/// `docker stats --no-stream` memory of one container, in bytes.
-fn container_memory(name: &str) -> u64 {
-    let text = run_text(&mut docker(&[
-        "stats",
-        "--no-stream",
-        "--format",
-        "{{.MemUsage}}",
-        name,
-    ]));
-    parse_size(text.split('/').next().unwrap_or("").trim())
-        .unwrap_or_else(|| panic!("cannot read docker stats memory from {text:?}"))
-}
-
-/// Parses docker's human sizes (`1.234MiB`, `512KiB`, `3.1GiB`, `900B`, `2.5MB`).
-fn parse_size(text: &str) -> Option<u64> {
-    let split = text.find(|c: char| c.is_ascii_alphabetic())?;
-    let (num, unit) = text.split_at(split);
-    let mult = match unit {
-        "B" => 1.0,
-        "KiB" => 1024.0,
-        "MiB" => 1024.0 * 1024.0,
-        "GiB" => 1024.0 * 1024.0 * 1024.0,
-        "kB" | "KB" => 1e3,
-        "MB" => 1e6,
-        "GB" => 1e9,
-        _ => return None,
-    };
-    Some((num.trim().parse::<f64>().ok()? * mult) as u64)
-}
-
-fn mib(bytes: u64) -> f64 {
-    bytes as f64 / (1024.0 * 1024.0)
-}
-
-/// Samples a container's memory every 250 ms while `work` runs; returns the peak.
-fn peak_memory_during<T>(names: &[&str], work: impl FnOnce() -> T) -> (T, Vec<u64>) {
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let samplers: Vec<_> = names
-        .iter()
-        .map(|n| {
-            let (n, stop) = (n.to_string(), stop.clone());
-            std::thread::spawn(move || {
-                let mut peak = 0;
-                while !stop.load(Ordering::Relaxed) {
-                    // A container may be gone when a failing test unwinds: no panic here.
-                    let out = run(&mut docker(&[
-                        "stats",
-                        "--no-stream",
-                        "--format",
-                        "{{.MemUsage}}",
-                        &n,
-                    ]));
-                    let text = String::from_utf8_lossy(&out.stdout);
-                    if let Some(bytes) = parse_size(text.split('/').next().unwrap_or("").trim()) {
-                        peak = peak.max(bytes);
-                    }
-                    std::thread::sleep(Duration::from_millis(250));
-                }
-                peak
-            })
-        })
-        .collect();
-    let out = work();
-    stop.store(true, Ordering::Relaxed);
-    (
-        out,
-        samplers.into_iter().map(|s| s.join().unwrap()).collect(),
-    )
-}
-
-/// GET over HTTP/1.0 with curl; returns the body.
-fn http_get(url: &str) -> Vec<u8> {
-    common::run_ok(Command::new("curl").args(["-fsS", "--max-time", "30", url])).stdout
-}
-
-/// The requests and failed requests a `servelab load --json` file reports, and the JSON.
-fn load_counts(json: &Path) -> (u64, u64, serde_json::Value) {
-    let text = std::fs::read_to_string(json)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", json.display()));
-    let v: serde_json::Value = serde_json::from_str(&text)
-        .unwrap_or_else(|e| panic!("{} is not JSON: {e}", json.display()));
-    let field = |k: &str| {
-        v[k].as_u64()
-            .unwrap_or_else(|| panic!("no {k} in {}: {text:.400}", json.display()))
-    };
-    (field("requests"), field("failed"), v)
-}
+use crate::support::compose::*;
+use crate::support::docker::*;
+use crate::support::lxd::*;
+use crate::support::manifests::*;
 
 // ---- the rustnfs image ------------------------------------------------------------------
 
@@ -334,7 +76,7 @@ fn rustnfs_image_is_small_and_serves_nfs_cat_and_nfs_cp_from_the_host() {
     );
 
     // Written: nfs-cp from the host lands in the bind-mounted directory, as uid 65534.
-    let upload = common::pseudo_random_bytes(300_000, 99);
+    let upload = lab::dataset::pseudo_random_bytes(300_000, 99);
     let src = data.path().join("..").join(format!("{name}.upload"));
     std::fs::write(&src, &upload).unwrap();
     let cp = run(Command::new("nfs-cp").arg(&src).arg(url("uploaded.bin")));
@@ -379,94 +121,6 @@ fn rustnfs_image_is_small_and_serves_nfs_cat_and_nfs_cp_from_the_host() {
 }
 
 // ---- docker/compose.yml -----------------------------------------------------------------
-
-/// One docker-compose project from docker/compose.yml, torn down on drop.
-struct Compose {
-    project: String,
-    env: Vec<(String, String)>,
-    /// Keeps `swarm init`/`leave` of a parallel test out of this project's lifetime.
-    _no_swarm_toggle: RwLockReadGuard<'static, ()>,
-}
-
-impl Compose {
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new("docker-compose");
-        c.arg("-f")
-            .arg(repo().join("docker/compose.yml"))
-            .args(["-p", &self.project, "--profile", "load", "--profile", "tcp"])
-            .args(args)
-            .envs(self.env.iter().map(|(k, v)| (k, v)));
-        c
-    }
-
-    fn container(&self, service: &str) -> String {
-        // docker-compose v1 names containers PROJECT_SERVICE_1.
-        run_text(&mut docker(&[
-            "ps",
-            "-q",
-            "--filter",
-            &format!("label=com.docker.compose.project={}", self.project),
-            "--filter",
-            &format!("label=com.docker.compose.service={service}"),
-        ]))
-        .lines()
-        .next()
-        .unwrap_or_else(|| panic!("no running container for {service}"))
-        .to_string()
-    }
-}
-
-/// Held (read) by compose projects while they run and (write) by `swarm init` / `leave`:
-/// while the engine switches swarm mode, its embedded DNS failed a compose container's
-/// lookup ("cannot resolve host httpd-a") in parallel runs.
-static SWARM_TOGGLE: RwLock<()> = RwLock::new(());
-
-/// Leaves the swarm this test created, and removes the docker_gwbridge network that
-/// `swarm init` created and `swarm leave` keeps.
-struct LeaveSwarm {
-    had_gwbridge: bool,
-}
-
-impl Drop for LeaveSwarm {
-    fn drop(&mut self) {
-        let _toggle = SWARM_TOGGLE.write().unwrap_or_else(|e| e.into_inner());
-        let _ = run(&mut docker(&["swarm", "leave", "--force"]));
-        if !self.had_gwbridge {
-            let _ = run(&mut docker(&["network", "rm", "docker_gwbridge"]));
-        }
-    }
-}
-
-impl Drop for Compose {
-    fn drop(&mut self) {
-        let _ = self
-            .cmd(&["down", "-v", "--remove-orphans", "-t", "2"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-    }
-}
-
-fn compose_project(data: &Path, results: &Path, extra: &[(&str, String)]) -> Compose {
-    let mut env = vec![
-        ("TAG".to_string(), TAG.to_string()),
-        ("DATA_DIR".to_string(), data.display().to_string()),
-        ("RESULTS_DIR".to_string(), results.display().to_string()),
-        ("A_PUBLISH".to_string(), "127.0.0.1:".to_string()),
-        ("B_PUBLISH".to_string(), "127.0.0.1:".to_string()),
-    ];
-    // A bridge subnet of our own (10.197.<n>.0/24).
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let net = (std::process::id() as usize * 7 + NEXT.fetch_add(1, Ordering::Relaxed)) % 250 + 1;
-    env.push(("LAB_SUBNET".into(), format!("10.197.{net}.0/24")));
-    env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.clone())));
-    Compose {
-        project: unique("servelabe2e"),
-        env,
-        _no_swarm_toggle: SWARM_TOGGLE.read().unwrap_or_else(|e| e.into_inner()),
-    }
-}
 
 #[test]
 fn compose_scenario_a_over_the_bridge_serves_the_same_bytes_as_scenario_b() {
@@ -915,25 +569,6 @@ fn lxc_httpd_in_an_application_container_reads_rustnfs_in_docker_across_bridges(
 
 // ---- lxc/lxd-deploy.sh: httpd in a real LXD instance ------------------------------------
 
-/// Runs `lxd-deploy.sh down` for our prefix when dropped: teardown also on panic.
-struct LxdDown(String);
-
-impl Drop for LxdDown {
-    fn drop(&mut self) {
-        let _ = Command::new(repo().join("lxc/lxd-deploy.sh"))
-            .arg("down")
-            .env("PREFIX", &self.0)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-    }
-}
-
-/// One LXD user at a time among these tests: the script stops a daemon it started when
-/// no instance is left, which must not happen under another test's instance.
-static LXD_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 #[test]
 fn lxd_instance_serves_scenario_b_from_its_disk_and_a_from_rustnfs_then_is_removed() {
     // The script installs and starts LXD itself; only where it cannot (exit status 3) is
@@ -942,7 +577,7 @@ fn lxd_instance_serves_scenario_b_from_its_disk_and_a_from_rustnfs_then_is_remov
         return;
     }
     if run_text(Command::new("id").arg("-u")) != "0" {
-        assert!(!common::in_ci(), "the LXD test needs root in CI");
+        assert!(!lab::in_ci(), "the LXD test needs root in CI");
         eprintln!("SKIP lxd deploy: needs root (LXD daemon, bridge, iptables)");
         return;
     }
@@ -971,7 +606,7 @@ fn lxd_instance_serves_scenario_b_from_its_disk_and_a_from_rustnfs_then_is_remov
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     if out.status.code() == Some(3) {
-        assert!(!common::in_ci(), "LXD cannot start in CI:\n{stderr}");
+        assert!(!lab::in_ci(), "LXD cannot start in CI:\n{stderr}");
         eprintln!(
             "SKIP lxd deploy: {}",
             stderr.lines().last().unwrap_or("LXD unavailable")
@@ -1055,12 +690,12 @@ fn lxd_instance_serves_scenario_b_from_its_disk_and_a_from_rustnfs_then_is_remov
 #[test]
 fn compare_containers_prints_host_lxd_docker_tables_sysbench_memory_and_scaling() {
     if run_text(Command::new("id").arg("-u")) != "0" {
-        assert!(!common::in_ci(), "compare --containers needs root in CI");
+        assert!(!lab::in_ci(), "compare --containers needs root in CI");
         eprintln!("SKIP compare --containers: needs root (LXD, cgroups)");
         return;
     }
-    if find_on_path("lxd").is_none() {
-        assert!(!common::in_ci(), "lxd is not installed in CI");
+    if lab::find_program("lxd").is_none() {
+        assert!(!lab::in_ci(), "lxd is not installed in CI");
         eprintln!("SKIP compare --containers: lxd is not installed (apt-get install -y lxd)");
         return;
     }
@@ -1123,7 +758,7 @@ fn compare_containers_prints_host_lxd_docker_tables_sysbench_memory_and_scaling(
     } else {
         assert!(stdout.contains("scenario A and the Docker column: no Docker engine"));
     }
-    if find_on_path("sysbench").is_some() {
+    if lab::find_program("sysbench").is_some() {
         assert!(
             stdout.contains("| cpu prime 20000 (events/s) |"),
             "{stdout}"
@@ -1161,58 +796,6 @@ fn compare_containers_prints_host_lxd_docker_tables_sysbench_memory_and_scaling(
 }
 
 // ---- docker/k8s/*.yaml against docker/stack.yml (no cluster needed) ---------------------
-
-fn yaml_docs(path: &Path) -> Vec<Value> {
-    let text = std::fs::read_to_string(path).unwrap();
-    text.split("\n---\n")
-        .map(|d| serde_yaml::from_str(d).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
-        .filter(|v: &Value| !v.is_null())
-        .collect()
-}
-
-/// An executable on PATH, or None — for optional helpers that are never required.
-fn find_on_path(name: &str) -> Option<PathBuf> {
-    std::env::split_paths(&std::env::var_os("PATH")?)
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-}
-
-/// Like `docker_available`: a missing optional tool skips (Docker's tools are optional).
-fn optional_tool(test: &str, name: &str) -> bool {
-    let found = find_on_path(name).is_some();
-    if !found {
-        eprintln!("SKIP {test}: {name} is not installed");
-    }
-    found
-}
-
-/// Replaces compose `${VAR:-default}` / `${VAR:?msg}` with the default (or VAR's name).
-fn compose_defaults(text: &str) -> String {
-    let mut out = String::new();
-    let mut rest = text;
-    while let Some(i) = rest.find("${") {
-        out.push_str(&rest[..i]);
-        let end = rest[i..].find('}').map(|e| i + e).expect("unclosed ${");
-        let inner = &rest[i + 2..end];
-        out.push_str(match inner.split_once(":-") {
-            Some((_, default)) => default,
-            None => inner.split(':').next().unwrap(),
-        });
-        rest = &rest[end + 1..];
-    }
-    out.push_str(rest);
-    out
-}
-
-fn strings(v: &Value) -> Vec<String> {
-    v.as_sequence()
-        .map(|s| {
-            s.iter()
-                .map(|x| x.as_str().expect("a string").to_string())
-                .collect()
-        })
-        .unwrap_or_default()
-}
 
 #[test]
 fn k8s_manifests_are_valid_and_match_the_swarm_stack() {
@@ -1358,7 +941,7 @@ fn k8s_manifests_are_valid_and_match_the_swarm_stack() {
     by_kind("PersistentVolumeClaim", claim.as_str().unwrap());
 
     // A schema check where a validator is installed (`pip install kubernetes-validate`).
-    match find_on_path("kubernetes-validate") {
+    match lab::find_program("kubernetes-validate") {
         Some(tool) => {
             let out = run(Command::new(tool)
                 .args(["--strict", "--quiet"])

@@ -7,10 +7,10 @@
 //! Both servers run as binaries (children of the test); the load is a few HTTP/1.1
 //! clients in a loop, each request bounded, so a hang is seen as one.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::Write;
+use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -19,7 +19,7 @@ use nfs3_client::nfs3_types::nfs3::{nfsstat3, stable_how};
 
 use crate::common;
 use crate::support::nfs3::{CallError, Conn};
-use crate::support::server::{ServerProc, proc_rss_kb_and_fds};
+use crate::support::server::ServerProc;
 
 /// A request not finished after this long is hung (httpd's NFS timeout is 2 s).
 const HUNG_AFTER: Duration = Duration::from_secs(15);
@@ -30,49 +30,15 @@ const CLIENTS: usize = 3;
 /// Recovery must take less than this after the fault is removed.
 const RECOVERY_BOUND: Duration = Duration::from_secs(10);
 
-/// httpd (the binary) serving `--nfs URL`; killed on drop.
-struct Httpd {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Httpd {
-    fn start(nfs_url: &str, log: &Path) -> Httpd {
-        let bin = common::workspace_bin("httpd", "httpd");
-        let addr = SocketAddr::from(([127, 0, 0, 1], common::free_port()));
-        let log = std::fs::File::create(log).unwrap();
-        let child = Command::new(bin)
-            .arg("--nfs")
-            .arg(nfs_url)
-            .arg("--listen")
-            .arg(addr.to_string())
-            .arg("--nfs-timeout")
-            .arg(NFS_TIMEOUT_S.to_string())
-            .args(["--nfs-attr-ttl-ms", "0", "--workers", "2"])
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("cannot start httpd");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
-            assert!(Instant::now() < deadline, "httpd did not start on {addr}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Httpd { child, addr }
-    }
-
-    fn rss_kb_and_fds(&self) -> (u64, usize) {
-        proc_rss_kb_and_fds(self.child.id() as i32).unwrap_or((0, 0))
-    }
-}
-
-impl Drop for Httpd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// httpd (the binary) serving `--nfs URL` on a free port, its output in `log`.
+fn start_httpd(nfs_url: &str, log: &Path) -> ServerProc {
+    let addr = SocketAddr::from(([127, 0, 0, 1], common::free_port()));
+    ServerProc::binary("httpd", "httpd", addr)
+        .args(["--nfs", nfs_url, "--listen", &addr.to_string()])
+        .args(["--nfs-timeout", &NFS_TIMEOUT_S.to_string()])
+        .args(["--nfs-attr-ttl-ms", "0", "--workers", "2"])
+        .log(log)
+        .start()
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,49 +79,24 @@ fn get_with(
     judge: impl FnOnce(&[u8]) -> Outcome,
 ) -> (Outcome, Vec<u8>) {
     let start = Instant::now();
-    let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_secs(2)) else {
-        return (Outcome::Failed, Vec::new());
+    let request = format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    let r = lab::http::request(addr, request.as_bytes(), Duration::from_secs(2), HUNG_AFTER);
+    // A read that waited HUNG_AFTER for a byte, or a response still arriving then, is a
+    // hang; a refused or reset connection, or a cut response, a failure.
+    let r = match r {
+        Err(_) if start.elapsed() >= HUNG_AFTER => return (Outcome::Hung, Vec::new()),
+        Err(_) => return (Outcome::Failed, Vec::new()),
+        Ok(_) if start.elapsed() > HUNG_AFTER => return (Outcome::Hung, Vec::new()),
+        Ok(r) => r,
     };
-    let _ = s.set_read_timeout(Some(HUNG_AFTER));
-    if s.write_all(
-        format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").as_bytes(),
-    )
-    .is_err()
-    {
-        return (Outcome::Failed, Vec::new());
+    let length = r
+        .header("content-length")
+        .and_then(|v| v.parse::<usize>().ok());
+    let status_ok = r.head.to_ascii_lowercase().starts_with("http/1.1 200");
+    if !status_ok || length != Some(r.body.len()) {
+        return (Outcome::Failed, r.body);
     }
-    let mut buf = Vec::with_capacity(11 << 20);
-    let mut chunk = vec![0u8; 256 << 10];
-    loop {
-        match s.read(&mut chunk) {
-            Ok(0) => break,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            Err(e)
-                if e.kind() == std::io::ErrorKind::WouldBlock
-                    || e.kind() == std::io::ErrorKind::TimedOut =>
-            {
-                return (Outcome::Hung, Vec::new());
-            }
-            Err(_) => return (Outcome::Failed, Vec::new()),
-        }
-        if start.elapsed() > HUNG_AFTER {
-            return (Outcome::Hung, Vec::new());
-        }
-    }
-    let Some(head_end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
-        return (Outcome::Failed, Vec::new());
-    };
-    let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
-    let body = buf[head_end + 4..].to_vec();
-    let status_ok = head.starts_with("http/1.1 200");
-    let length = head
-        .lines()
-        .find_map(|l| l.strip_prefix("content-length:"))
-        .and_then(|v| v.trim().parse::<usize>().ok());
-    if !status_ok || length != Some(body.len()) {
-        return (Outcome::Failed, body);
-    }
-    (judge(&body), body)
+    (judge(&r.body), r.body)
 }
 
 /// Runs [`CLIENTS`] request loops on `path` until `stop` is set; returns every request.
@@ -241,20 +182,20 @@ impl Row {
 /// that (or until the first success after restoring plus 1 s).
 fn under_load(
     fault: &str,
-    h: &Httpd,
+    h: &ServerProc,
     want: &Arc<Vec<u8>>,
     inject: &mut dyn FnMut(),
     restore: &mut dyn FnMut(),
 ) -> Row {
     // Warm-up request: the system works before the fault.
     assert_eq!(
-        get(h.addr, "/testfile.bin", want),
+        get(h.addr(), "/testfile.bin", want),
         Outcome::Ok,
         "{fault}: not working before the fault"
     );
-    let before = h.rss_kb_and_fds();
+    let before = h.rss_kb_and_fds().unwrap_or((0, 0));
     let stop = Arc::new(AtomicBool::new(false));
-    let l = load(h.addr, want.clone(), stop.clone());
+    let l = load(h.addr(), want.clone(), stop.clone());
     std::thread::sleep(Duration::from_secs(1));
     inject();
     std::thread::sleep(Duration::from_secs(2));
@@ -265,7 +206,7 @@ fn under_load(
     let reqs = l.join().unwrap();
     // Let finished connections close before counting descriptors.
     std::thread::sleep(Duration::from_millis(300));
-    let after = h.rss_kb_and_fds();
+    let after = h.rss_kb_and_fds().unwrap_or((0, 0));
     Row::from_reqs(fault, &reqs, restored, before, after)
 }
 
@@ -310,7 +251,7 @@ fn scenario_a_faults_are_counted_and_recovered() {
             None,
             &dir.path().join("rustnfs.log"),
         ));
-        let h = Httpd::start(
+        let h = start_httpd(
             &format!("nfs://127.0.0.1:{}/", addr.port()),
             &dir.path().join("httpd.log"),
         );
@@ -327,8 +268,8 @@ fn scenario_a_faults_are_counted_and_recovered() {
             "rustnfs SIGSTOP, SIGCONT 2 s later",
             &h,
             &want,
-            &mut || nfs.borrow().signal(libc::SIGSTOP),
-            &mut || nfs.borrow().signal(libc::SIGCONT),
+            &mut || nfs.borrow_mut().signal(libc::SIGSTOP),
+            &mut || nfs.borrow_mut().signal(libc::SIGCONT),
         ));
         rows.push(replaced_during_download(&h, &www, &want));
     }
@@ -376,12 +317,12 @@ fn scenario_a_faults_are_counted_and_recovered() {
 
 /// A file replaced (rename of a new file over it, as deploy tools do) while it is being
 /// downloaded: each download must be the old bytes, the new bytes, or an error.
-fn replaced_during_download(h: &Httpd, www: &Path, old: &Arc<Vec<u8>>) -> Row {
-    let new = common::pseudo_random_bytes(old.len(), 4242);
+fn replaced_during_download(h: &ServerProc, www: &Path, old: &Arc<Vec<u8>>) -> Row {
+    let new = lab::dataset::pseudo_random_bytes(old.len(), 4242);
     std::fs::write(www.join("swap.bin"), old.as_slice()).unwrap();
     // Control: without a replacement the same download succeeds.
-    let control = get(h.addr, "/swap.bin", old);
-    let before = h.rss_kb_and_fds();
+    let control = get(h.addr(), "/swap.bin", old);
+    let before = h.rss_kb_and_fds().unwrap_or((0, 0));
     let (mut n_old, mut n_new, mut n_err, mut n_mixed) = (0, 0, 0, 0);
     let mut err_bytes = Vec::new();
     let mut reqs = Vec::new();
@@ -392,7 +333,7 @@ fn replaced_during_download(h: &Httpd, www: &Path, old: &Arc<Vec<u8>>) -> Row {
             (new.as_slice(), old.as_slice())
         };
         std::fs::write(www.join("swap.bin"), cur).unwrap();
-        let addr = h.addr;
+        let addr = h.addr();
         let dl = std::thread::spawn(move || get_with(addr, "/swap.bin", |_| Outcome::Ok));
         // Replace a few milliseconds into the download.
         std::thread::sleep(Duration::from_millis(5 + 10 * round as u64));
@@ -426,7 +367,7 @@ fn replaced_during_download(h: &Httpd, www: &Path, old: &Arc<Vec<u8>>) -> Row {
             outcome,
         });
     }
-    let after = h.rss_kb_and_fds();
+    let after = h.rss_kb_and_fds().unwrap_or((0, 0));
     let mut row = Row::from_reqs(
         "file replaced (rename over) during download",
         &reqs,
@@ -441,7 +382,7 @@ fn replaced_during_download(h: &Httpd, www: &Path, old: &Arc<Vec<u8>>) -> Row {
     } else {
         new.as_slice()
     };
-    let after_swap = get(h.addr, "/swap.bin", last);
+    let after_swap = get(h.addr(), "/swap.bin", last);
     row.note = format!(
         "{n_old} old bytes, {n_new} new bytes, {n_err} errors (truncated bodies of {err_bytes:?} \
          bytes), {n_mixed} silently mixed; next download {after_swap:?}"
@@ -459,7 +400,7 @@ fn link_cut(tmp: &Path, www: &Path, want: &Arc<Vec<u8>>) -> Option<Row> {
     let ns = Netns::create(&ip)?;
     let addr = SocketAddr::from((ns.inner_addr, common::free_port()));
     let nfs = ServerProc::start(www, addr, Some(&ns.name), &tmp.join("rustnfs-ns.log"));
-    let h = Httpd::start(
+    let h = start_httpd(
         &format!("nfs://{}:{}/", ns.inner_addr_str(), addr.port()),
         &tmp.join("httpd-ns.log"),
     );
@@ -525,7 +466,7 @@ impl Netns {
                     s.join(" "),
                     String::from_utf8_lossy(&out.stderr).trim()
                 );
-                if common::in_ci() {
+                if lab::in_ci() {
                     panic!("network namespace setup failed in CI: {msg}");
                 }
                 eprintln!("SKIP: link-cut fault: {msg}");
@@ -573,7 +514,7 @@ fn disk_full(tmp: &Path) -> Option<Row> {
             "mount tmpfs: {}",
             String::from_utf8_lossy(&out.stderr).trim()
         );
-        if common::in_ci() {
+        if lab::in_ci() {
             panic!("disk-full fault needs a tmpfs mount in CI: {msg}");
         }
         eprintln!("SKIP: disk-full fault: {msg}");
@@ -586,7 +527,7 @@ fn disk_full(tmp: &Path) -> Option<Row> {
         }
     }
     let _um = Unmount(mnt.clone());
-    let keep = common::pseudo_random_bytes(1 << 20, 99);
+    let keep = lab::dataset::pseudo_random_bytes(1 << 20, 99);
     std::fs::write(mnt.join("keep.bin"), &keep).unwrap();
     let addr = SocketAddr::from(([127, 0, 0, 1], common::free_port()));
     let nfs = ServerProc::start(&mnt, addr, None, &tmp.join("rustnfs-full.log"));
@@ -622,7 +563,7 @@ fn disk_full(tmp: &Path) -> Option<Row> {
         let mut acked = 0u64;
         let mut first_err = None;
         for i in 0..64u64 {
-            let data = common::pseudo_random_bytes(chunk, 1000 + i);
+            let data = lab::dataset::pseudo_random_bytes(chunk, 1000 + i);
             match c
                 .write(&fh, i * chunk as u64, &data, stable_how::FILE_SYNC)
                 .await
@@ -653,7 +594,7 @@ fn disk_full(tmp: &Path) -> Option<Row> {
         };
         // Every acknowledged chunk reads back intact.
         for i in 0..acked / chunk as u64 {
-            let want = common::pseudo_random_bytes(chunk, 1000 + i);
+            let want = lab::dataset::pseudo_random_bytes(chunk, 1000 + i);
             match c.read(&fh, i * chunk as u64, chunk).await {
                 Ok(got) if got == want => {}
                 Ok(_) => return format!("FAIL: acknowledged chunk {i} differs after ENOSPC"),
@@ -667,7 +608,7 @@ fn disk_full(tmp: &Path) -> Option<Row> {
         }
         let _ = std::fs::remove_file(keep_path);
         let freed = Instant::now();
-        let data = common::pseudo_random_bytes(chunk, 1000 + acked / chunk as u64);
+        let data = lab::dataset::pseudo_random_bytes(chunk, 1000 + acked / chunk as u64);
         match c.write(&fh, acked, &data, stable_how::FILE_SYNC).await {
             Ok(r) if r.count as usize == chunk => *recovered = Some(freed.elapsed()),
             Ok(r) => return format!("FAIL: retried WRITE wrote {} of {chunk}", r.count),

@@ -5,199 +5,14 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::common;
-
-// ---- httpd under test ----------------------------------------------------------------------
-
-/// httpd on its own tokio runtime; stopped gracefully on drop.
-struct Httpd {
-    addr: SocketAddr,
-    registry: Arc<latency::Registry>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    done: Option<std::sync::mpsc::Receiver<Result<(), httpd::Error>>>,
-    rt: Option<tokio::runtime::Runtime>,
-}
-
-impl Httpd {
-    fn start(config: httpd::Config) -> Httpd {
-        Httpd::start_on("127.0.0.1:0", config)
-    }
-
-    fn start_on(bind: &str, config: httpd::Config) -> Httpd {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let listener = rt.block_on(tokio::net::TcpListener::bind(bind)).unwrap();
-        let addr = listener.local_addr().unwrap();
-        let registry = latency::Registry::new("httpd_request");
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let (done_tx, done) = std::sync::mpsc::channel();
-        let reg = registry.clone();
-        rt.spawn(async move {
-            let shutdown = async {
-                let _ = stopped.await;
-            };
-            let _ = done_tx.send(httpd::serve(listener, config, reg, shutdown).await);
-        });
-        let h = Httpd {
-            addr,
-            registry,
-            stop: Some(stop),
-            done: Some(done),
-            rt: Some(rt),
-        };
-        // Ready when it answers (the NFS backend mounts first); fail fast on a start error.
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Ok(r) = h.done.as_ref().unwrap().try_recv() {
-                panic!("httpd stopped at start: {r:?}");
-            }
-            if let Ok((status, _, _)) = try_raw(
-                addr,
-                "HEAD / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
-            ) {
-                assert!(status > 0);
-                return h;
-            }
-            assert!(Instant::now() < deadline, "httpd did not become ready");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
-    }
-
-    /// Requests graceful shutdown; returns what `serve` returned.
-    fn stop(mut self) -> Result<(), httpd::Error> {
-        let _ = self.stop.take().unwrap().send(());
-        self.done
-            .take()
-            .unwrap()
-            .recv_timeout(Duration::from_secs(40))
-            .expect("serve returned after shutdown")
-    }
-
-    fn count(&self, op: &str, phase: &str, status: &str) -> u64 {
-        self.registry
-            .snapshot()
-            .get(&latency::Key::new(op, phase, status))
-            .map_or(0, |s| s.count())
-    }
-}
-
-impl Drop for Httpd {
-    fn drop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        if let Some(rt) = self.rt.take() {
-            rt.shutdown_timeout(Duration::from_secs(5));
-        }
-    }
-}
-
-// ---- helpers ------------------------------------------------------------------------------
-
-/// Sends raw request bytes and reads the response until the server closes.
-fn try_raw(addr: SocketAddr, request: &str) -> std::io::Result<(u16, String, Vec<u8>)> {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
-    s.set_read_timeout(Some(Duration::from_secs(15)))?;
-    s.write_all(request.as_bytes())?;
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf)?;
-    let split = buf
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or_else(|| std::io::Error::other("no header end"))?;
-    let head = String::from_utf8_lossy(&buf[..split]).to_string();
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    Ok((status, head, buf[split + 4..].to_vec()))
-}
-
-fn raw_get(addr: SocketAddr, target: &str) -> (u16, String, Vec<u8>) {
-    try_raw(
-        addr,
-        &format!("GET {target} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"),
-    )
-    .unwrap()
-}
-
-fn curl(args: &[&str]) -> Output {
-    let out = Command::new("curl")
-        .args(["-sS", "--max-time", "60"])
-        .args(args)
-        .output()
-        .expect("running curl");
-    assert!(
-        out.status.success(),
-        "curl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-/// curl's `-D -` output headers → (status, lowercase name → value).
-fn curl_head(args: &[&str]) -> (u16, Vec<(String, String)>, Vec<u8>) {
-    let dir = tempfile::tempdir().unwrap();
-    let body = dir.path().join("body");
-    let mut all = vec!["-D", "-", "-o", body.to_str().unwrap()];
-    all.extend_from_slice(args);
-    let out = curl(&all);
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
-    let mut lines = text.lines();
-    let status = lines
-        .next()
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let headers = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
-        .collect();
-    (status, headers, std::fs::read(&body).unwrap_or_default())
-}
-
-fn header<'a>(h: &'a [(String, String)], name: &str) -> Option<&'a str> {
-    h.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
-}
-
-fn dataset() -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let www = common::write_dataset(&dir.path().join("www"));
-    std::fs::create_dir(www.join("sub")).unwrap();
-    std::fs::write(www.join("sub/note.txt"), "a note\n").unwrap();
-    std::fs::write(www.join("mid.bin"), common::pseudo_random_bytes(200_000, 3)).unwrap();
-    (dir, www)
-}
-
-/// Runs `ab -n 100 -c 10` and checks every request succeeded with the full length.
-fn ab_100(url: &str, expect_len: usize) {
-    let out = common::run_ok(Command::new("ab").args(["-n", "100", "-c", "10", "-s", "30", url]));
-    let text = String::from_utf8_lossy(&out.stdout);
-    let field = |name: &str| {
-        text.lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.split(':').nth(1))
-            .map(|v| v.split_whitespace().next().unwrap_or("").to_string())
-            .unwrap_or_else(|| panic!("no {name} in ab output:\n{text}"))
-    };
-    assert_eq!(field("Complete requests"), "100", "{text}");
-    assert_eq!(field("Failed requests"), "0", "{text}");
-    assert!(!text.contains("Non-2xx"), "{text}");
-    assert_eq!(field("Document Length"), expect_len.to_string(), "{text}");
-}
+use crate::support::http::*;
+use lab::inproc::Httpd;
 
 /// curl checks shared by both backends: bytes, Range, HEAD, 304, 412, 416, If-Range.
 fn check_http_features(h: &Httpd, www: &Path) {
@@ -332,37 +147,6 @@ fn check_http_features(h: &Httpd, www: &Path) {
 
 // ---- local backend ----------------------------------------------------------------------------
 
-/// Reads one HTTP/1.1 response with a Content-Length body from `s`, leaving what follows.
-fn read_response(s: &mut TcpStream, pending: &mut Vec<u8>) -> (u16, String, Vec<u8>) {
-    let mut buf = vec![0u8; 256 * 1024];
-    let head_end = loop {
-        if let Some(i) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
-        }
-        let n = s.read(&mut buf).unwrap();
-        assert!(n > 0, "connection closed inside a response head");
-        pending.extend_from_slice(&buf[..n]);
-    };
-    let head = String::from_utf8_lossy(&pending[..head_end]).to_string();
-    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
-    let len: usize = head
-        .lines()
-        .find_map(|l| {
-            l.to_ascii_lowercase()
-                .strip_prefix("content-length:")
-                .map(|v| v.trim().parse().unwrap())
-        })
-        .expect("content-length");
-    while pending.len() < head_end + len {
-        let n = s.read(&mut buf).unwrap();
-        assert!(n > 0, "connection closed inside a body");
-        pending.extend_from_slice(&buf[..n]);
-    }
-    let body = pending[head_end..head_end + len].to_vec();
-    pending.drain(..head_end + len);
-    (status, head, body)
-}
-
 /// Guard rail of the sendfile marker trick (issue 15): pipelined keep-alive responses
 /// whose bodies cross the marker size arrive byte-exact, in order — a marker copied or
 /// reordered by hyper would show up as zeros or as the other file's bytes.
@@ -378,9 +162,8 @@ fn pipelined_sendfile_responses_cross_the_marker_size_exactly() {
     let b = pattern(2 * frame + 1, 2);
     std::fs::write(dir.path().join("a.bin"), &a).unwrap();
     std::fs::write(dir.path().join("b.bin"), &b).unwrap();
-    let h = Httpd::start(httpd::Config::local(dir.path()));
-    let mut s = TcpStream::connect(h.addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let h = Httpd::start(httpd::Config::local(dir.path())).unwrap();
+    let mut c = lab::http::Connection::connect(h.addr, Duration::from_secs(20)).unwrap();
     let range = format!("bytes=1000-{}", frame + 999);
     let reqs = format!(
         "GET /a.bin HTTP/1.1\r\nHost: t\r\n\r\n\
@@ -388,8 +171,7 @@ fn pipelined_sendfile_responses_cross_the_marker_size_exactly() {
          GET /b.bin HTTP/1.1\r\nHost: t\r\nRange: {range}\r\n\r\n\
          GET /a.bin HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
     );
-    s.write_all(reqs.as_bytes()).unwrap();
-    let mut pending = Vec::new();
+    c.send(reqs.as_bytes()).unwrap();
     let expected: [(u16, &[u8]); 4] = [
         (200, &a),
         (200, &b),
@@ -397,19 +179,20 @@ fn pipelined_sendfile_responses_cross_the_marker_size_exactly() {
         (200, &a),
     ];
     for (i, (status, body)) in expected.iter().enumerate() {
-        let (got_status, head, got) = read_response(&mut s, &mut pending);
-        assert_eq!(got_status, *status, "response {i}: {head}");
+        let r = c.read_response().unwrap();
+        assert_eq!(r.status, *status, "response {i}: {}", r.head);
         assert!(
-            got == *body,
+            r.body == *body,
             "response {i}: body differs ({} bytes)",
-            got.len()
+            r.body.len()
         );
     }
     // Nothing after the last response: the server closes cleanly.
+    let pending = c.pending().is_empty();
     let mut rest = Vec::new();
-    s.read_to_end(&mut rest).unwrap();
+    c.stream().read_to_end(&mut rest).unwrap();
     assert!(
-        pending.is_empty() && rest.is_empty(),
+        pending && rest.is_empty(),
         "extra bytes after the last response"
     );
     assert_eq!(h.count("GET file", "total", "200"), 3);
@@ -422,14 +205,14 @@ fn local_curl_features_and_ab() {
         return;
     }
     let (_dir, www) = dataset();
-    let h = Httpd::start(httpd::Config::local(&www));
+    let h = Httpd::start(httpd::Config::local(&www)).unwrap();
     check_http_features(&h, &www);
     ab_100(&h.url("/testfile.bin"), 10 << 20);
     assert!(h.count("GET file", "total", "200") >= 100);
     // The same without sendfile (read + write path) gives the same bytes.
     let mut cfg = httpd::Config::local(&www);
     cfg.sendfile = false;
-    let h2 = Httpd::start(cfg);
+    let h2 = Httpd::start(cfg).unwrap();
     let big = std::fs::read(www.join("testfile.bin")).unwrap();
     let (status, _, body) = curl_head(&[&h2.url("/testfile.bin")]);
     assert!(status == 200 && body == big);
@@ -451,7 +234,7 @@ fn listing_metrics_and_access_log() {
     cfg.access_log = Some(httpd::AccessLog::Writer(Arc::new(std::sync::Mutex::new(
         Box::new(LogWriter(log.clone())) as Box<dyn Write + Send>,
     ))));
-    let h = Httpd::start(cfg);
+    let h = Httpd::start(cfg).unwrap();
     let (status, _, body) = curl_head(&[&h.url("/sub/")]);
     assert_eq!(status, 200);
     let html = String::from_utf8(body).unwrap();
@@ -459,24 +242,11 @@ fn listing_metrics_and_access_log() {
     assert!(html.contains("&lt;odd&gt; &amp; name.txt"), "{html}");
     curl(&["-o", "/dev/null", &h.url("/testfile.bin")]);
 
-    // Metrics endpoint on its own listener.
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let ml = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let maddr = ml.local_addr().unwrap();
-    let (mstop, mstopped) = tokio::sync::oneshot::channel::<()>();
-    let reg = h.registry.clone();
-    // A data cache's values ride along (this server has none: they read 0).
+    // Metrics endpoint on its own listener. A data cache's values ride along (this
+    // server has none: they read 0).
     let cache = Arc::new(httpd::storage::CacheStats::default());
-    let mthread = std::thread::spawn(move || {
-        rt.block_on(httpd::serve_metrics(ml, reg, Some(cache), async {
-            let _ = mstopped.await;
-        }))
-    });
+    let metrics = h.metrics(Some(cache)).unwrap();
+    let maddr = metrics.addr;
     let prom = String::from_utf8(curl(&[&format!("http://{maddr}/metrics")]).stdout).unwrap();
     assert!(
         prom.contains(
@@ -489,8 +259,7 @@ fn listing_metrics_and_access_log() {
     assert!(json.to_string().contains("GET dir"));
     assert_eq!(json["nfs_data_cache"]["bytes"], 0, "{json}");
     assert!(prom.contains("httpd_nfs_data_cache_hits_total 0"), "{prom}");
-    mstop.send(()).unwrap();
-    mthread.join().unwrap().unwrap();
+    metrics.stop().unwrap();
 
     h.stop().unwrap();
     // After shutdown the log is flushed: one JSON line per request with the phases.
@@ -548,7 +317,7 @@ fn escape_attempts_never_reach_outside_files() {
     link(&outside, "dir-link");
     link(Path::new("inside.txt"), "good-link");
 
-    let h = Httpd::start(httpd::Config::local(&www));
+    let h = Httpd::start(httpd::Config::local(&www)).unwrap();
     let cases: &[(&str, &[u16])] = &[
         ("/../outside/secret.txt", &[400]),
         ("/%2e%2e/outside/secret.txt", &[400]),
@@ -592,7 +361,7 @@ fn escape_attempts_never_reach_outside_files() {
     // With --follow-symlinks the outside link is served: the refusal above was the guard.
     let mut cfg = httpd::Config::local(&www);
     cfg.follow_symlinks = true;
-    let h = Httpd::start(cfg);
+    let h = Httpd::start(cfg).unwrap();
     let (status, _, body) = raw_get(h.addr, "/abs-link");
     assert_eq!((status, body.as_slice()), (200, secret.as_bytes()));
     // ... but dot segments are still refused.
@@ -607,7 +376,7 @@ fn slow_client_is_disconnected_and_connections_are_capped() {
     let mut cfg = httpd::Config::local(&www);
     cfg.header_timeout = Duration::from_secs(1);
     cfg.max_connections = 2;
-    let h = Httpd::start(cfg);
+    let h = Httpd::start(cfg).unwrap();
     // Let the readiness probe's connection finish and release its permit.
     std::thread::sleep(Duration::from_millis(200));
 
@@ -660,7 +429,7 @@ fn slow_client_is_disconnected_and_connections_are_capped() {
 #[test]
 fn graceful_shutdown_finishes_in_flight_download() {
     let (_dir, www) = dataset();
-    let h = Httpd::start(httpd::Config::local(&www));
+    let h = Httpd::start(httpd::Config::local(&www)).unwrap();
     let addr = h.addr;
     // A slow reader (~2.5 MB/s): the server still has megabytes to write (more than the
     // socket buffers hold) when shutdown starts.
@@ -718,7 +487,7 @@ fn stalled_reader_is_cut_off_by_the_idle_timeout() {
     let (_dir, www) = dataset();
     let mut cfg = httpd::Config::local(&www);
     cfg.idle_timeout = Duration::from_secs(1);
-    let h = Httpd::start(cfg);
+    let h = Httpd::start(cfg).unwrap();
     let mut s = TcpStream::connect(h.addr).unwrap();
     s.write_all(b"GET /testfile.bin HTTP/1.1\r\nHost: t\r\n\r\n")
         .unwrap();
@@ -739,7 +508,7 @@ fn stalled_reader_is_cut_off_by_the_idle_timeout() {
 #[test]
 fn oversized_request_head_is_refused() {
     let (_dir, www) = dataset();
-    let h = Httpd::start(httpd::Config::local(&www));
+    let h = Httpd::start(httpd::Config::local(&www)).unwrap();
     let big = "x".repeat(40 * 1024);
     let (status, _, _) = try_raw(
         h.addr,
@@ -763,7 +532,7 @@ fn ipv6_listener() {
         return;
     }
     let (_dir, www) = dataset();
-    let h = Httpd::start_on("[::1]:0", httpd::Config::local(&www));
+    let h = Httpd::start_on(None, "[::1]:0", httpd::Config::local(&www)).unwrap();
     let (status, _, body) = curl_head(&["-g", &h.url("/index.html")]);
     assert_eq!(status, 200);
     assert_eq!(body, std::fs::read(www.join("index.html")).unwrap());
@@ -772,8 +541,7 @@ fn ipv6_listener() {
 
 // ---- NFS backend: NFS-Ganesha ------------------------------------------------------------
 
-// The NFS-Ganesha launcher the kernel-client and fault tests use too (rpcbind, retries).
-use crate::support::ganesha::Ganesha;
+use crate::support::ganesha;
 
 /// One response: status, selected headers, body.
 type Resp = (u16, Vec<(String, String)>, Vec<u8>);
@@ -823,10 +591,10 @@ fn nfs_backend_against_ganesha_matches_local() {
         return;
     }
     let (_dir, www) = dataset();
-    let Some(g) = Ganesha::start(&www) else {
+    let Some(g) = ganesha::start(&www) else {
         return;
     };
-    nfs_backend_matches_local(&g.url(), &www);
+    nfs_backend_matches_local(&ganesha::url(&g), &www);
 }
 
 #[test]
@@ -835,13 +603,13 @@ fn nfs_server_killed_gives_fast_5xx_then_recovers() {
         return;
     }
     let (_dir, www) = dataset();
-    let Some(mut g) = Ganesha::start(&www) else {
+    let Some(mut g) = ganesha::start(&www) else {
         return;
     };
-    let mut cfg = httpd::Config::nfs(g.url());
+    let mut cfg = httpd::Config::nfs(ganesha::url(&g));
     cfg.nfs_timeout = Duration::from_secs(2);
     cfg.nfs_attr_ttl = Duration::ZERO;
-    let h = Httpd::start(cfg);
+    let h = Httpd::start(cfg).unwrap();
     let small = std::fs::read(www.join("small.bin")).unwrap();
     let (status, _, body) = raw_get(h.addr, "/small.bin");
     assert!(status == 200 && body == small);
@@ -861,7 +629,7 @@ fn nfs_server_killed_gives_fast_5xx_then_recovers() {
         );
     }
 
-    g.launch();
+    g.restart().unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let (status, _, body) = raw_get(h.addr, "/small.bin");
@@ -888,17 +656,17 @@ fn nfs_backend_against_rustnfs_matches_local() {
         return;
     }
     let (_dir, www) = dataset();
-    let server = common::Nfsd::exporting(&www);
+    let server = common::Nfsd::exporting(&www).unwrap();
     nfs_backend_matches_local(&server.export_url(), &www);
 }
 
 /// httpd `--nfs url` passes the HTTP feature checks and `ab`, and answers every request
 /// exactly as httpd `--root www` does (status, headers, body).
 fn nfs_backend_matches_local(url: &str, www: &Path) {
-    let nfs = Httpd::start(httpd::Config::nfs(url));
+    let nfs = Httpd::start(httpd::Config::nfs(url)).unwrap();
     check_http_features(&nfs, www);
     ab_100(&nfs.url("/testfile.bin"), 10 << 20);
-    let local = Httpd::start(httpd::Config::local(www));
+    let local = Httpd::start(httpd::Config::local(www)).unwrap();
     let (a, b) = (responses(&local), responses(&nfs));
     for (i, (x, y)) in a.iter().zip(&b).enumerate() {
         assert_eq!(x.0, y.0, "status of request {i}");
@@ -909,63 +677,14 @@ fn nfs_backend_matches_local(url: &str, www: &Path) {
     local.stop().unwrap();
 }
 
-/// A client that sends `GET target` and never reads: a socket with a tiny receive buffer
-/// (set before connect, so the advertised window stays small).
-fn stalled_client(addr: SocketAddr, target: &str) -> TcpStream {
-    use std::os::fd::FromRawFd;
-    let SocketAddr::V4(v4) = addr else {
-        panic!("IPv4 test address expected")
-    };
-    // SAFETY: a fresh socket we own; setsockopt/connect with correctly sized arguments;
-    // the descriptor is handed to TcpStream, which closes it.
-    let stream = unsafe {
-        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
-        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
-        let small: libc::c_int = 4096;
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUF,
-            (&small as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        );
-        let sa = libc::sockaddr_in {
-            sin_family: libc::AF_INET as libc::sa_family_t,
-            sin_port: v4.port().to_be(),
-            sin_addr: libc::in_addr {
-                s_addr: u32::from(*v4.ip()).to_be(),
-            },
-            sin_zero: [0; 8],
-        };
-        let rc = libc::connect(
-            fd,
-            (&sa as *const libc::sockaddr_in).cast(),
-            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
-        );
-        assert_eq!(rc, 0, "connect: {}", std::io::Error::last_os_error());
-        TcpStream::from_raw_fd(fd)
-    };
-    let mut s = stream;
-    s.write_all(format!("GET {target} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes())
-        .unwrap();
-    s
-}
-
-/// Downloads `target` over a new connection; returns (status, body, time taken).
-fn timed_get(addr: SocketAddr, target: &str) -> (u16, Vec<u8>, Duration) {
-    let t = Instant::now();
-    let (status, _, body) = raw_get(addr, target);
-    (status, body, t.elapsed())
-}
-
 /// Issue 11 §1: clients that request a large NFS-backed file and stop reading must not
 /// hold the stream budget other downloads need (before the fix, four of them made every
 /// other large download `200` with no bytes until the 60 s idle timeout).
 #[test]
 fn stalled_readers_do_not_starve_other_downloads() {
     let (_dir, www) = dataset();
-    let server = common::Nfsd::exporting(&www);
-    let h = Httpd::start(httpd::Config::nfs(server.export_url()));
+    let server = common::Nfsd::exporting(&www).unwrap();
+    let h = Httpd::start(httpd::Config::nfs(server.export_url())).unwrap();
     let want = std::fs::read(www.join("testfile.bin")).unwrap();
     let mid = std::fs::read(www.join("mid.bin")).unwrap();
     let (status, body, alone) = timed_get(h.addr, "/testfile.bin");
@@ -1004,10 +723,10 @@ fn stalled_readers_do_not_starve_other_downloads() {
 #[test]
 fn nfs_caches_expire_after_their_ttl() {
     let (_dir, www) = dataset();
-    let server = common::Nfsd::exporting(&www);
+    let server = common::Nfsd::exporting(&www).unwrap();
     let mut cfg = httpd::Config::nfs(server.export_url());
     cfg.nfs_attr_ttl = Duration::from_millis(300);
-    let h = Httpd::start(cfg);
+    let h = Httpd::start(cfg).unwrap();
     let (_, _, first) = raw_get(h.addr, "/sub/note.txt");
     assert_eq!(first, b"a note\n");
     std::fs::write(www.join("sub/note.txt"), "a longer, changed note\n").unwrap();
@@ -1050,39 +769,54 @@ fn nfs_data_cache_serves_changed_files_new_after_revalidation() {
     let www = dir.path();
     let big = www.join("big.bin");
     let small = www.join("small.txt");
-    write_with_mtime(&big, &common::pseudo_random_bytes(300 << 10, 1), 1_000_000);
+    write_with_mtime(
+        &big,
+        &lab::dataset::pseudo_random_bytes(300 << 10, 1),
+        1_000_000,
+    );
     write_with_mtime(&small, b"first version\n", 1_000_000);
-    let server = common::Nfsd::exporting(www);
+    let server = common::Nfsd::exporting(www).unwrap();
     let mut cfg = httpd::Config::nfs(server.export_url());
     cfg.nfs_data_cache = 64 << 20;
     // A long attribute TTL: only the per-open revalidation can notice the changes.
     cfg.nfs_attr_ttl = Duration::from_secs(600);
     let stats = cfg.nfs_data_cache_stats.clone();
-    let h = Httpd::start(cfg);
+    let h = Httpd::start(cfg).unwrap();
     for seed in [1, 1] {
         let (status, _, body) = raw_get(h.addr, "/big.bin");
         assert_eq!(status, 200);
-        assert!(body == common::pseudo_random_bytes(300 << 10, seed));
+        assert!(body == lab::dataset::pseudo_random_bytes(300 << 10, seed));
         assert_eq!(raw_get(h.addr, "/small.txt").2, b"first version\n");
     }
     let (_, hits, misses, _, _) = cache_counts(&stats);
     assert_eq!((hits, misses), (2, 2), "second round served from the cache");
     // Same size, new content and mtime.
-    write_with_mtime(&big, &common::pseudo_random_bytes(300 << 10, 2), 1_000_001);
+    write_with_mtime(
+        &big,
+        &lab::dataset::pseudo_random_bytes(300 << 10, 2),
+        1_000_001,
+    );
     write_with_mtime(&small, b"second versio\n", 1_000_001);
     let (status, head, body) = raw_get(h.addr, "/big.bin");
     assert_eq!(status, 200);
-    assert!(body == common::pseudo_random_bytes(300 << 10, 2), "{head}");
+    assert!(
+        body == lab::dataset::pseudo_random_bytes(300 << 10, 2),
+        "{head}"
+    );
     assert_eq!(raw_get(h.addr, "/small.txt").2, b"second versio\n");
     // A new size (the mtime set back to the old one: the size alone must tell).
-    write_with_mtime(&big, &common::pseudo_random_bytes(200 << 10, 3), 1_000_001);
+    write_with_mtime(
+        &big,
+        &lab::dataset::pseudo_random_bytes(200 << 10, 3),
+        1_000_001,
+    );
     let (status, head, body) = raw_get(h.addr, "/big.bin");
     assert_eq!(status, 200);
     assert!(
         head.contains(&format!("content-length: {}", 200 << 10)),
         "{head}"
     );
-    assert!(body == common::pseudo_random_bytes(200 << 10, 3));
+    assert!(body == lab::dataset::pseudo_random_bytes(200 << 10, 3));
     let (bytes, hits, misses, _, _) = cache_counts(&stats);
     assert_eq!((hits, misses, bytes), (2, 5, (200 << 10) + 14));
     // Removed on the server: 404 at once, not a cached copy.
@@ -1100,26 +834,26 @@ fn nfs_data_cache_stays_within_its_size() {
     for i in 0..10u64 {
         std::fs::write(
             www.join(format!("f{i}.bin")),
-            common::pseudo_random_bytes(2 * MIB, 10 + i),
+            lab::dataset::pseudo_random_bytes(2 * MIB, 10 + i),
         )
         .unwrap();
     }
-    let ten = common::pseudo_random_bytes(10 * MIB, 7);
+    let ten = lab::dataset::pseudo_random_bytes(10 * MIB, 7);
     std::fs::write(www.join("ten.bin"), &ten).unwrap();
-    let over = common::pseudo_random_bytes(13 * MIB, 8);
+    let over = lab::dataset::pseudo_random_bytes(13 * MIB, 8);
     std::fs::write(www.join("over.bin"), &over).unwrap();
-    let server = common::Nfsd::exporting(www);
+    let server = common::Nfsd::exporting(www).unwrap();
     let mut cfg = httpd::Config::nfs(server.export_url());
     cfg.nfs_data_cache = SIZE;
     let stats = cfg.nfs_data_cache_stats.clone();
-    let h = Httpd::start(cfg);
+    let h = Httpd::start(cfg).unwrap();
     // 20 MiB of files through a 12 MiB cache, twice: the bound holds after every one.
     for round in 0..2 {
         for i in 0..10u64 {
             let (status, _, body) = raw_get(h.addr, &format!("/f{i}.bin"));
             assert_eq!(status, 200);
             assert!(
-                body == common::pseudo_random_bytes(2 * MIB, 10 + i),
+                body == lab::dataset::pseudo_random_bytes(2 * MIB, 10 + i),
                 "f{i} round {round}"
             );
             let (bytes, ..) = cache_counts(&stats);
@@ -1166,12 +900,13 @@ fn nfs_symlinks_follow_local_rules() {
     link(outside.join("secret.txt").to_str().unwrap(), "abs-link");
     link("loop-b", "loop-a");
     link("loop-a", "loop-b");
-    let server = common::Nfsd::exporting(dir.path());
+    let server = common::Nfsd::exporting(dir.path()).unwrap();
     let nfs = Httpd::start(httpd::Config::nfs(format!(
         "{}/www",
         server.export_url().trim_end_matches('/')
-    )));
-    let local = Httpd::start(httpd::Config::local(&www));
+    )))
+    .unwrap();
+    let local = Httpd::start(httpd::Config::local(&www)).unwrap();
     for (path, want) in [
         ("/good-link", 200),
         ("/dir-good/inside.txt", 200),
@@ -1225,23 +960,25 @@ fn nfs_unreachable_at_start_is_a_clear_error() {
 
 // ---- start-up errors (the built binaries) ------------------------------------------------
 
-/// Runs a built binary with `args` (RUST_BACKTRACE set, stderr a pipe) and expects it to
+/// Runs a built binary with `args` (RUST_BACKTRACE set, stderr to a file) and expects it to
 /// exit non-zero within `within`; returns its last stderr line after checking that the
 /// output has no backtrace, no repeated cause and no colour escape.
 fn start_up_error(bin: &Path, args: &[&str], within: Duration) -> String {
     let t = Instant::now();
-    let mut child = Child(
+    let stderr = tempfile::NamedTempFile::new().unwrap();
+    let mut child = lab::process::Supervised::spawn(
+        "start-up",
         Command::new(bin)
             .args(args)
             .env("RUST_BACKTRACE", "1")
             .env_remove("RUST_LOG")
             .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
+            .stderr(stderr.reopen().unwrap()),
+        None,
+    )
+    .unwrap();
     let status = loop {
-        if let Some(s) = child.0.try_wait().unwrap() {
+        if let Some(s) = child.try_wait() {
             break s;
         }
         assert!(
@@ -1251,14 +988,7 @@ fn start_up_error(bin: &Path, args: &[&str], within: Duration) -> String {
         std::thread::sleep(Duration::from_millis(20));
     };
     assert!(!status.success(), "{args:?} succeeded");
-    let mut err = String::new();
-    child
-        .0
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
+    let err = std::fs::read_to_string(stderr.path()).unwrap();
     assert!(!err.contains('\x1b'), "colour in a pipe: {err:?}");
     assert!(
         !err.contains("Caused by") && !err.contains("backtrace"),
@@ -1337,7 +1067,7 @@ fn start_up_errors_name_the_flag_and_the_thing() {
     assert!(line.ends_with("small.bin: not a directory"), "{line}");
 
     // The NFS path inside the export, by name.
-    let server = common::Nfsd::exporting(&www);
+    let server = common::Nfsd::exporting(&www).unwrap();
     let url = format!("{}/missing", server.export_url());
     let line = start_up_error(&httpd, &["--nfs", &url, "--listen", "127.0.0.1:0"], quick);
     assert_eq!(
@@ -1377,25 +1107,18 @@ fn start_up_errors_name_the_flag_and_the_thing() {
 /// Runs `httpd --healthcheck ARGS`; returns (exit code, stdout + stderr, elapsed).
 fn healthcheck(args: &[&str]) -> (i32, String, Duration) {
     let bin = common::workspace_bin("httpd", "httpd");
-    let t = Instant::now();
-    let out = Command::new(bin)
-        .arg("--healthcheck")
-        .args(args)
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.code().unwrap_or(-1), text, t.elapsed())
+    common::run_timed(
+        Command::new(bin)
+            .arg("--healthcheck")
+            .args(args)
+            .env_remove("RUST_LOG"),
+    )
 }
 
 #[test]
 fn healthcheck_flag_reports_healthy_and_unhealthy() {
     let (_dir, www) = dataset();
-    let h = Httpd::start(httpd::Config::local(&www));
+    let h = Httpd::start(httpd::Config::local(&www)).unwrap();
     // Healthy: the running server answers HEAD /; a wildcard listen address is probed on
     // loopback (the image's 0.0.0.0:PORT).
     for listen in [h.addr.to_string(), format!("0.0.0.0:{}", h.addr.port())] {
@@ -1429,16 +1152,6 @@ fn healthcheck_flag_reports_healthy_and_unhealthy() {
 
 // ---- HTTPD_* environment variables (the built binary) --------------------------------------
 
-/// A child process killed on drop.
-struct Child(std::process::Child);
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn env_vars_configure_every_flag_the_image_uses() {
     if common::require_tool("curl").is_none() {
@@ -1464,7 +1177,7 @@ fn env_vars_configure_every_flag_the_image_uses() {
     for (k, v) in &env {
         cmd.env(k, v);
     }
-    let mut child = Child(cmd.spawn().unwrap());
+    let mut child = lab::process::Supervised::spawn("httpd", &mut cmd, None).unwrap();
     // The probe reads HTTPD_LISTEN too; it also says when the server is up.
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
@@ -1476,10 +1189,7 @@ fn env_vars_configure_every_flag_the_image_uses() {
         if out.status.success() {
             break;
         }
-        assert!(
-            child.0.try_wait().unwrap().is_none(),
-            "httpd exited at start"
-        );
+        assert!(child.try_wait().is_none(), "httpd exited at start");
         assert!(
             Instant::now() < deadline,
             "httpd did not come up on HTTPD_LISTEN"

@@ -12,7 +12,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::common::Nfsd;
-use crate::support::ganesha::Ganesha;
+use crate::support::ganesha;
 use crate::support::kvm::{self, Battery, MountTarget, Vm};
 
 /// Entries of the big-directory item (about 20 ms each under TCG on this machine).
@@ -33,19 +33,19 @@ fn kernel_client_battery_rustnfs_vs_ganesha() {
         return;
     };
     let g_dir = tempfile::tempdir().unwrap();
-    let Some(ganesha) = Ganesha::start(g_dir.path()) else {
+    let Some(g_server) = ganesha::start(g_dir.path()) else {
         return;
     };
     let r_dir = tempfile::tempdir().unwrap();
-    let nfsd = Nfsd::exporting(r_dir.path());
+    let nfsd = Nfsd::exporting(r_dir.path()).unwrap();
     let g_target = MountTarget {
-        nfs_port: ganesha.nfs_port,
-        mount_port: ganesha.mount_port,
+        nfs_port: ganesha::nfs_port(&g_server),
+        mount_port: ganesha::mount_port(&g_server),
         path: g_dir.path().display().to_string(),
     };
     let r_target = MountTarget {
-        nfs_port: nfsd.port,
-        mount_port: nfsd.port,
+        nfs_port: nfsd.port(),
+        mount_port: nfsd.port(),
         path: "/".into(),
     };
     let (g_run, r_run) = std::thread::scope(|s| {
@@ -53,7 +53,7 @@ fn kernel_client_battery_rustnfs_vs_ganesha() {
         let r = s.spawn(|| vm.run_battery(&r_target, DIR_ENTRIES, VM_TIMEOUT));
         (g.join().unwrap(), r.join().unwrap())
     });
-    drop(ganesha);
+    drop(g_server);
     drop(nfsd);
     let mut g = kvm::parse(&g_run);
     let mut r = kvm::parse(&r_run);

@@ -3,8 +3,8 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
@@ -16,67 +16,25 @@ use crate::common;
 
 // ---- servers under test -------------------------------------------------------------------
 
-/// nginx on 127.0.0.1:<free port> serving the common dataset; killed on drop.
+/// nginx (the harness's peer launcher) on 127.0.0.1:<free port> serving the common
+/// dataset; stopped on drop.
 struct Nginx {
-    child: Child,
-    port: u16,
-    dir: tempfile::TempDir,
+    server: lab::peers::ExternalServer,
+    _dir: tempfile::TempDir,
 }
 
 impl Nginx {
     fn start() -> Option<Nginx> {
-        let nginx = common::require_tool("nginx")?;
         let dir = tempfile::tempdir().unwrap();
-        common::write_dataset(&dir.path().join("www"));
-        let port = common::free_port();
-        let d = dir.path().display();
-        let conf = format!(
-            "daemon off;\nmaster_process on;\nuser root;\nworker_processes 2;\npid {d}/nginx.pid;\n\
-             error_log {d}/error.log;\nevents {{ worker_connections 1024; }}\n\
-             http {{\n  access_log off;\n  sendfile on; tcp_nopush on;\n\
-               client_body_temp_path {d}/body; proxy_temp_path {d}/proxy;\n\
-               fastcgi_temp_path {d}/fcgi; uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;\n\
-               server {{ listen 127.0.0.1:{port}; root {d}/www; }}\n}}\n"
-        );
-        std::fs::write(dir.path().join("nginx.conf"), conf).unwrap();
-        let child = Command::new(nginx)
-            .arg("-c")
-            .arg(dir.path().join("nginx.conf"))
-            .arg("-p")
-            .arg(dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let n = Nginx { child, port, dir };
-        wait_for_port(port);
-        Some(n)
+        // nginx's workers run unprivileged: they must be able to enter the directory.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let www = common::write_dataset(&dir.path().join("www"));
+        let server = common::available(lab::peers::start_nginx(&www))?;
+        Some(Nginx { server, _dir: dir })
     }
 
     fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
-    }
-}
-
-impl Drop for Nginx {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        // The master was killed hard: stop its workers by the pid file's process group.
-        if let Ok(pid) = std::fs::read_to_string(self.dir.path().join("nginx.pid")) {
-            let _ = Command::new("pkill").args(["-P", pid.trim()]).status();
-        }
-    }
-}
-
-fn wait_for_port(port: u16) {
-    let t0 = Instant::now();
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "port {port} never opened"
-        );
-        std::thread::sleep(Duration::from_millis(20));
+        format!("http://{}{path}", self.server.addr)
     }
 }
 
@@ -771,50 +729,9 @@ fn file_reads_writes_and_metadata_in_a_temp_dir() {
 
 // ---- tcp:// ----------------------------------------------------------------------------------
 
-/// `loadgen::tcp::serve` on its own runtime; stopped on drop.
-struct TcpServer {
-    addr: SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    rt: Option<tokio::runtime::Runtime>,
-}
-
-impl TcpServer {
-    fn start() -> TcpServer {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let listener = rt
-            .block_on(async { loadgen::tcp::bind("127.0.0.1:0".parse().unwrap()) })
-            .unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        rt.spawn(loadgen::tcp::serve(listener, 128 << 10, async {
-            let _ = stopped.await;
-        }));
-        TcpServer {
-            addr,
-            stop: Some(stop),
-            rt: Some(rt),
-        }
-    }
-}
-
-impl Drop for TcpServer {
-    fn drop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        if let Some(rt) = self.rt.take() {
-            rt.shutdown_timeout(Duration::from_secs(2));
-        }
-    }
-}
-
 #[test]
 fn tcp_streams_measure_throughput_and_are_acknowledged() {
-    let server = TcpServer::start();
+    let server = lab::inproc::TcpServer::tcp(128 << 10).unwrap();
     let url = format!("tcp://{}", server.addr);
     let r = run_bounded(
         plan(&url, Schedule::Duration(Duration::from_millis(500)), 2),
@@ -897,7 +814,7 @@ fn nfs_read_checks(url: &str, file: &Path) {
 fn nfs_reads_writes_and_metadata_against_rustnfs() {
     let tmp = tempfile::tempdir().unwrap();
     let export = common::write_dataset(&tmp.path().join("export"));
-    let server = common::Nfsd::exporting(&export);
+    let server = common::Nfsd::exporting(&export).unwrap();
     nfs_read_checks(&server.url("//testfile.bin"), &export.join("testfile.bin"));
 
     // Metadata mix: 2 clients × (create, getattr, remove) × 50 files.

@@ -6,411 +6,26 @@
 //! test fails if the corresponding protection is removed.
 
 use std::collections::HashSet;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::common;
-
-// ---- the server under test --------------------------------------------------------------
-
-use common::Nfsd;
-
-/// The raw RPC client of this file, connected to an [`Nfsd`].
-trait RawRpc {
-    fn rpc(&self) -> Rpc;
-}
-
-impl RawRpc for Nfsd {
-    fn rpc(&self) -> Rpc {
-        Rpc::connect(self.addr())
-    }
-}
-
-/// A temporary tree: `<tmp>/export` (the dataset) next to `<tmp>/outside/secret.txt`.
-struct Tree {
-    dir: tempfile::TempDir,
-}
-
-impl Tree {
-    fn new() -> Tree {
-        let dir = tempfile::tempdir().unwrap();
-        common::write_dataset(&dir.path().join("export"));
-        std::fs::create_dir(dir.path().join("outside")).unwrap();
-        std::fs::write(dir.path().join("outside/secret.txt"), b"TOP SECRET\n").unwrap();
-        Tree { dir }
-    }
-    fn export(&self) -> PathBuf {
-        self.dir.path().join("export")
-    }
-    fn outside(&self) -> PathBuf {
-        self.dir.path().join("outside")
-    }
-    fn config(&self) -> rustnfs::Config {
-        rustnfs::Config::new(self.export())
-    }
-    /// Everything outside the export, to prove nothing changed there.
-    fn outside_listing(&self) -> Vec<String> {
-        let mut v: Vec<String> = std::fs::read_dir(self.dir.path())
-            .unwrap()
-            .chain(std::fs::read_dir(self.outside()).unwrap())
-            .map(|e| e.unwrap().path().display().to_string())
-            .collect();
-        v.sort();
-        v
-    }
-}
-
-fn libnfs() -> bool {
-    ["nfs-ls", "nfs-cat", "nfs-cp"]
-        .iter()
-        .all(|t| common::require_tool(t).is_some())
-}
-
-// ---- a minimal ONC RPC / XDR client ------------------------------------------------------
-
-const NFS: u32 = 100_003;
-const MOUNT: u32 = 100_005;
-const NFS3_OK: u32 = 0;
-const NFS3ERR_NOENT: u32 = 2;
-const NFS3ERR_ROFS: u32 = 30;
-const NFS3ERR_STALE: u32 = 70;
-const NFS3ERR_BADHANDLE: u32 = 10001;
-
-/// XDR words and opaques for raw calls (also used by the hostile-client tests).
-#[derive(Default)]
-pub(crate) struct Xdr(pub(crate) Vec<u8>);
-
-impl Xdr {
-    pub(crate) fn u32(mut self, v: u32) -> Self {
-        self.0.extend_from_slice(&v.to_be_bytes());
-        self
-    }
-    pub(crate) fn u64(mut self, v: u64) -> Self {
-        self.0.extend_from_slice(&v.to_be_bytes());
-        self
-    }
-    pub(crate) fn opaque(mut self, b: &[u8]) -> Self {
-        self.0.extend_from_slice(&(b.len() as u32).to_be_bytes());
-        self.0.extend_from_slice(b);
-        self.0.resize(self.0.len().div_ceil(4) * 4, 0);
-        self
-    }
-    /// An sattr3 that sets nothing.
-    fn no_sattr(self) -> Self {
-        self.u32(0).u32(0).u32(0).u32(0).u32(0).u32(0)
-    }
-}
-
-struct Reply<'a> {
-    b: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Reply<'a> {
-    fn new(b: &'a [u8]) -> Self {
-        Reply { b, pos: 0 }
-    }
-    fn u32(&mut self) -> u32 {
-        let v = u32::from_be_bytes(self.b[self.pos..self.pos + 4].try_into().unwrap());
-        self.pos += 4;
-        v
-    }
-    fn u64(&mut self) -> u64 {
-        (u64::from(self.u32()) << 32) | u64::from(self.u32())
-    }
-    fn opaque(&mut self) -> Vec<u8> {
-        let n = self.u32() as usize;
-        let v = self.b[self.pos..self.pos + n].to_vec();
-        self.pos += n.div_ceil(4) * 4;
-        v
-    }
-    fn skip(&mut self, n: usize) {
-        self.pos += n;
-    }
-    /// post_op_attr: returns the fileid when attributes follow.
-    fn post_op_attr(&mut self) -> Option<u64> {
-        if self.u32() == 0 {
-            return None;
-        }
-        self.skip(4 * 5 + 8 * 2 + 8 + 8);
-        let fileid = self.u64();
-        self.skip(8 * 3);
-        Some(fileid)
-    }
-}
-
-struct Rpc {
-    s: TcpStream,
-    xid: u32,
-    /// The AUTH_SYS identity sent (root unless a test changes it).
-    uid: u32,
-    gid: u32,
-}
-
-impl Rpc {
-    fn connect(addr: SocketAddr) -> Rpc {
-        let s = TcpStream::connect(addr).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        Rpc {
-            s,
-            xid: 0x1000,
-            uid: 0,
-            gid: 0,
-        }
-    }
-
-    /// Sends a call; returns the reply's accept status and the body after it.
-    fn call_raw(&mut self, prog: u32, proc_: u32, args: &[u8]) -> std::io::Result<(u32, Vec<u8>)> {
-        self.xid += 1;
-        // AUTH_UNIX: stamp, machine name, uid, gid, no extra groups.
-        let cred = Xdr::default()
-            .u32(1)
-            .opaque(b"e2e")
-            .u32(self.uid)
-            .u32(self.gid)
-            .u32(0)
-            .0;
-        let msg = Xdr::default()
-            .u32(self.xid)
-            .u32(0)
-            .u32(2)
-            .u32(prog)
-            .u32(3)
-            .u32(proc_)
-            .u32(1)
-            .opaque(&cred)
-            .u32(0)
-            .u32(0)
-            .0;
-        let mut call = msg;
-        call.extend_from_slice(args);
-        oncrpc::record::write_blocking(&mut self.s, &call)?;
-        let body = oncrpc::record::read_blocking(&mut self.s, 4 << 20)?;
-        let mut r = Reply::new(&body);
-        assert_eq!(r.u32(), self.xid, "reply xid");
-        assert_eq!(r.u32(), 1, "a REPLY");
-        assert_eq!(r.u32(), 0, "MSG_ACCEPTED");
-        r.u32();
-        r.opaque();
-        let accept = r.u32();
-        Ok((accept, body[r.pos..].to_vec()))
-    }
-
-    fn call(&mut self, prog: u32, proc_: u32, args: Xdr) -> Vec<u8> {
-        let (accept, body) = self.call_raw(prog, proc_, &args.0).unwrap();
-        assert_eq!(accept, 0, "RPC accept status for prog {prog} proc {proc_}");
-        body
-    }
-
-    fn mount(&mut self, path: &str) -> Result<Vec<u8>, u32> {
-        let body = self.call(MOUNT, 1, Xdr::default().opaque(path.as_bytes()));
-        let mut r = Reply::new(&body);
-        match r.u32() {
-            0 => Ok(r.opaque()),
-            e => Err(e),
-        }
-    }
-
-    fn lookup(&mut self, dir: &[u8], name: &[u8]) -> Result<Vec<u8>, u32> {
-        let body = self.call(NFS, 3, Xdr::default().opaque(dir).opaque(name));
-        let mut r = Reply::new(&body);
-        match r.u32() {
-            0 => Ok(r.opaque()),
-            e => Err(e),
-        }
-    }
-
-    fn getattr(&mut self, fh: &[u8]) -> Result<u64, u32> {
-        let body = self.call(NFS, 1, Xdr::default().opaque(fh));
-        let mut r = Reply::new(&body);
-        match r.u32() {
-            0 => {
-                r.skip(4 * 5 + 8 * 2 + 8 + 8);
-                Ok(r.u64())
-            }
-            e => Err(e),
-        }
-    }
-
-    fn read(&mut self, fh: &[u8], offset: u64, count: u32) -> Result<Vec<u8>, u32> {
-        let body = self.call(NFS, 6, Xdr::default().opaque(fh).u64(offset).u32(count));
-        let mut r = Reply::new(&body);
-        let status = r.u32();
-        r.post_op_attr();
-        if status != 0 {
-            return Err(status);
-        }
-        let _count = r.u32();
-        let _eof = r.u32();
-        Ok(r.opaque())
-    }
-
-    /// Returns (status, committed).
-    fn write(&mut self, fh: &[u8], offset: u64, data: &[u8], stable: u32) -> (u32, u32) {
-        let args = Xdr::default()
-            .opaque(fh)
-            .u64(offset)
-            .u32(data.len() as u32)
-            .u32(stable)
-            .opaque(data);
-        let body = self.call(NFS, 7, args);
-        let mut r = Reply::new(&body);
-        let status = r.u32();
-        if status != 0 {
-            return (status, 0);
-        }
-        // wcc_data: pre_op_attr (bool + 24 bytes) and post_op_attr.
-        if r.u32() == 1 {
-            r.skip(24);
-        }
-        r.post_op_attr();
-        let _count = r.u32();
-        (status, r.u32())
-    }
-
-    fn create(&mut self, dir: &[u8], name: &[u8]) -> Result<Vec<u8>, u32> {
-        let args = Xdr::default().opaque(dir).opaque(name).u32(0).no_sattr();
-        let body = self.call(NFS, 8, args);
-        let mut r = Reply::new(&body);
-        match r.u32() {
-            0 => {
-                assert_eq!(r.u32(), 1, "handle follows");
-                Ok(r.opaque())
-            }
-            e => Err(e),
-        }
-    }
-
-    fn status_of(&mut self, proc_: u32, args: Xdr) -> u32 {
-        let body = self.call(NFS, proc_, args);
-        Reply::new(&body).u32()
-    }
-
-    fn mkdir(&mut self, dir: &[u8], name: &[u8]) -> u32 {
-        self.status_of(9, Xdr::default().opaque(dir).opaque(name).no_sattr())
-    }
-
-    fn symlink(&mut self, dir: &[u8], name: &[u8], target: &[u8]) -> u32 {
-        let args = Xdr::default()
-            .opaque(dir)
-            .opaque(name)
-            .no_sattr()
-            .opaque(target);
-        self.status_of(10, args)
-    }
-
-    fn remove(&mut self, dir: &[u8], name: &[u8]) -> u32 {
-        self.status_of(12, Xdr::default().opaque(dir).opaque(name))
-    }
-
-    fn rename(&mut self, from: &[u8], fname: &[u8], to: &[u8], tname: &[u8]) -> u32 {
-        let args = Xdr::default()
-            .opaque(from)
-            .opaque(fname)
-            .opaque(to)
-            .opaque(tname);
-        self.status_of(14, args)
-    }
-
-    fn readlink(&mut self, fh: &[u8]) -> Result<Vec<u8>, u32> {
-        let body = self.call(NFS, 5, Xdr::default().opaque(fh));
-        let mut r = Reply::new(&body);
-        let status = r.u32();
-        r.post_op_attr();
-        if status != 0 {
-            return Err(status);
-        }
-        Ok(r.opaque())
-    }
-
-    /// Lists a directory completely, page by page (READDIRPLUS when `plus`).
-    fn list(&mut self, dir: &[u8], plus: bool, maxcount: u32) -> Result<Vec<Vec<u8>>, u32> {
-        let mut names = Vec::new();
-        let (mut cookie, mut verf) = (0u64, [0u8; 8]);
-        loop {
-            let mut args = Xdr::default().opaque(dir).u64(cookie);
-            args.0.extend_from_slice(&verf);
-            let args = if plus {
-                args.u32(maxcount).u32(maxcount)
-            } else {
-                args.u32(maxcount)
-            };
-            let body = self.call(NFS, if plus { 17 } else { 16 }, args);
-            let mut r = Reply::new(&body);
-            let status = r.u32();
-            r.post_op_attr();
-            if status != 0 {
-                return Err(status);
-            }
-            verf.copy_from_slice(&body[r.pos..r.pos + 8]);
-            r.skip(8);
-            let mut got = 0;
-            while r.u32() == 1 {
-                let _fileid = r.u64();
-                names.push(r.opaque());
-                cookie = r.u64();
-                if plus {
-                    r.post_op_attr();
-                    if r.u32() == 1 {
-                        r.opaque();
-                    }
-                }
-                got += 1;
-            }
-            let eof = r.u32() == 1;
-            if eof {
-                return Ok(names);
-            }
-            assert!(got > 0, "a page without entries and without eof");
-        }
-    }
-}
-
-/// Whether the server closed `s` (EOF or reset) within `within`.
-fn closed_within(s: &mut TcpStream, within: Duration) -> bool {
-    s.set_read_timeout(Some(within)).unwrap();
-    let mut b = [0u8; 64];
-    loop {
-        match s.read(&mut b) {
-            Ok(0) => return true,
-            Ok(_) => continue,
-            Err(e)
-                if e.kind() == std::io::ErrorKind::WouldBlock
-                    || e.kind() == std::io::ErrorKind::TimedOut =>
-            {
-                return false;
-            }
-            Err(_) => return true,
-        }
-    }
-}
-
-fn rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap()
-}
-
-fn nfs_cat(url: &str) -> Vec<u8> {
-    common::run_ok(Command::new("nfs-cat").arg(url)).stdout
-}
+use crate::common::{self, Nfsd};
+use crate::support::libnfs::{self, nfs_cat};
+use crate::support::rpc::*;
+use crate::support::tree::Tree;
 
 // ---- real clients --------------------------------------------------------------------------
 
 #[test]
 fn libnfs_tools_list_read_and_write_through_every_url_form() {
-    if !libnfs() {
+    if !libnfs::available() {
         return;
     }
     let tree = Tree::new();
-    let nfsd = Nfsd::start(tree.config());
+    let nfsd = Nfsd::start(tree.config()).unwrap();
     let want = std::fs::read(tree.export().join("testfile.bin")).unwrap();
 
     let ls = common::run_ok(Command::new("nfs-ls").arg(nfsd.url("/")));
@@ -440,7 +55,7 @@ fn libnfs_tools_list_read_and_write_through_every_url_form() {
     }
 
     // nfs-cp up: byte-identical on disk. And down again.
-    let upload = common::pseudo_random_bytes(3 << 20, 5);
+    let upload = lab::dataset::pseudo_random_bytes(3 << 20, 5);
     let src = tree.dir.path().join("upload.bin");
     std::fs::write(&src, &upload).unwrap();
     common::run_ok(
@@ -474,57 +89,36 @@ fn libnfs_tools_list_read_and_write_through_every_url_form() {
 #[test]
 fn metrics_endpoint_serves_prometheus_text_and_json() {
     let tree = Tree::new();
-    let nfsd = Nfsd::start(tree.config());
+    let nfsd = Nfsd::start(tree.config()).unwrap();
     let mut rpc = nfsd.rpc();
     let root = rpc.mount("/").unwrap();
     let fh = rpc.lookup(&root, b"small.bin").unwrap();
     assert_eq!(rpc.read(&fh, 0, 4096).unwrap().len(), 4096);
 
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = rt.spawn(rustnfs::serve_metrics(
-        listener,
-        nfsd.registry.clone(),
-        async {
-            let _ = stopped.await;
-        },
-    ));
+    let metrics = nfsd.metrics().unwrap();
+    // The whole response as text: head, blank line, body.
     let get = |path: &str| {
-        let mut s = TcpStream::connect(addr).unwrap();
-        write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-        let mut out = String::new();
-        s.read_to_string(&mut out).unwrap();
-        out
+        let r = lab::http::request(
+            metrics.addr,
+            format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes(),
+            Duration::from_secs(5),
+            Duration::from_secs(20),
+        )
+        .unwrap();
+        format!("{}\r\n\r\n{}", r.head, String::from_utf8_lossy(&r.body))
     };
-    let (text, json, missing) = std::thread::scope(|sc| {
-        let h = sc.spawn(|| {
-            // A READ is recorded once its reply has left, which can be just after the
-            // client has it: wait for the record (bounded, 2 s).
-            let read_vfs = "{op=\"READ\",phase=\"vfs\",status=\"ok\"";
-            let mut text = get("/metrics");
-            for _ in 0..40 {
-                if text.contains(read_vfs) {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-                text = get("/metrics");
-            }
-            (text, get("/metrics.json"), get("/nope"))
-        });
-        rt.block_on(async {
-            while !h.is_finished() {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        });
-        h.join().unwrap()
-    });
+    // A READ is recorded once its reply has left, which can be just after the client
+    // has it: wait for the record (bounded, 2 s).
+    let read_vfs = "{op=\"READ\",phase=\"vfs\",status=\"ok\"";
+    let mut text = get("/metrics");
+    for _ in 0..40 {
+        if text.contains(read_vfs) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        text = get("/metrics");
+    }
+    let (json, missing) = (get("/metrics.json"), get("/nope"));
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
     assert!(
         text.contains(
@@ -537,8 +131,7 @@ fn metrics_endpoint_serves_prometheus_text_and_json() {
         "{json}"
     );
     assert!(missing.starts_with("HTTP/1.1 404"), "{missing}");
-    stop.send(()).unwrap();
-    rt.block_on(server).unwrap().unwrap();
+    metrics.stop().unwrap();
 }
 
 #[test]
@@ -546,7 +139,8 @@ fn read_only_export_refuses_writes_with_rofs() {
     let tree = Tree::new();
     let mut config = tree.config();
     config.read_only = true;
-    let nfsd = Nfsd::start(config);
+    let before = std::fs::read(tree.export().join("small.bin")).unwrap();
+    let nfsd = Nfsd::start(config).unwrap();
     let mut rpc = nfsd.rpc();
     let root = rpc.mount("/").unwrap();
     let fh = rpc.lookup(&root, b"small.bin").unwrap();
@@ -556,13 +150,13 @@ fn read_only_export_refuses_writes_with_rofs() {
     assert_eq!(rpc.remove(&root, b"small.bin"), NFS3ERR_ROFS);
     assert_eq!(
         std::fs::read(tree.export().join("small.bin")).unwrap(),
-        common::pseudo_random_bytes(4096, 7)
+        before
     );
     assert!(!tree.export().join("new.txt").exists());
     // Reads still work.
     assert_eq!(rpc.read(&fh, 0, 100).unwrap().len(), 100);
 
-    if libnfs() {
+    if libnfs::available() {
         let src = tree.dir.path().join("up.bin");
         std::fs::write(&src, b"x").unwrap();
         let out = Command::new("nfs-cp")
@@ -583,8 +177,8 @@ fn address_outside_allow_is_refused_at_connect() {
     let tree = Tree::new();
     let mut config = tree.config();
     config.allow = rustnfs::config::parse_allow("10.0.0.0/8").unwrap();
-    let nfsd = Nfsd::start(config);
-    let mut s = TcpStream::connect(nfsd.addr()).unwrap();
+    let nfsd = Nfsd::start(config).unwrap();
+    let mut s = TcpStream::connect(nfsd.addr).unwrap();
     assert!(
         closed_within(&mut s, Duration::from_secs(5)),
         "127.0.0.1 was not refused"
@@ -594,7 +188,7 @@ fn address_outside_allow_is_refused_at_connect() {
         rpc.call_raw(MOUNT, 0, &[]).is_err(),
         "a refused client got an answer"
     );
-    if libnfs() {
+    if libnfs::available() {
         let out = Command::new("nfs-ls").arg(nfsd.url("/")).output().unwrap();
         assert!(
             !out.status.success(),
@@ -606,7 +200,7 @@ fn address_outside_allow_is_refused_at_connect() {
     // The same export allowing loopback serves it.
     let mut config = tree.config();
     config.allow = rustnfs::config::parse_allow("127.0.0.0/8").unwrap();
-    let nfsd = Nfsd::start(config);
+    let nfsd = Nfsd::start(config).unwrap();
     assert!(nfsd.rpc().mount("/").is_ok());
 }
 
@@ -614,7 +208,7 @@ fn address_outside_allow_is_refused_at_connect() {
 fn mount_accepts_root_empty_and_the_exports_own_path() {
     let tree = Tree::new();
     std::fs::create_dir(tree.export().join("sub")).unwrap();
-    let nfsd = Nfsd::start(tree.config());
+    let nfsd = Nfsd::start(tree.config()).unwrap();
     let mut rpc = nfsd.rpc();
     let root = rpc.mount("/").unwrap();
     assert_eq!(rpc.mount("").unwrap(), root, "empty MOUNT path");
@@ -637,7 +231,7 @@ fn mount_accepts_root_empty_and_the_exports_own_path() {
 fn lookup_dotdot_at_the_root_stays_at_the_root() {
     let tree = Tree::new();
     std::fs::create_dir(tree.export().join("sub")).unwrap();
-    let nfsd = Nfsd::start(tree.config());
+    let nfsd = Nfsd::start(tree.config()).unwrap();
     let mut rpc = nfsd.rpc();
     let root = rpc.mount("/").unwrap();
     let root_id = rpc.getattr(&root).unwrap();
@@ -663,7 +257,7 @@ fn names_with_slash_or_dots_are_refused_for_every_change() {
     let tree = Tree::new();
     std::fs::create_dir(tree.export().join("sub")).unwrap();
     let before = tree.outside_listing();
-    let nfsd = Nfsd::start(tree.config());
+    let nfsd = Nfsd::start(tree.config()).unwrap();
     let mut rpc = nfsd.rpc();
     let root = rpc.mount("/").unwrap();
     let sub = rpc.lookup(&root, b"sub").unwrap();
@@ -718,7 +312,7 @@ fn symlinks_are_never_followed_by_the_server() {
     std::os::unix::fs::symlink(outside.join("secret.txt"), tree.export().join("secret")).unwrap();
     std::os::unix::fs::symlink("../outside", tree.export().join("relative")).unwrap();
     let before = tree.outside_listing();
-    let nfsd = Nfsd::start(tree.config());
+    let nfsd = Nfsd::start(tree.config()).unwrap();
     let mut rpc = nfsd.rpc();
     let root = rpc.mount("/").unwrap();
 
@@ -776,7 +370,7 @@ fn a_directory_swapped_for_a_symlink_does_not_lead_outside() {
     std::fs::create_dir(export.join("dir")).unwrap();
     std::fs::write(export.join("dir/inside.txt"), b"inside").unwrap();
     let before = tree.outside_listing();
-    let nfsd = Nfsd::start(tree.config());
+    let nfsd = Nfsd::start(tree.config()).unwrap();
     let mut rpc = nfsd.rpc();
     let root = rpc.mount("/").unwrap();
     let dir = rpc.lookup(&root, b"dir").unwrap();
@@ -805,7 +399,7 @@ fn handles_survive_a_restart_and_forged_ones_are_refused() {
     let tree = Tree::new();
     std::fs::create_dir_all(tree.export().join("a/b")).unwrap();
     std::fs::write(tree.export().join("a/b/deep.txt"), b"deep file").unwrap();
-    let nfsd = Nfsd::start(tree.config());
+    let nfsd = Nfsd::start(tree.config()).unwrap();
     let mut rpc = nfsd.rpc();
     let root = rpc.mount("/").unwrap();
     let a = rpc.lookup(&root, b"a").unwrap();
@@ -817,7 +411,7 @@ fn handles_survive_a_restart_and_forged_ones_are_refused() {
 
     // A new process knows none of these inodes yet: it finds them again.
     std::fs::remove_file(tree.export().join("small.bin")).unwrap();
-    let nfsd = Nfsd::start(tree.config());
+    let nfsd = Nfsd::start(tree.config()).unwrap();
     let mut rpc = nfsd.rpc();
     assert_eq!(rpc.read(&deep, 0, 100).unwrap(), b"deep file");
     assert!(rpc.lookup(&b, b"deep.txt").is_ok());
@@ -850,7 +444,7 @@ fn readdir_and_readdirplus_page_100k_entries_exactly() {
     for i in 0..n {
         std::fs::File::create(big.join(format!("entry-{i:06}"))).unwrap();
     }
-    let nfsd = Nfsd::start(tree.config());
+    let nfsd = Nfsd::start(tree.config()).unwrap();
     let mut rpc = nfsd.rpc();
     let root = rpc.mount("/").unwrap();
     let dir = rpc.lookup(&root, b"big").unwrap();
@@ -878,11 +472,11 @@ fn readdir_and_readdirplus_page_100k_entries_exactly() {
 #[test]
 fn write_is_on_disk_and_answered_file_sync() {
     let tree = Tree::new();
-    let nfsd = Nfsd::start(tree.config());
+    let nfsd = Nfsd::start(tree.config()).unwrap();
     let mut rpc = nfsd.rpc();
     let root = rpc.mount("/").unwrap();
     let fh = rpc.create(&root, b"w.bin").unwrap();
-    let data = common::pseudo_random_bytes(1 << 20, 3);
+    let data = lab::dataset::pseudo_random_bytes(1 << 20, 3);
     // Asked UNSTABLE, answered FILE_SYNC: the data was synced before the reply.
     assert_eq!(rpc.write(&fh, 0, &data, 0), (NFS3_OK, 2));
     assert_eq!(rpc.write(&fh, 1 << 20, b"tail", 2), (NFS3_OK, 2));
@@ -913,11 +507,11 @@ fn write_is_on_disk_and_answered_file_sync() {
 #[test]
 fn a_2gib_record_mark_closes_the_connection_without_allocating() {
     let tree = Tree::new();
-    let nfsd = Nfsd::start(tree.config());
-    let rss_before = rss_kib();
+    let nfsd = Nfsd::start(tree.config()).unwrap();
+    let rss_before = lab::sampler::rss_bytes(std::process::id()).unwrap() / 1024;
     let mut conns = Vec::new();
     for _ in 0..4 {
-        let mut s = TcpStream::connect(nfsd.addr()).unwrap();
+        let mut s = TcpStream::connect(nfsd.addr).unwrap();
         // Last fragment, 0x7fff_fff0 bytes claimed, a few sent.
         s.write_all(&0xffff_fff0u32.to_be_bytes()).unwrap();
         s.write_all(&[0u8; 64]).unwrap();
@@ -929,12 +523,13 @@ fn a_2gib_record_mark_closes_the_connection_without_allocating() {
             "a 2 GiB claim was not refused"
         );
     }
-    let grown = rss_kib().saturating_sub(rss_before);
+    let grown =
+        (lab::sampler::rss_bytes(std::process::id()).unwrap() / 1024).saturating_sub(rss_before);
     // Unguarded, each claim makes the engine zero-fill 2 GiB; other tests run in this
     // process too, so the bound leaves them room.
     assert!(grown < 512 * 1024, "RSS grew by {grown} KiB");
     // A large claim split over fragments is refused too.
-    let mut s = TcpStream::connect(nfsd.addr()).unwrap();
+    let mut s = TcpStream::connect(nfsd.addr).unwrap();
     for _ in 0..3 {
         let _ = s.write_all(&0x0060_0000u32.to_be_bytes());
         let _ = s.write_all(&vec![0u8; 0x60_0000]);
@@ -952,20 +547,21 @@ fn garbage_and_half_sent_requests_close_only_their_connection() {
     let tree = Tree::new();
     let mut config = tree.config();
     config.request_timeout = Duration::from_secs(1);
-    let nfsd = Nfsd::start(config);
+    let nfsd = Nfsd::start(config).unwrap();
     let mut rpc = nfsd.rpc();
     let root = rpc.mount("/").unwrap();
 
     // Bytes that are no RPC call at all.
-    let mut g = TcpStream::connect(nfsd.addr()).unwrap();
+    let mut g = TcpStream::connect(nfsd.addr).unwrap();
     g.write_all(b"\x80\x00\x00\x10GET / HTTP/1.1\r\n").unwrap();
     assert!(
         closed_within(&mut g, Duration::from_secs(5)),
         "garbage was not refused"
     );
     // Raw noise without a sensible record mark.
-    let mut g = TcpStream::connect(nfsd.addr()).unwrap();
-    g.write_all(&common::pseudo_random_bytes(4096, 1)).unwrap();
+    let mut g = TcpStream::connect(nfsd.addr).unwrap();
+    g.write_all(&lab::dataset::pseudo_random_bytes(4096, 1))
+        .unwrap();
     assert!(closed_within(&mut g, Duration::from_secs(5)));
     // A call with truncated arguments gets GARBAGE_ARGS, the connection stays usable.
     let (accept, _) = rpc
@@ -977,7 +573,7 @@ fn garbage_and_half_sent_requests_close_only_their_connection() {
     );
 
     // Half a request, then silence: closed after the request timeout.
-    let mut h = TcpStream::connect(nfsd.addr()).unwrap();
+    let mut h = TcpStream::connect(nfsd.addr).unwrap();
     h.write_all(&0x8000_0100u32.to_be_bytes()).unwrap();
     h.write_all(&[0u8; 10]).unwrap();
     let started = Instant::now();
@@ -995,7 +591,7 @@ fn garbage_and_half_sent_requests_close_only_their_connection() {
 #[test]
 fn thousands_of_idle_connections_do_not_stop_the_others() {
     let tree = Tree::new();
-    let nfsd = Nfsd::start(tree.config());
+    let nfsd = Nfsd::start(tree.config()).unwrap();
     // Client and server ends both live in this process: two descriptors per connection.
     let limit = rustnfs::raise_nofile_limit().unwrap_or(1024);
     let n = 2000.min((limit.saturating_sub(600) / 2) as usize);
@@ -1004,7 +600,7 @@ fn thousands_of_idle_connections_do_not_stop_the_others() {
     }
     let mut idle = Vec::new();
     for _ in 0..n {
-        idle.push(TcpStream::connect(nfsd.addr()).unwrap());
+        idle.push(TcpStream::connect(nfsd.addr).unwrap());
     }
     let mut rpc = nfsd.rpc();
     let root = rpc.mount("/").unwrap();
@@ -1015,7 +611,7 @@ fn thousands_of_idle_connections_do_not_stop_the_others() {
         got.extend(rpc.read(&fh, got.len() as u64, 1 << 20).unwrap());
     }
     assert!(got == want);
-    if libnfs() {
+    if libnfs::available() {
         assert!(nfs_cat(&nfsd.url("//testfile.bin")) == want);
     }
     drop(idle);
@@ -1025,12 +621,12 @@ fn thousands_of_idle_connections_do_not_stop_the_others() {
     let mut config = tree.config();
     config.max_connections = 8;
     config.idle_timeout = Duration::from_secs(1);
-    let nfsd = Nfsd::start(config);
+    let nfsd = Nfsd::start(config).unwrap();
     let mut idle: Vec<TcpStream> = (0..8)
-        .map(|_| TcpStream::connect(nfsd.addr()).unwrap())
+        .map(|_| TcpStream::connect(nfsd.addr).unwrap())
         .collect();
     std::thread::sleep(Duration::from_millis(200));
-    let mut over = TcpStream::connect(nfsd.addr()).unwrap();
+    let mut over = TcpStream::connect(nfsd.addr).unwrap();
     assert!(
         closed_within(&mut over, Duration::from_secs(2)),
         "over the cap, not closed"
@@ -1047,7 +643,7 @@ fn thousands_of_idle_connections_do_not_stop_the_others() {
 #[test]
 fn shutdown_is_graceful_and_serve_returns() {
     let tree = Tree::new();
-    let nfsd = Nfsd::start(tree.config());
+    let nfsd = Nfsd::start(tree.config()).unwrap();
     let mut rpc = nfsd.rpc();
     let root = rpc.mount("/").unwrap();
     assert!(rpc.lookup(&root, b"index.html").is_ok());
@@ -1072,7 +668,7 @@ fn squash_gives_new_objects_the_squash_owner() {
     }
     let mut config = tree.config();
     config.squash = Some((65534, 65533));
-    let nfsd = Nfsd::start(config);
+    let nfsd = Nfsd::start(config).unwrap();
     let mut rpc = nfsd.rpc();
     let root = rpc.mount("/").unwrap();
     rpc.create(&root, b"made.txt").unwrap();
@@ -1090,29 +686,22 @@ fn squash_gives_new_objects_the_squash_owner() {
 /// stdout + stderr, elapsed).
 fn healthcheck(args: &[&str]) -> (i32, String, Duration) {
     let bin = common::workspace_bin("rustnfs", "rustnfs");
-    let t = Instant::now();
-    let out = Command::new(bin)
-        .arg("--healthcheck")
-        .args(args)
-        .env_remove("SHARED_DIRECTORY")
-        .env_remove("RUSTNFS_LISTEN")
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.code().unwrap_or(-1), text, t.elapsed())
+    common::run_timed(
+        Command::new(bin)
+            .arg("--healthcheck")
+            .args(args)
+            .env_remove("SHARED_DIRECTORY")
+            .env_remove("RUSTNFS_LISTEN")
+            .env_remove("RUST_LOG"),
+    )
 }
 
 #[test]
 fn healthcheck_flag_reports_healthy_and_unhealthy() {
     let dir = tempfile::tempdir().unwrap();
-    let nfsd = Nfsd::start(rustnfs::Config::new(dir.path()));
+    let nfsd = Nfsd::start(rustnfs::Config::new(dir.path())).unwrap();
     // Healthy: NULL to NFS v3 accepted; the image's 0.0.0.0:PORT is probed on loopback.
-    for listen in [nfsd.addr().to_string(), format!("0.0.0.0:{}", nfsd.port)] {
+    for listen in [nfsd.addr.to_string(), format!("0.0.0.0:{}", nfsd.port())] {
         let (code, text, _) = healthcheck(&["--listen", &listen]);
         assert_eq!(code, 0, "{listen}: {text}");
         assert_eq!(text.lines().count(), 1, "one line: {text}");
@@ -1126,8 +715,8 @@ fn healthcheck_flag_reports_healthy_and_unhealthy() {
     // A server whose allowlist leaves out loopback closes the probe's connection.
     let mut cfg = rustnfs::Config::new(dir.path());
     cfg.allow = rustnfs::config::parse_allow("10.0.0.0/8").unwrap();
-    let denied = Nfsd::start(cfg);
-    let (code, text, _) = healthcheck(&["--listen", &denied.addr().to_string()]);
+    let denied = Nfsd::start(cfg).unwrap();
+    let (code, text, _) = healthcheck(&["--listen", &denied.addr.to_string()]);
     assert_eq!(code, 1, "{text}");
     assert!(
         text.contains("unhealthy") && text.contains("no reply"),
@@ -1152,85 +741,6 @@ fn healthcheck_flag_reports_healthy_and_unhealthy() {
 
 // ---- what the Linux kernel client needs (issue 10 §2), as raw RPC -------------------------
 
-/// An sattr3 XDR: each `Some` sets that attribute; times are `None` (keep), `Some(None)`
-/// (the server's clock) or `Some(Some((s, ns)))` (the client's).
-#[derive(Default, Clone, Copy)]
-struct Sattr {
-    mode: Option<u32>,
-    size: Option<u64>,
-    atime: Option<Option<(u32, u32)>>,
-    mtime: Option<Option<(u32, u32)>>,
-}
-
-impl Xdr {
-    fn sattr(self, a: Sattr) -> Self {
-        let x = match a.mode {
-            Some(m) => self.u32(1).u32(m),
-            None => self.u32(0),
-        };
-        let x = x.u32(0).u32(0); // uid, gid
-        let x = match a.size {
-            Some(n) => x.u32(1).u64(n),
-            None => x.u32(0),
-        };
-        let time = |x: Xdr, t: Option<Option<(u32, u32)>>| match t {
-            None => x.u32(0),
-            Some(None) => x.u32(1),
-            Some(Some((s, ns))) => x.u32(2).u32(s).u32(ns),
-        };
-        let x = time(x, a.atime);
-        time(x, a.mtime)
-    }
-}
-
-impl Rpc {
-    fn setattr(&mut self, fh: &[u8], a: Sattr) -> u32 {
-        self.status_of(2, Xdr::default().opaque(fh).sattr(a).u32(0))
-    }
-
-    /// CREATE with `how` 0 (UNCHECKED), 1 (GUARDED) with `attr`, or 2 (EXCLUSIVE) with
-    /// `verf`; returns the handle.
-    fn create_how(
-        &mut self,
-        dir: &[u8],
-        name: &[u8],
-        how: u32,
-        attr: Sattr,
-        verf: [u8; 8],
-    ) -> Result<Vec<u8>, u32> {
-        let args = Xdr::default().opaque(dir).opaque(name).u32(how);
-        let mut args = if how == 2 { args } else { args.sattr(attr) };
-        if how == 2 {
-            args.0.extend_from_slice(&verf);
-        }
-        let body = self.call(NFS, 8, args);
-        let mut r = Reply::new(&body);
-        match r.u32() {
-            0 => {
-                assert_eq!(r.u32(), 1, "handle follows");
-                Ok(r.opaque())
-            }
-            e => Err(e),
-        }
-    }
-
-    fn link(&mut self, file: &[u8], dir: &[u8], name: &[u8]) -> u32 {
-        self.status_of(15, Xdr::default().opaque(file).opaque(dir).opaque(name))
-    }
-
-    /// ACCESS: the bits granted of `want`.
-    fn access(&mut self, fh: &[u8], want: u32) -> Result<u32, u32> {
-        let body = self.call(NFS, 4, Xdr::default().opaque(fh).u32(want));
-        let mut r = Reply::new(&body);
-        let status = r.u32();
-        r.post_op_attr();
-        if status != 0 {
-            return Err(status);
-        }
-        Ok(r.u32())
-    }
-}
-
 fn mtime_of(p: &Path) -> (i64, i64) {
     use std::os::unix::fs::MetadataExt;
     let m = std::fs::symlink_metadata(p).unwrap();
@@ -1246,7 +756,7 @@ fn setattr_sets_times_from_the_client_and_the_server_clock() {
     // directory; both were NFS3ERR_INVAL when glibc's utimensat(fd, NULL) was used.
     let tree = Tree::new();
     std::fs::create_dir(tree.export().join("d")).unwrap();
-    let nfsd = Nfsd::start(tree.config());
+    let nfsd = Nfsd::start(tree.config()).unwrap();
     let mut rpc = nfsd.rpc();
     let root = rpc.mount("/").unwrap();
     for name in ["index.html", "d"] {
@@ -1280,7 +790,7 @@ fn setattr_sets_times_from_the_client_and_the_server_clock() {
 #[test]
 fn exclusive_create_retransmission_succeeds_and_other_modes_behave() {
     let tree = Tree::new();
-    let nfsd = Nfsd::start(tree.config());
+    let nfsd = Nfsd::start(tree.config()).unwrap();
     let mut rpc = nfsd.rpc();
     let root = rpc.mount("/").unwrap();
     let none = Sattr::default();
@@ -1339,7 +849,7 @@ fn exclusive_create_retransmission_succeeds_and_other_modes_behave() {
 #[test]
 fn setattr_size_grows_and_shrinks_and_refuses_2_pow_63() {
     let tree = Tree::new();
-    let nfsd = Nfsd::start(tree.config());
+    let nfsd = Nfsd::start(tree.config()).unwrap();
     let mut rpc = nfsd.rpc();
     let root = rpc.mount("/").unwrap();
     let fh = rpc.create(&root, b"t.bin").unwrap();
@@ -1374,7 +884,7 @@ fn link_makes_hard_links_inside_the_export_only() {
     std::os::unix::fs::symlink(outside.join("secret.txt"), tree.export().join("secret")).unwrap();
     std::fs::create_dir(tree.export().join("sub")).unwrap();
     let before = tree.outside_listing();
-    let nfsd = Nfsd::start(tree.config());
+    let nfsd = Nfsd::start(tree.config()).unwrap();
     let mut rpc = nfsd.rpc();
     let root = rpc.mount("/").unwrap();
     let sub = rpc.lookup(&root, b"sub").unwrap();
@@ -1420,7 +930,7 @@ fn link_makes_hard_links_inside_the_export_only() {
 fn mknod_makes_fifos_and_sockets_and_refuses_devices() {
     use std::os::unix::fs::FileTypeExt;
     let tree = Tree::new();
-    let nfsd = Nfsd::start(tree.config());
+    let nfsd = Nfsd::start(tree.config()).unwrap();
     let mut rpc = nfsd.rpc();
     let root = rpc.mount("/").unwrap();
     let mknod = |rpc: &mut Rpc, name: &[u8], what: Xdr| {
@@ -1461,7 +971,7 @@ fn mount_of_a_symlink_or_a_file_is_notdir() {
     std::fs::create_dir(tree.export().join("sub")).unwrap();
     std::os::unix::fs::symlink("sub", tree.export().join("link")).unwrap();
     std::os::unix::fs::symlink(tree.outside(), tree.export().join("out")).unwrap();
-    let nfsd = Nfsd::start(tree.config());
+    let nfsd = Nfsd::start(tree.config()).unwrap();
     let mut rpc = nfsd.rpc();
     assert!(rpc.mount("/sub").is_ok());
     assert_eq!(rpc.mount("/link"), Err(20));
@@ -1479,7 +989,7 @@ fn rename_replaces_files_and_empty_directories() {
     std::fs::create_dir_all(e.join("d1/inner")).unwrap();
     std::fs::create_dir(e.join("d2")).unwrap();
     std::fs::create_dir_all(e.join("full/x")).unwrap();
-    let nfsd = Nfsd::start(tree.config());
+    let nfsd = Nfsd::start(tree.config()).unwrap();
     let mut rpc = nfsd.rpc();
     let root = rpc.mount("/").unwrap();
     assert_eq!(rpc.rename(&root, b"a", &root, b"b"), NFS3_OK);
@@ -1522,7 +1032,7 @@ fn access_reports_what_the_callers_uid_may_do() {
         use std::os::unix::fs::MetadataExt;
         m.uid()
     });
-    let nfsd = Nfsd::start(tree.config());
+    let nfsd = Nfsd::start(tree.config()).unwrap();
     let mut rpc = nfsd.rpc();
     let root = rpc.mount("/").unwrap();
     let fh = rpc.lookup(&root, b"private.txt").unwrap();
@@ -1539,49 +1049,20 @@ fn access_reports_what_the_callers_uid_may_do() {
     // A read-only export grants no change.
     let mut cfg = tree.config();
     cfg.read_only = true;
-    let ro = Nfsd::start(cfg);
+    let ro = Nfsd::start(cfg).unwrap();
     let mut rpc = ro.rpc();
     let root = rpc.mount("/").unwrap();
     let fh = rpc.lookup(&root, b"private.txt").unwrap();
     assert_eq!(rpc.access(&fh, 1 | 4 | 8), Ok(1));
 }
 
-/// Sends one call with a raw credential; returns the reply words after the xid and
-/// message type (reply_stat, then accept or reject details).
-fn raw_call(
-    s: &mut TcpStream,
-    prog: u32,
-    vers: u32,
-    proc_: u32,
-    cred: &[u8],
-    args: &[u8],
-) -> Vec<u32> {
-    let mut msg = Xdr::default()
-        .u32(77)
-        .u32(0)
-        .u32(2)
-        .u32(prog)
-        .u32(vers)
-        .u32(proc_)
-        .0;
-    msg.extend_from_slice(cred);
-    msg.extend_from_slice(&[0; 8]);
-    msg.extend_from_slice(args);
-    oncrpc::record::write_blocking(s, &msg).unwrap();
-    let body = oncrpc::record::read_blocking(s, 1 << 20).unwrap();
-    body.chunks(4)
-        .skip(2)
-        .map(|c| u32::from_be_bytes(c.try_into().unwrap_or([0; 4])))
-        .collect()
-}
-
 #[test]
 fn rpc_errors_are_answered_on_the_call_path() {
     let tree = Tree::new();
-    let nfsd = Nfsd::start(tree.config());
+    let nfsd = Nfsd::start(tree.config()).unwrap();
     let mut rpc = nfsd.rpc();
     let root = rpc.mount("/").unwrap();
-    let mut s = TcpStream::connect(nfsd.addr()).unwrap();
+    let mut s = TcpStream::connect(nfsd.addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let sys = Xdr::default()
         .u32(1)

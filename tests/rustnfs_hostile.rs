@@ -8,14 +8,14 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use oncrpc::msg::{self, AuthStat, OpaqueAuth, Rejection, flavor};
 use oncrpc::record;
 
 use crate::common::{self, Nfsd};
-use crate::rustnfs::Xdr;
+use crate::support::rpc::Xdr;
+use crate::support::server::ServerProc;
 
 const NFS: u32 = 100_003;
 const MOUNT: u32 = 100_005;
@@ -151,46 +151,31 @@ fn raise_nofile() {
     }
 }
 
-/// The `rustnfs` binary serving `export`, killed on drop.
+/// The `rustnfs` binary serving `export` (the harness's supervisor underneath), killed
+/// on drop.
 struct Server {
-    child: Child,
+    proc_: ServerProc,
     addr: SocketAddr,
 }
 
 impl Server {
     fn start(export: &Path, extra: &[&str]) -> Server {
-        let port = common::free_port();
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        let child = Command::new(common::workspace_bin("rustnfs", "rustnfs"))
-            .arg("--export")
-            .arg(export)
+        let addr = SocketAddr::from(([127, 0, 0, 1], common::free_port()));
+        let proc_ = ServerProc::binary("rustnfs", "rustnfs", addr)
+            .args([std::ffi::OsStr::new("--export"), export.as_os_str()])
             .args(["--listen", &addr.to_string()])
             .args(extra)
-            .env("RUST_LOG", "error")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let s = Server { child, addr };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect(addr).is_err() {
-            assert!(Instant::now() < deadline, "rustnfs did not start listening");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+            .rust_log("error")
+            .start();
         // Let the probe connection close before measuring.
         std::thread::sleep(Duration::from_millis(300));
-        s
+        Server { proc_, addr }
     }
 
     /// The server's resident set in MB.
     fn rss_mb(&self) -> f64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
-        let kb: f64 = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap();
-        kb / 1024.0
+        let pid = self.proc_.pid().unwrap() as u32;
+        lab::sampler::rss_bytes(pid).unwrap() as f64 / (1024.0 * 1024.0)
     }
 
     /// Waits (at most `limit`) for the resident set to fall below `mb`; returns the last.
@@ -203,13 +188,6 @@ impl Server {
             }
             std::thread::sleep(Duration::from_millis(200));
         }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -239,7 +217,7 @@ const RETURN_MARGIN_MB: f64 = 16.0;
 fn a_thousand_connections_that_read_1mib_once_hold_no_buffers() {
     raise_nofile();
     let dir = tempfile::tempdir().unwrap();
-    let data = common::pseudo_random_bytes(1 << 20, 11);
+    let data = lab::dataset::pseudo_random_bytes(1 << 20, 11);
     std::fs::write(dir.path().join("one.bin"), &data).unwrap();
     let srv = Server::start(dir.path(), &[]);
     let idle = srv.rss_mb();
@@ -377,8 +355,8 @@ fn a_client_that_pipelines_and_stops_reading_is_closed_and_frees_its_permit() {
     let mut config = rustnfs::Config::new(dir.path());
     config.max_connections = 1;
     config.request_timeout = Duration::from_secs(1);
-    let nfsd = Nfsd::start(config);
-    let mut rpc = Raw::connect(nfsd.addr());
+    let nfsd = Nfsd::start(config).unwrap();
+    let mut rpc = Raw::connect(nfsd.addr);
     let root = rpc.mount_root();
     let dirfh = rpc.lookup(&root, b"big");
     small_receive_buffer(&rpc.s);
@@ -418,7 +396,7 @@ fn a_client_that_pipelines_and_stops_reading_is_closed_and_frees_its_permit() {
             started.elapsed()
         );
         std::thread::sleep(Duration::from_millis(250));
-        let Ok(s) = TcpStream::connect(nfsd.addr()) else {
+        let Ok(s) = TcpStream::connect(nfsd.addr) else {
             continue;
         };
         s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
@@ -448,10 +426,10 @@ fn forged_handles_cost_a_bounded_number_of_walks_and_do_not_slow_reads() {
             std::fs::File::create(sub.join(format!("f{f:04}"))).unwrap();
         }
     }
-    let big = common::pseudo_random_bytes(10 << 20, 5);
+    let big = lab::dataset::pseudo_random_bytes(10 << 20, 5);
     std::fs::write(dir.path().join("big.bin"), &big).unwrap();
-    let nfsd = Nfsd::exporting(dir.path());
-    let mut rpc = Raw::connect(nfsd.addr());
+    let nfsd = Nfsd::exporting(dir.path()).unwrap();
+    let mut rpc = Raw::connect(nfsd.addr);
     let root = rpc.mount_root();
     let fh = rpc.lookup(&root, b"big.bin");
     let timed_read = |rpc: &mut Raw| {
@@ -470,7 +448,7 @@ fn forged_handles_cost_a_bounded_number_of_walks_and_do_not_slow_reads() {
     // walk of its own).
     let stop = std::sync::atomic::AtomicBool::new(false);
     let generation = root[..8].to_vec();
-    let addr = nfsd.addr();
+    let addr = nfsd.addr;
     let attack_for = Duration::from_secs(4);
     let (under_attack, forged, walks) = std::thread::scope(|s| {
         let attackers: Vec<_> = (0..8u64)
@@ -551,8 +529,8 @@ fn forged_handles_cost_a_bounded_number_of_walks_and_do_not_slow_reads() {
 #[test]
 fn rpc_errors_follow_rfc_5531_and_never_are_silence() {
     let dir = tempfile::tempdir().unwrap();
-    let nfsd = Nfsd::exporting(dir.path());
-    let mut c = Raw::connect(nfsd.addr());
+    let nfsd = Nfsd::exporting(dir.path()).unwrap();
+    let mut c = Raw::connect(nfsd.addr);
     let sys = auth_sys_body();
     let sys = OpaqueAuth {
         flavor: flavor::AUTH_SYS,

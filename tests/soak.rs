@@ -17,13 +17,13 @@
 //! Both write `soak-<server>.csv` and `soak.svg` to `SOAK_OUT` (default
 //! `<target>/soak-short` / `<target>/soak`).
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common;
+use crate::support::server::ServerProc;
 
 /// What a soak run holds.
 #[derive(Debug, Clone)]
@@ -70,36 +70,6 @@ struct Sample {
     requests: u64,
 }
 
-/// A child process killed when dropped.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn spawn(cmd: &mut Command) -> Proc {
-    let child = cmd
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
-    Proc(child)
-}
-
-fn wait_listening(addr: SocketAddr, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "{what} does not listen on {addr}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 fn local(port: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], port))
 }
@@ -107,36 +77,31 @@ fn local(port: u16) -> SocketAddr {
 /// A started server under test: the measured process, its metrics address, the URL the
 /// load targets, and anything else that must live as long.
 struct Running {
-    measured: Proc,
+    measured: ServerProc,
     metrics: SocketAddr,
     url: String,
-    _others: Vec<Proc>,
+    _others: Vec<ServerProc>,
 }
 
-fn rustnfs(export: &Path) -> (Proc, u16, SocketAddr) {
+fn rustnfs(export: &Path) -> (ServerProc, u16, SocketAddr) {
     let (port, metrics) = (common::free_port(), local(common::free_port()));
-    let p = spawn(
-        Command::new(common::workspace_bin("rustnfs", "rustnfs"))
-            .arg("--export")
-            .arg(export)
-            .args(["--listen", &local(port).to_string()])
-            .args(["--metrics", &metrics.to_string()]),
-    );
-    wait_listening(local(port), "rustnfs");
-    wait_listening(metrics, "rustnfs metrics");
+    let p = ServerProc::binary("rustnfs", "rustnfs", local(port))
+        .args([std::ffi::OsStr::new("--export"), export.as_os_str()])
+        .args(["--listen", &local(port).to_string()])
+        .args(["--metrics", &metrics.to_string()])
+        .also_ready(metrics)
+        .start();
     (p, port, metrics)
 }
 
-fn httpd(backend: &[&str]) -> (Proc, u16, SocketAddr) {
+fn httpd(backend: &[&str]) -> (ServerProc, u16, SocketAddr) {
     let (port, metrics) = (common::free_port(), local(common::free_port()));
-    let p = spawn(
-        Command::new(common::workspace_bin("httpd", "httpd"))
-            .args(backend)
-            .args(["--listen", &local(port).to_string()])
-            .args(["--metrics", &metrics.to_string()]),
-    );
-    wait_listening(local(port), "httpd");
-    wait_listening(metrics, "httpd metrics");
+    let p = ServerProc::binary("httpd", "httpd", local(port))
+        .args(backend)
+        .args(["--listen", &local(port).to_string()])
+        .args(["--metrics", &metrics.to_string()])
+        .also_ready(metrics)
+        .start();
     (p, port, metrics)
 }
 
@@ -177,40 +142,19 @@ fn start(server: Server, root: &Path) -> Running {
 }
 
 fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
-}
-
-fn open_fds(pid: u32) -> u64 {
-    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count() as u64)
-}
-
-/// Open descriptors of `pid` that are sockets (`socket:[inode]` links).
-fn open_sockets(pid: u32) -> u64 {
-    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| {
-        d.filter_map(Result::ok)
-            .filter(|e| {
-                std::fs::read_link(e.path())
-                    .is_ok_and(|l| l.to_string_lossy().starts_with("socket:"))
-            })
-            .count() as u64
-    })
+    lab::sampler::rss_bytes(pid).unwrap_or(0) / 1024
 }
 
 /// The server's cumulative latency snapshot from its metrics endpoint.
 fn metrics_snapshot(addr: SocketAddr) -> Option<latency::snapshot::Snapshot> {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    s.write_all(b"GET /metrics.json HTTP/1.0\r\nHost: x\r\n\r\n")
-        .ok()?;
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).ok()?;
-    let split = raw.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
-    let v: serde_json::Value = serde_json::from_slice(&raw[split..]).ok()?;
+    let r = lab::http::request(
+        addr,
+        b"GET /metrics.json HTTP/1.0\r\nHost: x\r\n\r\n",
+        Duration::from_secs(2),
+        Duration::from_secs(5),
+    )
+    .ok()?;
+    let v: serde_json::Value = serde_json::from_slice(&r.body).ok()?;
     latency::snapshot::Snapshot::from_json(&v).ok()
 }
 
@@ -247,8 +191,8 @@ fn sample_loop(pid: u32, metrics: SocketAddr, interval: Duration, until: Instant
         out.push(Sample {
             t: start.elapsed().as_secs_f64(),
             rss_kib: rss_kib(pid),
-            fds: open_fds(pid),
-            sockets: open_sockets(pid),
+            fds: lab::sampler::open_fds(pid),
+            sockets: lab::sampler::open_sockets(pid),
             p99_ms: series
                 .as_ref()
                 .filter(|s| s.count() > 0)
@@ -305,7 +249,7 @@ struct Outcome {
 
 fn soak(server: Server, spec: &Spec, data: &Path, out: &Path) -> Outcome {
     let run = start(server, data);
-    let pid = run.measured.0.id();
+    let pid = run.measured.pid().unwrap() as u32;
     let total = spec.warmup + spec.measure;
     let json = out.join(format!("load-{}.json", server.name()));
     let servelab = common::workspace_bin("servelab", "servelab");
@@ -318,12 +262,12 @@ fn soak(server: Server, spec: &Spec, data: &Path, out: &Path) -> Outcome {
         .arg(&json)
         .arg(&run.url);
     let until = Instant::now() + total;
-    let load = spawn(&mut load);
+    load.stdout(Stdio::null()).stderr(Stdio::null());
+    let mut load = lab::process::Supervised::spawn("servelab load", &mut load, None).unwrap();
     let samples = sample_loop(pid, run.metrics, spec.interval, until);
-    let mut load = load;
     let deadline = Instant::now() + Duration::from_secs(60);
     let status = loop {
-        if let Some(s) = load.0.try_wait().unwrap() {
+        if let Some(s) = load.try_wait() {
             break s;
         }
         assert!(
@@ -480,7 +424,7 @@ fn run_all(spec: &Spec, parallel: bool, out: &Path) {
     // enough to go through httpd's streamed/sendfile path (above its inline limit).
     std::fs::write(
         tmp.path().join("soak.bin"),
-        common::pseudo_random_bytes(64 << 10, 14),
+        lab::dataset::pseudo_random_bytes(64 << 10, 14),
     )
     .unwrap();
     let data = tmp.path();

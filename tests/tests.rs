@@ -1,8 +1,10 @@
 //! End-to-end tests: servelab's parts against real, unmodified clients and servers.
 //!
-//! One test target, one module per area; `common` holds the shared helpers (temporary
-//! datasets, free ports, external tools that must be present in CI and are skipped with a
-//! message elsewhere).
+//! One test target, one module per area. They stand on the harness crate (`lab`:
+//! supervised children, peers such as NFS-Ganesha, the seeded dataset generator, the
+//! HTTP client, our servers in-process); `common` holds the small helpers on top of it
+//! (external tools that must be present in CI and are skipped with a message elsewhere,
+//! workspace binaries), `support` the fixtures, one job per module.
 
 mod common;
 mod crash;
@@ -11,6 +13,7 @@ mod faults;
 mod httpd;
 mod kernel_nfs;
 mod loadgen;
+mod nfsclient;
 mod rustnfs;
 mod rustnfs_hostile;
 mod soak;

@@ -5,8 +5,9 @@
 
 use std::time::{Duration, Instant};
 
-use benches::{HttpClient, Lab, SMALL, SMALL_BYTES};
+use benches::{HTTP_TIMEOUT, Lab, SMALL, SMALL_BYTES};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use lab::http::Connection;
 use loadgen::{LoadPlan, Schedule};
 
 fn per_request(c: &mut Criterion) {
@@ -23,23 +24,16 @@ fn per_request(c: &mut Criterion) {
             report.duration
         })
     });
-    let mut client = HttpClient::connect(lab.http_local).unwrap();
+    let mut client = Connection::connect(lab.http_local, HTTP_TIMEOUT).unwrap();
     g.bench_function("minimal_client", |b| {
-        b.iter(|| assert_eq!(client.get(&format!("/{SMALL}")).unwrap(), SMALL_BYTES))
+        b.iter(|| assert_eq!(client.get_len(&format!("/{SMALL}")).unwrap(), SMALL_BYTES))
     });
     g.finish();
 
     // tcp://: bytes per second through loadgen's client against its own sink.
-    let (addr, stop) = lab.rt.block_on(async {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(loadgen::tcp::serve(listener, 128 * 1024, async move {
-            let _ = rx.await;
-        }));
-        (addr, tx)
-    });
     let block = 128 * 1024;
+    let sink = lab::inproc::TcpServer::tcp_on(Some(lab.rt.handle()), block).unwrap();
+    let addr = sink.addr;
     let mut g = c.benchmark_group("loadgen/tcp");
     g.throughput(Throughput::Bytes(block as u64));
     g.bench_function("write_128KiB", |b| {
@@ -58,7 +52,7 @@ fn per_request(c: &mut Criterion) {
         })
     });
     g.finish();
-    let _ = stop.send(());
+    drop(sink);
 }
 
 criterion_group!(benches, per_request);

@@ -1,28 +1,17 @@
-//! Helpers shared by the end-to-end tests.
+//! Helpers shared by the end-to-end tests, on the harness crate (`lab`): external tools
+//! that must be present in CI, building workspace binaries, the dataset.
 
 #![allow(dead_code)]
 
-use std::io::Write as _;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-/// True when running under CI (`CI=true`), where every external tool must be present.
-pub fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false")
-}
 
 /// Finds an external program. Missing under CI is a failure (`.ci/run` installs it);
 /// missing on a developer's machine skips the test with a message.
 pub fn require_tool(name: &str) -> Option<PathBuf> {
-    let found = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .chain(["/usr/sbin".into(), "/sbin".into()])
-            .map(|dir| dir.join(name))
-            .find(|p| p.is_file())
-    });
+    let found = lab::find_program(name);
     if found.is_none() {
-        if in_ci() {
+        if lab::in_ci() {
             panic!("{name} is required in CI (.ci/run installs it) but was not found");
         }
         eprintln!("SKIP: {name} is not installed (see README: Testing)");
@@ -30,42 +19,39 @@ pub fn require_tool(name: &str) -> Option<PathBuf> {
     found
 }
 
-/// A TCP port on 127.0.0.1 that was free a moment ago (for external servers that must be
-/// told a port; our own servers take an already-bound listener instead).
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Deterministic pseudo-random bytes (xorshift), so a failing checksum is reproducible.
-pub fn pseudo_random_bytes(len: usize, seed: u64) -> Vec<u8> {
-    let mut state = seed | 1;
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        out.extend_from_slice(&state.to_le_bytes());
+/// What a harness start-up gave: the value, or `None` (after `SKIP:`) when the machine
+/// lacks the program ([`lab::LabError::Missing`]; under CI that is a failure). Any
+/// other error fails the test.
+pub fn available<T>(started: lab::Result<T>) -> Option<T> {
+    match started {
+        Ok(v) => Some(v),
+        Err(lab::LabError::Missing(why)) => {
+            if lab::in_ci() {
+                panic!("required in CI (.ci/run installs it): {why}");
+            }
+            eprintln!("SKIP: {why} (see README: Testing)");
+            None
+        }
+        Err(e) => panic!("{e}"),
     }
-    out.truncate(len);
-    out
 }
 
-/// Writes the original experiment's dataset into `dir`: `index.html` and a 10 MiB
-/// `testfile.bin` of random bytes, plus a 4 KiB `small.bin`. Returns `dir`.
+/// A TCP port on 127.0.0.1 that was free a moment ago (for servers that must be told a
+/// port; our own in-process servers bind 127.0.0.1:0 instead).
+pub fn free_port() -> u16 {
+    lab::free_port().unwrap()
+}
+
+/// Writes the original experiment's dataset into `dir` with the harness's generator:
+/// `index.html`, a 10 MiB `testfile.bin` and a 4 KiB `small.bin`. Returns `dir`.
 pub fn write_dataset(dir: &Path) -> PathBuf {
-    std::fs::create_dir_all(dir).unwrap();
-    std::fs::write(
-        dir.join("index.html"),
-        "<!doctype html><title>servelab</title><p>It works.</p>\n",
-    )
-    .unwrap();
-    let mut f = std::fs::File::create(dir.join("testfile.bin")).unwrap();
-    f.write_all(&pseudo_random_bytes(10 << 20, 42)).unwrap();
-    std::fs::write(dir.join("small.bin"), pseudo_random_bytes(4096, 7)).unwrap();
+    let spec = lab::dataset::DatasetSpec {
+        large_bytes: 10 << 20,
+        small_bytes: 4096,
+        small_set_files: 0,
+        seed: 42,
+    };
+    lab::dataset::generate(dir, spec).unwrap();
     dir.to_path_buf()
 }
 
@@ -81,6 +67,20 @@ pub fn run_ok(cmd: &mut Command) -> std::process::Output {
         String::from_utf8_lossy(&out.stderr)
     );
     out
+}
+
+/// Runs a command to completion: (exit code, stdout followed by stderr, time taken).
+pub fn run_timed(cmd: &mut Command) -> (i32, String, std::time::Duration) {
+    let t = std::time::Instant::now();
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(-1), text, t.elapsed())
 }
 
 /// Builds a workspace binary (`cargo build -p PACKAGE --bin NAME`, same profile and target
@@ -112,90 +112,6 @@ pub fn workspace_bin(package: &str, name: &str) -> PathBuf {
     path
 }
 
-/// rustnfs running in-process on its own tokio runtime on 127.0.0.1:0; stopped
-/// (gracefully) on drop. Shared by the rustnfs, httpd and loadgen tests.
-pub struct Nfsd {
-    pub port: u16,
-    pub registry: std::sync::Arc<latency::Registry>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    done: Option<std::sync::mpsc::Receiver<Result<(), rustnfs::Error>>>,
-    rt: Option<tokio::runtime::Runtime>,
-}
-
-impl Nfsd {
-    pub fn start(config: rustnfs::Config) -> Nfsd {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let listener = rt
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let registry = latency::Registry::new("rustnfs_nfs");
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let (done_tx, done) = std::sync::mpsc::channel();
-        let reg = registry.clone();
-        rt.spawn(async move {
-            let shutdown = async {
-                let _ = stopped.await;
-            };
-            let r = rustnfs::serve(listener, config, reg, shutdown).await;
-            let _ = done_tx.send(r);
-        });
-        Nfsd {
-            port,
-            registry,
-            stop: Some(stop),
-            done: Some(done),
-            rt: Some(rt),
-        }
-    }
-
-    /// rustnfs with default settings exporting `export`.
-    pub fn exporting(export: &Path) -> Nfsd {
-        Nfsd::start(rustnfs::Config::new(export))
-    }
-
-    /// A libnfs URL; `path` is taken as is (`/` for the export, `//file` for a file in it).
-    pub fn url(&self, path: &str) -> String {
-        format!(
-            "nfs://127.0.0.1{path}?version=3&nfsport={p}&mountport={p}",
-            p = self.port
-        )
-    }
-
-    /// The export root as `httpd --nfs` and `nfsclient` take it.
-    pub fn export_url(&self) -> String {
-        format!("nfs://127.0.0.1:{}/", self.port)
-    }
-
-    pub fn addr(&self) -> std::net::SocketAddr {
-        std::net::SocketAddr::from(([127, 0, 0, 1], self.port))
-    }
-
-    /// Stops the server and returns what `serve` returned.
-    pub fn stop(mut self) -> Result<(), rustnfs::Error> {
-        self.stop.take().unwrap().send(()).unwrap();
-        self.done
-            .take()
-            .unwrap()
-            .recv_timeout(std::time::Duration::from_secs(20))
-            .expect("serve did not return after shutdown")
-    }
-}
-
-impl Drop for Nfsd {
-    fn drop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        if let Some(d) = self.done.take() {
-            let _ = d.recv_timeout(std::time::Duration::from_secs(20));
-        }
-        if let Some(rt) = self.rt.take() {
-            rt.shutdown_timeout(std::time::Duration::from_secs(5));
-        }
-    }
-}
+/// rustnfs in-process (the harness's fixture), shared by the rustnfs, httpd and
+/// loadgen tests.
+pub use lab::inproc::Nfsd;

@@ -10,11 +10,12 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::hash::{Hash, Hasher};
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+
+use lab::process::Supervised;
 
 use crate::common;
 
@@ -83,14 +84,14 @@ impl Vm {
         common::require_tool("cpio")?;
         let Some(kernel) = Kernel::find() else {
             let msg = "no kernel with /lib/modules/V and /boot/vmlinuz-V (linux-image-amd64)";
-            if common::in_ci() {
+            if lab::in_ci() {
                 panic!("{msg} is required in CI (.ci/run installs it)");
             }
             eprintln!("SKIP: {msg}");
             return None;
         };
         if let Err(e) = check_static(Path::new(BUSYBOX)) {
-            if common::in_ci() {
+            if lab::in_ci() {
                 panic!("busybox-static is required in CI (.ci/run installs it): {e}");
             }
             eprintln!("SKIP: busybox-static: {e}");
@@ -121,38 +122,31 @@ impl Vm {
         // machine qemu -accel kvm hangs before the kernel starts).
         let accel = std::env::var("SERVELAB_QEMU_ACCEL").unwrap_or_else(|_| "tcg".into());
         let start = Instant::now();
-        let child = Command::new(&self.qemu)
-            .args(["-accel", &accel, "-m", "512", "-smp", "1"])
-            .args(["-nographic", "-no-reboot"])
-            .arg("-kernel")
-            .arg(&self.kernel.image)
-            .arg("-initrd")
-            .arg(&self.initramfs)
-            .arg("-append")
-            .arg(&append)
-            .args(["-netdev", "user,id=n0", "-device", "e1000,netdev=n0"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {}: {e}", self.qemu.display()));
-        let mut qemu = Qemu(child);
-        let mut stdout = qemu.0.stdout.take().unwrap();
-        let mut stderr = qemu.0.stderr.take().unwrap();
-        let out = std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            let _ = stdout.read_to_end(&mut buf);
-            buf
-        });
-        let err = std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            let _ = stderr.read_to_end(&mut buf);
-            buf
-        });
+        // The console and qemu's messages go to files (read once it is gone).
+        let out_file = tempfile::NamedTempFile::new().unwrap();
+        let err_file = tempfile::NamedTempFile::new().unwrap();
+        let mut qemu = Supervised::spawn(
+            "qemu",
+            Command::new(&self.qemu)
+                .args(["-accel", &accel, "-m", "512", "-smp", "1"])
+                .args(["-nographic", "-no-reboot"])
+                .arg("-kernel")
+                .arg(&self.kernel.image)
+                .arg("-initrd")
+                .arg(&self.initramfs)
+                .arg("-append")
+                .arg(&append)
+                .args(["-netdev", "user,id=n0", "-device", "e1000,netdev=n0"])
+                .stdin(Stdio::null())
+                .stdout(out_file.reopen().unwrap())
+                .stderr(err_file.reopen().unwrap()),
+            Some(err_file.path()),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
         let deadline = start + timeout;
         let mut timed_out = false;
         loop {
-            if qemu.0.try_wait().ok().flatten().is_some() {
+            if qemu.try_wait().is_some() {
                 break;
             }
             if Instant::now() > deadline {
@@ -162,9 +156,10 @@ impl Vm {
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        drop(qemu);
-        let console = clean_console(&out.join().unwrap_or_default());
-        let stderr = String::from_utf8_lossy(&err.join().unwrap_or_default()).into_owned();
+        qemu.kill();
+        let console = clean_console(&std::fs::read(out_file.path()).unwrap_or_default());
+        let stderr = String::from_utf8_lossy(&std::fs::read(err_file.path()).unwrap_or_default())
+            .into_owned();
         VmRun {
             console,
             stderr,
@@ -189,24 +184,6 @@ pub struct VmRun {
     pub stderr: String,
     pub elapsed: Duration,
     pub timed_out: bool,
-}
-
-/// qemu, killed on drop.
-struct Qemu(Child);
-
-impl Qemu {
-    fn kill(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Drop for Qemu {
-    fn drop(&mut self) {
-        if self.0.try_wait().ok().flatten().is_none() {
-            self.kill();
-        }
-    }
 }
 
 /// The console as text: `\r` removed and terminal escape sequences (CSI `ESC [ … final`,

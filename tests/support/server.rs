@@ -1,119 +1,170 @@
-//! The rustnfs binary as a child process that a test can SIGKILL, SIGSTOP and restart on
-//! the same port (optionally inside a network namespace); killed on drop.
+//! Our binaries (rustnfs, httpd) as children a test can SIGKILL, SIGSTOP and restart on
+//! the same address (optionally inside a network namespace), on the harness's
+//! supervisor (`lab::process::Supervised`: dies with the test, log tail on a failed
+//! start); killed on drop.
 
-use std::net::{SocketAddr, TcpStream};
+use std::ffi::OsString;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use lab::process::Supervised;
 
 use crate::common;
 
-/// A running rustnfs binary.
-pub struct ServerProc {
-    child: Option<Child>,
+/// How to start a binary: built once with [`ServerProc::binary`], then
+/// [`Spec::start`]ed.
+pub struct Spec {
+    name: String,
     /// Resolved once: `workspace_bin` holds a process-wide lock while any test builds a
     /// binary, and a restart must not wait for that.
     bin: PathBuf,
-    pub addr: SocketAddr,
-    export: PathBuf,
+    args: Vec<OsString>,
+    addr: SocketAddr,
+    /// Further addresses that must accept too (a metrics port).
+    also: Vec<SocketAddr>,
     netns: Option<String>,
-    log: PathBuf,
+    /// Where stdout and stderr go (appended); discarded when `None`.
+    log: Option<PathBuf>,
+    rust_log: &'static str,
 }
 
-impl ServerProc {
-    /// Starts `rustnfs --export EXPORT --listen ADDR` (inside `netns` when given, via
-    /// `ip netns exec`, which execs so the pid is rustnfs's) and waits until it accepts.
-    /// Its output goes to `log`.
-    pub fn start(export: &Path, addr: SocketAddr, netns: Option<&str>, log: &Path) -> ServerProc {
+impl Spec {
+    pub fn args<I, S>(mut self, args: I) -> Spec
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    /// Also wait for `addr` to accept before the start counts as done.
+    pub fn also_ready(mut self, addr: SocketAddr) -> Spec {
+        self.also.push(addr);
+        self
+    }
+
+    /// Run inside network namespace `ns` (`ip netns exec`, which execs, so the pid is
+    /// the server's).
+    pub fn netns(mut self, ns: Option<&str>) -> Spec {
+        self.netns = ns.map(str::to_string);
+        self
+    }
+
+    pub fn log(mut self, path: &Path) -> Spec {
+        self.log = Some(path.to_path_buf());
+        self
+    }
+
+    /// `RUST_LOG` for the child (`warn` unless set).
+    pub fn rust_log(mut self, level: &'static str) -> Spec {
+        self.rust_log = level;
+        self
+    }
+
+    /// Starts it and waits (20 s at most) until every address accepts.
+    pub fn start(self) -> ServerProc {
         let mut s = ServerProc {
+            spec: self,
             child: None,
-            bin: common::workspace_bin("rustnfs", "rustnfs"),
-            addr,
-            export: export.to_path_buf(),
-            netns: netns.map(str::to_string),
-            log: log.to_path_buf(),
         };
         s.spawn();
         s
     }
+}
 
-    fn spawn(&mut self) {
-        let bin = &self.bin;
-        let mut cmd = match &self.netns {
-            Some(ns) => {
-                let mut c = Command::new("ip");
-                c.args(["netns", "exec", ns]).arg(bin);
-                c
-            }
-            None => Command::new(bin),
-        };
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.log)
-            .unwrap();
-        cmd.arg("--export")
-            .arg(&self.export)
-            .arg("--listen")
-            .arg(self.addr.to_string())
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log);
-        self.child = Some(cmd.spawn().expect("cannot start rustnfs"));
-        if let Err(e) = self.wait_ready(Duration::from_secs(20)) {
-            panic!(
-                "{e}; log:\n{}",
-                std::fs::read_to_string(&self.log).unwrap_or_default()
-            );
+/// A running binary of ours.
+pub struct ServerProc {
+    spec: Spec,
+    child: Option<Supervised>,
+}
+
+impl ServerProc {
+    /// `package`'s binary `name`, which will listen on `addr` once started.
+    pub fn binary(package: &str, name: &str, addr: SocketAddr) -> Spec {
+        Spec {
+            name: name.to_string(),
+            bin: common::workspace_bin(package, name),
+            args: Vec::new(),
+            addr,
+            also: Vec::new(),
+            netns: None,
+            log: None,
+            rust_log: "warn",
         }
     }
 
-    /// Waits until the port accepts a TCP connection; returns how long that took.
-    pub fn wait_ready(&mut self, timeout: Duration) -> Result<Duration, String> {
-        let start = Instant::now();
-        loop {
-            if TcpStream::connect_timeout(&self.addr, Duration::from_millis(200)).is_ok() {
-                return Ok(start.elapsed());
+    /// `rustnfs --export EXPORT --listen ADDR` (inside `netns` when given), its output
+    /// appended to `log`.
+    pub fn start(export: &Path, addr: SocketAddr, netns: Option<&str>, log: &Path) -> ServerProc {
+        ServerProc::binary("rustnfs", "rustnfs", addr)
+            .args([OsString::from("--export"), export.into()])
+            .args(["--listen".to_string(), addr.to_string()])
+            .netns(netns)
+            .log(log)
+            .start()
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.spec.addr
+    }
+
+    fn spawn(&mut self) {
+        let spec = &self.spec;
+        let mut cmd = match &spec.netns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns]).arg(&spec.bin);
+                c
             }
-            if let Some(st) = self
-                .child
-                .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten())
-            {
-                return Err(format!("rustnfs exited at start-up: {st}"));
+            None => Command::new(&spec.bin),
+        };
+        cmd.args(&spec.args)
+            .env("RUST_LOG", spec.rust_log)
+            .stdin(Stdio::null());
+        match &spec.log {
+            Some(path) => {
+                let log = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .unwrap();
+                cmd.stdout(log.try_clone().unwrap()).stderr(log);
             }
-            if start.elapsed() > timeout {
-                return Err(format!(
-                    "rustnfs did not accept on {} in {timeout:?}",
-                    self.addr
-                ));
+            None => {
+                cmd.stdout(Stdio::null()).stderr(Stdio::null());
             }
-            std::thread::sleep(Duration::from_millis(10));
         }
+        let mut child = Supervised::spawn(&spec.name, &mut cmd, spec.log.as_deref()).unwrap();
+        let mut ready = vec![spec.addr];
+        ready.extend(&spec.also);
+        if let Err(e) = child.wait_ready(&ready, Duration::from_secs(20)) {
+            panic!("{e}");
+        }
+        self.child = Some(child);
     }
 
     pub fn pid(&self) -> Option<i32> {
-        self.child.as_ref().map(|c| c.id() as i32)
+        self.child.as_ref().map(|c| c.pid() as i32)
     }
 
-    /// Sends `sig` to this rustnfs (and only it).
-    pub fn signal(&self, sig: i32) {
-        if let Some(pid) = self.pid() {
-            // SAFETY: kill(2) of the child this value started.
-            unsafe { libc::kill(pid, sig) };
+    /// Sends `sig` to this server (and only it).
+    pub fn signal(&mut self, sig: i32) {
+        if let Some(c) = self.child.as_mut() {
+            c.signal(sig);
         }
     }
 
     /// SIGKILL, then reap.
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
+            c.kill();
         }
     }
 
-    /// Starts the binary again on the same export and address; returns the time until it
+    /// Starts the binary again with the same arguments; returns the time until it
     /// accepted.
     pub fn restart(&mut self) -> Duration {
         self.kill();
@@ -130,16 +181,9 @@ impl ServerProc {
 
 /// Resident memory (kB, VmRSS) and the number of open descriptors of `pid`.
 pub fn proc_rss_kb_and_fds(pid: i32) -> Option<(u64, usize)> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let rss = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()?;
-    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?.count();
-    Some((rss, fds))
+    let pid = pid as u32;
+    let rss = lab::sampler::rss_bytes(pid)? / 1024;
+    Some((rss, lab::sampler::open_fds(pid) as usize))
 }
 
 impl Drop for ServerProc {

@@ -1,4 +1,6 @@
-//! The files every scenario serves: generated reproducibly from a seed, or the user's own.
+//! The files every scenario serves: generated reproducibly from a seed, or the user's own;
+//! and the one seeded generator ([`Rng`], [`pseudo_random_bytes`]) tests use for their
+//! own files, so a failing checksum is reproducible.
 
 use std::fs;
 use std::io::{self, Write as _};
@@ -47,14 +49,19 @@ impl Default for DatasetSpec {
 }
 
 /// Writes `index.html`, the large file, the small file and `small/NNNN.bin` into `root`
-/// (which must be empty or absent). The same seed always gives the same bytes.
+/// (which must be empty or absent). The same seed always gives the same bytes. With
+/// `small_set_files == 0` there is no `small/` directory (the original experiment's
+/// three files, as the end-to-end tests use them).
 pub fn generate(root: &Path, spec: DatasetSpec) -> io::Result<DatasetInfo> {
-    fs::create_dir_all(root.join("small"))?;
+    fs::create_dir_all(root)?;
+    if spec.small_set_files > 0 {
+        fs::create_dir_all(root.join("small"))?;
+    }
     fs::write(
         root.join("index.html"),
         "<!doctype html>\n<title>servelab</title>\n<p>servelab test page.</p>\n",
     )?;
-    let mut rng = XorShift::new(spec.seed);
+    let mut rng = Rng::new(spec.seed);
     write_random(&root.join(LARGE_FILE), spec.large_bytes, &mut rng)?;
     write_random(&root.join(SMALL_FILE), spec.small_bytes, &mut rng)?;
     for i in 0..spec.small_set_files {
@@ -142,7 +149,7 @@ fn walk(root: &Path) -> io::Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-fn write_random(path: &Path, len: u64, rng: &mut XorShift) -> io::Result<()> {
+fn write_random(path: &Path, len: u64, rng: &mut Rng) -> io::Result<()> {
     let mut f = io::BufWriter::with_capacity(1 << 20, fs::File::create(path)?);
     let mut left = len;
     while left > 0 {
@@ -154,21 +161,43 @@ fn write_random(path: &Path, len: u64, rng: &mut XorShift) -> io::Result<()> {
     f.flush()
 }
 
-/// xorshift64: tiny, fast and fully determined by its seed — all a test file needs.
-struct XorShift(u64);
+/// `len` bytes from [`Rng::new`]`(seed)`, little-endian words: the same bytes
+/// [`generate`] writes for a file that starts a fresh generator.
+pub fn pseudo_random_bytes(len: usize, seed: u64) -> Vec<u8> {
+    let mut rng = Rng::new(seed);
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        out.extend_from_slice(&rng.next().to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
 
-impl XorShift {
-    fn new(seed: u64) -> Self {
-        XorShift(seed | 1)
+/// xorshift64: tiny, fast and fully determined by its seed — all a test file (or a
+/// test's choice of offsets and lengths) needs. Not for anything secret.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator for `seed` (0 is allowed: the state is forced odd).
+    pub fn new(seed: u64) -> Self {
+        Rng(seed | 1)
     }
 
-    fn next(&mut self) -> u64 {
+    /// The next 64 pseudo-random bits.
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> u64 {
         let mut x = self.0;
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
         self.0 = x;
         x
+    }
+
+    /// Uniform enough in `lo..=hi` for picking test parameters.
+    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.next() % (hi - lo + 1)
     }
 }
 
@@ -193,6 +222,18 @@ mod tests {
         assert_eq!(read(a.path()).len(), 100_003);
         assert_eq!(info.small_set_files, 3);
         assert!(a.path().join("small/0002.bin").exists());
+
+        // A file written alone is the generator's stream from its seed.
+        let one = tempfile::tempdir().unwrap();
+        let spec1 = DatasetSpec {
+            large_bytes: 1003,
+            small_bytes: 0,
+            small_set_files: 0,
+            seed: 9,
+        };
+        generate(one.path(), spec1).unwrap();
+        assert_eq!(read(one.path()), pseudo_random_bytes(1003, 9));
+        assert!(!one.path().join("small").exists());
 
         let described = describe_existing(a.path()).unwrap();
         assert_eq!(described.large_file, LARGE_FILE);

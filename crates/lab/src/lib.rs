@@ -11,12 +11,17 @@
 //! - [`environment`]: what the machine was, and how busy ([`environment::Noise`]).
 //! - [`sampler`]: RSS, CPU, context switches and open files of a process tree (or a
 //!   cgroup), sampled during a run.
-//! - [`http`]: one small blocking HTTP/1.0 GET for scraping and byte checks.
+//! - [`http`]: the one small blocking HTTP/1 client: a GET or raw request per
+//!   connection for scraping and byte checks, a keep-alive [`http::Connection`].
+//! - `inproc` (feature `inproc`): rustnfs and httpd running in-process on loopback, for
+//!   tests and benches.
 //! - [`free_port`], [`find_program`], [`in_ci`]: the small things every caller needs.
 
 pub mod dataset;
 pub mod environment;
 pub mod http;
+#[cfg(feature = "inproc")]
+pub mod inproc;
 pub mod peers;
 pub mod process;
 pub mod sampler;

@@ -119,6 +119,10 @@ pub struct ExternalServer {
     pub addr: SocketAddr,
     /// The second port of servers that have one (Ganesha's MOUNT port).
     pub extra_port: Option<u16>,
+    /// The directory it serves or exports.
+    root: PathBuf,
+    /// How it was started, to start it again on the same ports ([`ExternalServer::restart`]).
+    launch: Launch,
     // Field order matters: the child stops before its work directory goes.
     child: Supervised,
     _workdir: tempfile::TempDir,
@@ -127,6 +131,67 @@ pub struct ExternalServer {
 impl ExternalServer {
     pub fn pid(&self) -> u32 {
         self.child.pid()
+    }
+
+    /// The directory it serves (HTTP) or exports (NFS).
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// SIGKILL now, as a crash would; its ports and configuration are kept for
+    /// [`ExternalServer::restart`].
+    pub fn kill(&mut self) {
+        self.child.kill();
+    }
+
+    /// Starts it again on the same ports with the same configuration (after
+    /// [`ExternalServer::kill`], or stopping a running one first) and waits until it
+    /// accepts. Ganesha's restart holds the start-up lock and retries like its start.
+    pub fn restart(&mut self) -> Result<()> {
+        self.child.kill();
+        let _lock = self.launch.serialised.then(ganesha_lock).transpose()?;
+        let mut last = None;
+        for _ in 0..self.launch.attempts() {
+            match self.launch.start() {
+                Ok(child) => {
+                    self.child = child;
+                    return Ok(());
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.expect("at least one attempt was made"))
+    }
+}
+
+/// A program, its arguments and the ports that must accept before it counts as up.
+struct Launch {
+    name: &'static str,
+    program: PathBuf,
+    args: Vec<std::ffi::OsString>,
+    log: PathBuf,
+    ready: Vec<SocketAddr>,
+    /// Whether start-ups hold the cross-process Ganesha lock and are retried.
+    serialised: bool,
+}
+
+impl Launch {
+    fn attempts(&self) -> usize {
+        if self.serialised { 3 } else { 1 }
+    }
+
+    /// Starts the server and waits until it accepts on every ready port or exits, or
+    /// 15 s pass.
+    fn start(&self) -> Result<Supervised> {
+        let mut cmd = Command::new(&self.program);
+        cmd.args(&self.args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let mut child = Supervised::spawn(self.name, &mut cmd, Some(&self.log))?
+            .with_grace(Duration::from_secs(5));
+        child.wait_ready(&self.ready, Duration::from_secs(15))?;
+        Ok(child)
     }
 }
 
@@ -148,12 +213,13 @@ pub fn start_nginx(root: &Path) -> Result<ExternalServer> {
     );
     let conf_path = dir.path().join("nginx.conf");
     write_config(&conf_path, &conf)?;
-    let mut cmd = Command::new(program);
-    cmd.arg("-c")
-        .arg(&conf_path)
-        .arg("-e")
-        .arg(dir.path().join("error.log"));
-    finish_start("nginx", cmd, dir, port, None, "error.log")
+    let args = vec![
+        "-c".into(),
+        conf_path.into(),
+        "-e".into(),
+        dir.path().join("error.log").into(),
+    ];
+    finish_start("nginx", program, args, dir, root, (port, None), "error.log")
 }
 
 /// Starts Apache 2.4 (event MPM, sendfile on) serving `root` on a free loopback port.
@@ -183,9 +249,16 @@ pub fn start_apache(root: &Path) -> Result<ExternalServer> {
     write_config(&conf_path, &conf)?;
     // Apache's children run as www-data: they must be able to enter the work directory.
     make_traversable(dir.path());
-    let mut cmd = Command::new(program);
-    cmd.arg("-f").arg(&conf_path).arg("-DFOREGROUND");
-    finish_start("apache", cmd, dir, port, None, "error.log")
+    let args = vec!["-f".into(), conf_path.into(), "-DFOREGROUND".into()];
+    finish_start(
+        "apache",
+        program,
+        args,
+        dir,
+        root,
+        (port, None),
+        "error.log",
+    )
 }
 
 /// Where Ganesha start-ups are serialised across processes (see [`start_ganesha`]).
@@ -201,10 +274,7 @@ const GANESHA_LOCK: &str = "/tmp/servelab-ganesha-start.lock";
 pub fn start_ganesha(root: &Path) -> Result<ExternalServer> {
     let program = Baseline::Ganesha.detect()?;
     ensure_rpcbind()?;
-    let lock = std::fs::File::create(GANESHA_LOCK)
-        .map_err(|e| LabError::io(format!("cannot open {GANESHA_LOCK}"), e))?;
-    // SAFETY: flock(2) on a descriptor we own; the lock is released when `lock` drops.
-    unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) };
+    let _lock = ganesha_lock()?;
     let mut last = None;
     for _ in 0..3 {
         match try_start_ganesha(&program, root) {
@@ -213,6 +283,15 @@ pub fn start_ganesha(root: &Path) -> Result<ExternalServer> {
         }
     }
     Err(last.expect("three attempts were made"))
+}
+
+/// Holds [`GANESHA_LOCK`] exclusively until the returned file is dropped.
+fn ganesha_lock() -> Result<std::fs::File> {
+    let lock = std::fs::File::create(GANESHA_LOCK)
+        .map_err(|e| LabError::io(format!("cannot open {GANESHA_LOCK}"), e))?;
+    // SAFETY: flock(2) on a descriptor we own; the lock is released when `lock` drops.
+    unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) };
+    Ok(lock)
 }
 
 fn try_start_ganesha(program: &Path, root: &Path) -> Result<ExternalServer> {
@@ -233,40 +312,55 @@ fn try_start_ganesha(program: &Path, root: &Path) -> Result<ExternalServer> {
     );
     let conf_path = dir.path().join("ganesha.conf");
     write_config(&conf_path, &conf)?;
-    let mut cmd = Command::new(program);
-    cmd.arg("-F")
-        .arg("-f")
-        .arg(&conf_path)
-        .arg("-L")
-        .arg(dir.path().join("ganesha.log"))
-        .arg("-p")
-        .arg(dir.path().join("ganesha.pid"));
-    finish_start("ganesha", cmd, dir, nfs_port, Some(mnt_port), "ganesha.log")
+    let args = vec![
+        "-F".into(),
+        "-f".into(),
+        conf_path.into(),
+        "-L".into(),
+        dir.path().join("ganesha.log").into(),
+        "-p".into(),
+        dir.path().join("ganesha.pid").into(),
+    ];
+    let program = program.to_path_buf();
+    finish_start(
+        "ganesha",
+        program,
+        args,
+        dir,
+        root,
+        (nfs_port, Some(mnt_port)),
+        "ganesha.log",
+    )
 }
 
-/// Starts the server and waits until it accepts on `port` (and `extra_port`) or exits,
-/// or 15 s pass.
+/// Starts the server once (the caller retries) and waits until it accepts on `port`
+/// (and `extra_port`) or exits, or 15 s pass.
 fn finish_start(
     name: &'static str,
-    mut cmd: Command,
+    program: PathBuf,
+    args: Vec<std::ffi::OsString>,
     dir: tempfile::TempDir,
-    port: u16,
-    extra_port: Option<u16>,
+    root: &Path,
+    (port, extra_port): (u16, Option<u16>),
     log: &str,
 ) -> Result<ExternalServer> {
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    let log_path = dir.path().join(log);
-    let mut child =
-        Supervised::spawn(name, &mut cmd, Some(&log_path))?.with_grace(Duration::from_secs(5));
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let mut ready = vec![addr];
     ready.extend(extra_port.map(|p| SocketAddr::from(([127, 0, 0, 1], p))));
-    child.wait_ready(&ready, Duration::from_secs(15))?;
+    let launch = Launch {
+        name,
+        program,
+        args,
+        log: dir.path().join(log),
+        ready,
+        serialised: name == "ganesha",
+    };
+    let child = launch.start()?;
     Ok(ExternalServer {
         addr,
         extra_port,
+        root: root.to_path_buf(),
+        launch,
         child,
         _workdir: dir,
     })

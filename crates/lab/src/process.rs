@@ -161,6 +161,17 @@ impl Supervised {
         }
     }
 
+    /// Sends `sig` to the child (and only it) while it has not been reaped — SIGSTOP and
+    /// SIGCONT for a server that hangs, SIGKILL for one that crashes.
+    pub fn signal(&mut self, sig: i32) {
+        if self.try_wait().is_none() {
+            // SAFETY: kill(2) on our own child, which has not been reaped yet.
+            unsafe {
+                libc::kill(self.child.id() as i32, sig);
+            }
+        }
+    }
+
     /// SIGKILL and reap, now.
     pub fn kill(&mut self) {
         let _ = self.child.kill();

@@ -70,7 +70,8 @@ fn status_field(status: &str, key: &str) -> Option<u64> {
         .ok()
 }
 
-fn rss_bytes(pid: u32) -> Option<u64> {
+/// Resident bytes of one process (`VmRSS`), or `None` when it is gone.
+pub fn rss_bytes(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     Some(status_field(&status, "VmRSS:")? * 1024)
 }
@@ -111,8 +112,39 @@ fn process_counters(pid: u32, ticks: f64) -> Counters {
     c
 }
 
-fn open_fds(pid: u32) -> u64 {
+/// Open file descriptors of one process (0 when it is gone).
+pub fn open_fds(pid: u32) -> u64 {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count() as u64)
+}
+
+/// Open descriptors of one process that are sockets (`socket:[inode]` links).
+pub fn open_sockets(pid: u32) -> u64 {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| {
+        d.filter_map(Result::ok)
+            .filter(|e| {
+                std::fs::read_link(e.path())
+                    .is_ok_and(|l| l.to_string_lossy().starts_with("socket:"))
+            })
+            .count() as u64
+    })
+}
+
+/// Parses the human sizes `docker stats` prints (`1.234MiB`, `512KiB`, `3.1GiB`, `900B`,
+/// `2.5MB`) into bytes.
+pub fn parse_docker_size(text: &str) -> Option<u64> {
+    let split = text.find(|c: char| c.is_ascii_alphabetic())?;
+    let (num, unit) = text.split_at(split);
+    let mult = match unit {
+        "B" => 1.0,
+        "KiB" => 1024.0,
+        "MiB" => 1024.0 * 1024.0,
+        "GiB" => 1024.0 * 1024.0 * 1024.0,
+        "kB" | "KB" => 1e3,
+        "MB" => 1e6,
+        "GB" => 1e9,
+        _ => return None,
+    };
+    Some((num.trim().parse::<f64>().ok()? * mult) as u64)
 }
 
 /// `pid` and every process whose parent chain leads to it.
@@ -319,6 +351,16 @@ impl Drop for Sampler {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn docker_sizes_parse_in_both_unit_systems() {
+        assert_eq!(parse_docker_size("900B"), Some(900));
+        assert_eq!(parse_docker_size("512KiB"), Some(512 * 1024));
+        assert_eq!(parse_docker_size("2.5MB"), Some(2_500_000));
+        assert_eq!(parse_docker_size("1.5GiB"), Some(3 << 29));
+        assert_eq!(parse_docker_size("12"), None);
+        assert_eq!(parse_docker_size("3 parsecs"), None);
+    }
 
     #[test]
     fn counts_children() {
