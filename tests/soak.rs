@@ -3,10 +3,13 @@
 //! p99 are sampled every few seconds and must stay flat.
 //!
 //! *Flat* (after a warm-up, which also lasts until the server holds the 1,000
-//! connections): the mean of the last window of samples is within 10 % of the
+//! connections): the mean of the last window of samples is at most 10 % above the
 //! mean of the first window (window = one minute, or a third of the measured span if
 //! that is shorter), with a small absolute allowance (4 MiB of RSS, 8 descriptors) so
-//! that allocator and scheduler granularity on a short run is not called a leak. RSS and
+//! that allocator and scheduler granularity on a short run is not called a leak. The
+//! check is for growth: a fall is reported (`fell`) but is not a failure — rustnfs
+//! closing the clients' idle second connections at its idle timeout halves its
+//! descriptors mid-run, which is the server doing its job, not a leak. RSS and
 //! descriptors gate the test; p99 is reported with the same verdict but only gates the
 //! long run (`SOAK_GATE_P99=1`), because on a shared 2-core CI machine it measures the
 //! neighbours as much as the server.
@@ -211,7 +214,21 @@ fn sample_loop(pid: u32, metrics: SocketAddr, interval: Duration, until: Instant
 struct Trend {
     first: f64,
     last: f64,
+    /// Did not grow by more than the allowance.
     flat: bool,
+    /// Fell by more than the allowance (reported, not a failure).
+    fell: bool,
+}
+
+impl Trend {
+    /// `flat`, `fell` (flat, and released something) or `GREW`.
+    fn verdict(&self) -> &'static str {
+        match (self.flat, self.fell) {
+            (false, _) => "GREW",
+            (true, true) => "fell",
+            (true, false) => "flat",
+        }
+    }
 }
 
 /// Flatness as defined in the module docs, over the samples taken after `warmup`.
@@ -232,7 +249,8 @@ fn trend(values: &[(f64, f64)], warmup: f64, slack: f64) -> Option<Trend> {
     Some(Trend {
         first,
         last,
-        flat: (last - first).abs() <= first.abs() * 0.10 + slack,
+        flat: last - first <= first.abs() * 0.10 + slack,
+        fell: first - last > first.abs() * 0.10 + slack,
     })
 }
 
@@ -428,16 +446,29 @@ fn run_all(spec: &Spec, parallel: bool, out: &Path) {
     )
     .unwrap();
     let data = tmp.path();
+    // SOAK_SERVERS=httpd-nfs,rustnfs picks some of the servers (default: all three).
+    let chosen: Vec<Server> = match std::env::var("SOAK_SERVERS") {
+        Ok(list) => Server::ALL
+            .iter()
+            .copied()
+            .filter(|s| list.split(',').any(|n| n.trim() == s.name()))
+            .collect(),
+        Err(_) => Server::ALL.to_vec(),
+    };
+    assert!(
+        !chosen.is_empty(),
+        "SOAK_SERVERS names none of rustnfs, httpd-local, httpd-nfs"
+    );
     let outcomes: Vec<Outcome> = if parallel {
         std::thread::scope(|s| {
-            let handles: Vec<_> = Server::ALL
+            let handles: Vec<_> = chosen
                 .iter()
                 .map(|&srv| s.spawn(move || soak(srv, spec, data, out)))
                 .collect();
             handles.into_iter().map(|h| h.join().unwrap()).collect()
         })
     } else {
-        Server::ALL
+        chosen
             .iter()
             .map(|&srv| soak(srv, spec, data, out))
             .collect()
@@ -447,19 +478,19 @@ fn run_all(spec: &Spec, parallel: bool, out: &Path) {
     let mut failures = Vec::new();
     for o in &outcomes {
         let p99 = o.p99.as_ref().map_or("n/a".to_string(), |t| {
-            format!("{:.2} -> {:.2} ms flat={}", t.first, t.last, t.flat)
+            format!("{:.2} -> {:.2} ms {}", t.first, t.last, t.verdict())
         });
         let line = format!(
-            "{}: {} requests, {} failed; RSS {:.1} -> {:.1} MiB flat={}; fds {:.0} -> {:.0} flat={}; p99 {p99}\n",
+            "{}: {} requests, {} failed; RSS {:.1} -> {:.1} MiB {}; fds {:.0} -> {:.0} {}; p99 {p99}\n",
             o.server.name(),
             o.requests,
             o.failed,
             o.rss.first / 1024.0,
             o.rss.last / 1024.0,
-            o.rss.flat,
+            o.rss.verdict(),
             o.fds.first,
             o.fds.last,
-            o.fds.flat,
+            o.fds.verdict(),
         );
         eprint!("{line}");
         summary.push_str(&line);
@@ -564,4 +595,13 @@ fn flatness_catches_growth_and_accepts_noise() {
     )
     .unwrap();
     assert!(steady.flat, "{steady:?}");
+    // Idle connections closed mid-run: half the descriptors go. Not growth.
+    let reaped = trend(
+        &series(&|t| if t < 40.0 { 2015.0 } else { 1015.0 }),
+        10.0,
+        8.0,
+    )
+    .unwrap();
+    assert!(reaped.flat && reaped.fell, "{reaped:?}");
+    assert_eq!(reaped.verdict(), "fell");
 }

@@ -11,7 +11,6 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use nfs3_client::nfs3_types::mount::dirpath;
 use nfs3_client::nfs3_types::nfs3::{
     self, CREATE3args, FSINFO3args, GETATTR3args, LOOKUP3args, MKDIR3args, Nfs3Option, Nfs3Result,
     READ3args, READDIR3args, READDIRPLUS3args, READLINK3args, REMOVE3args, RMDIR3args, WRITE3args,
@@ -19,13 +18,12 @@ use nfs3_client::nfs3_types::nfs3::{
 };
 use nfs3_client::nfs3_types::rpc::{auth_unix, opaque_auth};
 use nfs3_client::nfs3_types::xdr_codec::Opaque;
-use nfs3_client::{MountClient, MountError, RpcError};
+use nfs3_client::{MountError, RpcError};
 use parking_lot::RwLock;
 use tokio::time::Instant;
 
 use crate::fastread::{RawConn, ReadOutcome};
 use crate::pool::{Conn, Pool, connect_tcp, pool_call};
-use crate::rpc_io::RpcIo;
 use crate::{Attr, DirEntry, Error, NfsUrl};
 use bytes::Bytes;
 
@@ -535,21 +533,17 @@ async fn mount(
         deadline.min(Instant::now() + cfg.connect_timeout),
     )
     .await?;
-    let mut mc =
-        MountClient::new_with_auth(RpcIo::new(stream), cred.clone(), opaque_auth::default());
-    let res = tokio::time::timeout_at(
-        deadline,
-        mc.mnt(dirpath(Opaque::borrowed(export.as_bytes()))),
-    )
-    .await
-    .map_err(|_| Error::Timeout {
-        op: "MOUNT",
-        addr: addr.clone(),
-        after: cfg.call_timeout,
-    })?;
+    let mut stream = stream;
+    let res = tokio::time::timeout_at(deadline, crate::mount::mnt(&mut stream, 1, cred, export))
+        .await
+        .map_err(|_| Error::Timeout {
+            op: "MOUNT",
+            addr: addr.clone(),
+            after: cfg.call_timeout,
+        })?;
     match res {
-        Ok(ok) => Ok(nfs_fh3 {
-            data: Opaque::owned(ok.fhandle.0.into_owned()),
+        Ok(handle) => Ok(nfs_fh3 {
+            data: Opaque::owned(handle),
         }),
         Err(MountError::Denied(status)) => Err(Error::MountDenied {
             export: export.to_string(),

@@ -20,6 +20,7 @@ mod fastread;
 /// Entry points for the fuzz targets under `fuzz/` (not a stable API).
 #[doc(hidden)]
 pub mod fuzzing;
+mod mount;
 mod pool;
 mod rpc_io;
 pub mod url;
