@@ -161,7 +161,7 @@ impl Drop for Deployment {
 /// A container's memory as `docker stats` shows it, in bytes.
 pub fn stats_memory(name: &str) -> Option<u64> {
     let text = docker(&["stats", "--no-stream", "--format", "{{.MemUsage}}", name]).ok()?;
-    parse_size(text.split('/').next()?.trim())
+    lab::sampler::parse_docker_size(text.split('/').next()?.trim())
 }
 
 /// The container's cgroup memory peak (cgroup v1 `memory.max_usage_in_bytes`, v2
@@ -174,23 +174,6 @@ pub fn cgroup_peak(name: &str) -> Option<u64> {
     ]
     .iter()
     .find_map(|p| std::fs::read_to_string(p).ok()?.trim().parse().ok())
-}
-
-/// Parses docker's human sizes (`1.234MiB`, `512KiB`, `3.1GiB`, `900B`, `2.5MB`).
-pub fn parse_size(text: &str) -> Option<u64> {
-    let split = text.find(|c: char| c.is_ascii_alphabetic())?;
-    let (num, unit) = text.split_at(split);
-    let mult = match unit {
-        "B" => 1.0,
-        "KiB" => 1024.0,
-        "MiB" => 1024.0 * 1024.0,
-        "GiB" => 1024.0 * 1024.0 * 1024.0,
-        "kB" | "KB" => 1e3,
-        "MB" => 1e6,
-        "GB" => 1e9,
-        _ => return None,
-    };
-    Some((num.trim().parse::<f64>().ok()? * mult) as u64)
 }
 
 /// Builds `sl-deploy-cmp-sysbench` FROM scratch out of a bundle directory (the host's
@@ -221,18 +204,4 @@ pub fn sysbench_image(bundle: &Path) -> anyhow::Result<String> {
         );
     }
     Ok(image)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_docker_sizes() {
-        assert_eq!(parse_size("1.5MiB"), Some(1_572_864));
-        assert_eq!(parse_size("900B"), Some(900));
-        assert_eq!(parse_size("2kB"), Some(2000));
-        assert_eq!(parse_size("12"), None);
-        assert_eq!(parse_size("3TiB"), None);
-    }
 }
