@@ -63,6 +63,12 @@ pub struct Args {
           num_args = 0..=1, default_value = "false", default_missing_value = "true",
           value_parser = parse_bool)]
     pub no_sendfile: bool,
+    /// Local: milliseconds the open-file cache answers a path (descriptor, metadata, and
+    /// the bytes of files up to 64 KiB unchanged for a second) before it looks at the
+    /// file again, like nginx's open_file_cache valid time; 0 = off (every request opens
+    /// and stats the file).
+    #[arg(long, default_value_t = 1000, env = "HTTPD_OPEN_FILE_CACHE_MS")]
+    pub open_file_cache_ms: u64,
     /// NFS: connections in the client pool.
     #[arg(long, default_value_t = 8, env = "HTTPD_NFS_CONNECTIONS")]
     pub nfs_connections: usize,
@@ -129,6 +135,7 @@ impl Args {
         cfg.header_timeout = Duration::from_secs(args.header_timeout);
         cfg.idle_timeout = Duration::from_secs(args.idle_timeout);
         cfg.sendfile = !args.no_sendfile;
+        cfg.open_file_cache = Duration::from_millis(args.open_file_cache_ms);
         cfg.nfs_connections = args.nfs_connections;
         cfg.nfs_attr_ttl = Duration::from_millis(args.nfs_attr_ttl_ms);
         cfg.nfs_timeout = Duration::from_secs(args.nfs_timeout);
@@ -235,6 +242,18 @@ mod tests {
         assert!(Args::try_parse_from(["httpd", "--root", "/", "--list=maybe"]).is_err());
         let h = Args::try_parse_from(["httpd", "--healthcheck"]).unwrap();
         assert!(h.healthcheck);
+    }
+
+    #[test]
+    fn open_file_cache_is_on_for_a_second_by_default_and_zero_turns_it_off() {
+        let a = Args::try_parse_from(["httpd", "--root", "/"]).unwrap();
+        assert_eq!(
+            a.to_config().unwrap().open_file_cache,
+            Duration::from_secs(1)
+        );
+        let a =
+            Args::try_parse_from(["httpd", "--root", "/", "--open-file-cache-ms", "0"]).unwrap();
+        assert!(a.to_config().unwrap().open_file_cache.is_zero());
     }
 
     #[test]

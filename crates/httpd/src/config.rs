@@ -62,6 +62,9 @@ pub struct Config {
     pub inline_limit: u64,
     /// Read size for streamed bodies (read + write path, and NFS READ count cap).
     pub chunk_size: usize,
+    /// Local: how long the open-file cache serves a path without looking at the file
+    /// system (`--open-file-cache-ms`); zero turns the cache off.
+    pub open_file_cache: Duration,
     /// NFS: connections in the pool (= most READs in flight).
     pub nfs_connections: usize,
     /// NFS: READs in flight for one large body.
@@ -106,6 +109,7 @@ impl Config {
             nfs_connections: 8,
             nfs_read_ahead: 4,
             nfs_attr_ttl: Duration::from_secs(1),
+            open_file_cache: Duration::from_secs(1),
             nfs_timeout: Duration::from_secs(5),
             nfs_data_cache: 0,
             nfs_data_cache_stats: Arc::default(),

@@ -39,12 +39,17 @@ impl std::io::Write for SharedWriter {
 async fn open_storage(config: &Config) -> Result<Arc<dyn Storage>, Error> {
     Ok(match &config.backend {
         Backend::Local { root } => Arc::new(
-            LocalStorage::new(root, config.follow_symlinks, config.chunk_size).map_err(|err| {
-                Error::Root {
+            LocalStorage::new(root, config.follow_symlinks, config.chunk_size)
+                .map_err(|err| Error::Root {
                     path: root.clone(),
                     err,
-                }
-            })?,
+                })?
+                .with_open_cache((!config.open_file_cache.is_zero()).then(|| {
+                    crate::storage::open_cache::OpenCacheConfig {
+                        valid_for: config.open_file_cache,
+                        ..Default::default()
+                    }
+                })),
         ),
         Backend::Nfs { url } => Arc::new(
             NfsStorage::connect(

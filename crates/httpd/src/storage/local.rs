@@ -312,6 +312,22 @@ mod tests {
         racy: Duration::ZERO,
     };
 
+    /// `--open-file-cache-ms 0`: no cache, so a change in place is served at once.
+    #[tokio::test]
+    async fn without_the_open_file_cache_every_change_is_seen_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("a.txt");
+        std::fs::write(&f, b"old!").unwrap();
+        let s = LocalStorage::new(dir.path(), false, 1 << 20)
+            .unwrap()
+            .with_open_cache(None);
+        assert_eq!(get(&s, "a.txt").await.unwrap(), b"old!");
+        std::fs::write(&f, b"new!").unwrap();
+        assert_eq!(get(&s, "a.txt").await.unwrap(), b"new!");
+        assert!(!holds_bytes(&s.open(&comps("a.txt")).await.unwrap()));
+        assert_eq!(s.open_cache_counts().entries, 0);
+    }
+
     #[tokio::test]
     async fn small_file_served_from_memory_then_change_and_delete_seen_after_valid_for() {
         let dir = tempfile::tempdir().unwrap();

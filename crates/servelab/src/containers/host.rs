@@ -4,7 +4,7 @@
 
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use lab::sampler::tree_rss_bytes;
@@ -59,36 +59,30 @@ pub fn static_bin(name: &str) -> anyhow::Result<PathBuf> {
 
 /// A static httpd on the host, killed on drop.
 pub struct HostHttpd {
-    pub child: Child,
+    /// Supervised by the lab harness: dies with servelab, SIGTERM then SIGKILL on drop.
+    pub proc: lab::process::Supervised,
     pub url: String,
 }
 
 impl HostHttpd {
     pub fn start(bin: &Path, args: &[String]) -> anyhow::Result<HostHttpd> {
         let port = lab::free_port()?;
-        let child = Command::new(bin)
-            .args(["--listen", &format!("127.0.0.1:{port}")])
+        let addr: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
+        let mut cmd = Command::new(bin);
+        cmd.args(["--listen", &addr.to_string()])
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| anyhow::anyhow!("cannot start {}: {e}", bin.display()))?;
-        lab::process::register(child.id());
-        let h = HostHttpd {
-            child,
-            url: format!("http://127.0.0.1:{port}"),
-        };
-        wait_http(&h.url, Duration::from_secs(15))?;
-        Ok(h)
-    }
-}
-
-impl Drop for HostHttpd {
-    fn drop(&mut self) {
-        lab::process::unregister(self.child.id());
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+            .stderr(Stdio::null());
+        let mut proc = lab::process::Supervised::spawn("httpd", &mut cmd, None)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", bin.display()))?
+            .with_grace(Duration::from_secs(2));
+        proc.wait_ready(&[addr], Duration::from_secs(15))
+            .map_err(|e| anyhow::anyhow!("{}: {e}", bin.display()))?;
+        Ok(HostHttpd {
+            proc,
+            url: format!("http://{addr}"),
+        })
     }
 }
 
@@ -132,7 +126,7 @@ pub fn load(url: &str, schedule: Schedule, c: usize, keepalive: bool) -> anyhow:
 }
 
 pub fn host_rss(a: &Option<HostHttpd>, b: &HostHttpd) -> u64 {
-    tree_rss_bytes(b.child.id()) + a.as_ref().map_or(0, |h| tree_rss_bytes(h.child.id()))
+    tree_rss_bytes(b.proc.pid()) + a.as_ref().map_or(0, |h| tree_rss_bytes(h.proc.pid()))
 }
 
 pub fn wait_tcp(addr: &str, secs: u64) -> anyhow::Result<()> {

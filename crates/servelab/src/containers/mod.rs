@@ -462,7 +462,7 @@ impl<'a> Run<'a> {
                         .into_iter()
                         .flatten()
                     {
-                        l.add(h.child.id())?;
+                        l.add(h.proc.pid())?;
                     }
                     self.rep.notes.push(format!(
                         "CPU limits: host {}, LXD limits.cpu (pinned CPUs), Docker --cpus \
