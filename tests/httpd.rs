@@ -594,7 +594,15 @@ fn nfs_backend_against_ganesha_matches_local() {
     let Some(g) = ganesha::start(&www) else {
         return;
     };
-    nfs_backend_matches_local(&ganesha::url(&g), &www);
+    nfs_backend_matches_local(httpd::Config::nfs(ganesha::url(&g)), &www);
+    // The splice path parses Ganesha's replies (its own fragmenting and attributes) too.
+    nfs_backend_matches_local(spliced(httpd::Config::nfs(ganesha::url(&g))), &www);
+}
+
+/// `--nfs-splice`: READ data goes socket → pipe → socket.
+fn spliced(mut cfg: httpd::Config) -> httpd::Config {
+    cfg.nfs_splice = true;
+    cfg
 }
 
 #[test]
@@ -657,13 +665,14 @@ fn nfs_backend_against_rustnfs_matches_local() {
     }
     let (_dir, www) = dataset();
     let server = common::Nfsd::exporting(&www).unwrap();
-    nfs_backend_matches_local(&server.export_url(), &www);
+    nfs_backend_matches_local(httpd::Config::nfs(server.export_url()), &www);
+    nfs_backend_matches_local(spliced(httpd::Config::nfs(server.export_url())), &www);
 }
 
-/// httpd `--nfs url` passes the HTTP feature checks and `ab`, and answers every request
-/// exactly as httpd `--root www` does (status, headers, body).
-fn nfs_backend_matches_local(url: &str, www: &Path) {
-    let nfs = Httpd::start(httpd::Config::nfs(url)).unwrap();
+/// httpd with an NFS config passes the HTTP feature checks and `ab`, and answers every
+/// request exactly as httpd `--root www` does (status, headers, body).
+fn nfs_backend_matches_local(cfg: httpd::Config, www: &Path) {
+    let nfs = Httpd::start(cfg).unwrap();
     check_http_features(&nfs, www);
     ab_100(&nfs.url("/testfile.bin"), 10 << 20);
     let local = Httpd::start(httpd::Config::local(www)).unwrap();
@@ -680,11 +689,22 @@ fn nfs_backend_matches_local(url: &str, www: &Path) {
 /// Issue 11 §1: clients that request a large NFS-backed file and stop reading must not
 /// hold the stream budget other downloads need (before the fix, four of them made every
 /// other large download `200` with no bytes until the 60 s idle timeout).
+///
+/// Then the same with READ data in pipes (`--nfs-splice`): a stalled response's pipes
+/// count against the same budget as its buffers would. One test for both, one after the
+/// other: the budget is the process's, shared by every in-process httpd.
 #[test]
 fn stalled_readers_do_not_starve_other_downloads() {
+    stalled_readers_do_not_starve(false);
+    stalled_readers_do_not_starve(true);
+}
+
+fn stalled_readers_do_not_starve(splice: bool) {
     let (_dir, www) = dataset();
     let server = common::Nfsd::exporting(&www).unwrap();
-    let h = Httpd::start(httpd::Config::nfs(server.export_url())).unwrap();
+    let mut cfg = httpd::Config::nfs(server.export_url());
+    cfg.nfs_splice = splice;
+    let h = Httpd::start(cfg).unwrap();
     let want = std::fs::read(www.join("testfile.bin")).unwrap();
     let mid = std::fs::read(www.join("mid.bin")).unwrap();
     let (status, body, alone) = timed_get(h.addr, "/testfile.bin");

@@ -3,7 +3,8 @@
 //! hyper writes bodies from `Bytes`, so `sendfile(2)` cannot go through it directly. The
 //! sendfile body instead yields *marker* frames: slices of one static zero-filled
 //! buffer, each paired with a [`SendJob`] (file, offset, length) pushed on the
-//! connection's queue in the same order. With hyper's queued (writev) write strategy the
+//! connection's queue in the same order. A streamed (NFS) body whose READ left its data
+//! in pipes (`nfsclient`'s splice path) does the same with a job that names the pipes. With hyper's queued (writev) write strategy the
 //! frames reach [`crate::conn_io::ConnIo`] as the very `IoSlice`s we built, and it
 //! recognises a marker by its address and sends the file range with `sendfile` instead.
 //! hyper still does all of HTTP (headers, Content-Length accounting, keep-alive); a
@@ -22,7 +23,9 @@ use parking_lot::Mutex;
 use tokio::sync::{AcquireError, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 
-use crate::storage::{Handle, OpenFile, Storage, StorageError};
+use nfsclient::PipePart;
+
+use crate::storage::{Chunk, Handle, OpenFile, Storage, StorageError};
 use crate::timing::Timing;
 
 /// Size of the marker buffer = the largest single sendfile frame.
@@ -38,10 +41,17 @@ pub(crate) fn is_marker(buf: &[u8]) -> bool {
     !buf.is_empty() && p >= start && p + buf.len() <= start + MARKER_LEN
 }
 
-/// A file range the connection sends with `sendfile` when it meets the matching marker.
+/// Where a [`SendJob`]'s bytes are.
+pub(crate) enum Source {
+    /// A file range from `offset`: `sendfile(2)`.
+    File { file: Arc<OpenFile>, offset: u64 },
+    /// Bytes waiting in pipes, in order: `splice(2)`.
+    Pipes(VecDeque<PipePart>),
+}
+
+/// Bytes the connection sends from the kernel when it meets the matching marker.
 pub(crate) struct SendJob {
-    pub file: Arc<OpenFile>,
-    pub offset: u64,
+    pub source: Source,
     pub remaining: u64,
     /// The body's last range: when it is fully sent the response is complete.
     pub last: bool,
@@ -112,7 +122,7 @@ impl ConnShared {
 /// Per-connection state shared by its bodies and [`crate::conn_io::ConnIo`].
 pub(crate) type SendQueue = Arc<ConnShared>;
 
-type ReadTask = JoinHandle<Result<Bytes, StorageError>>;
+type ReadTask = JoinHandle<Result<Chunk, StorageError>>;
 
 /// Bytes all streamed bodies of this process may hold at once, read but not yet written
 /// to a socket (NFS READ buffers in flight and frames queued in hyper). Without a shared
@@ -458,8 +468,10 @@ impl http_body::Body for FileBody {
                 // Completion is marked by the connection when this last range has
                 // actually been sent, not here.
                 queue.lock().push_back(SendJob {
-                    file: file.clone(),
-                    offset: *offset - n,
+                    source: Source::File {
+                        file: file.clone(),
+                        offset: *offset - n,
+                    },
                     remaining: n,
                     last: *offset >= *end,
                     timing,
@@ -518,7 +530,8 @@ impl http_body::Body for FileBody {
                         }
                     };
                     let (st2, h, off) = (storage.clone(), handle.clone(), st.next);
-                    let task = tokio::spawn(async move { st2.read(&h, off, len).await });
+                    let task =
+                        tokio::spawn(async move { st2.read_chunk(&h, off, len, MARKER_LEN).await });
                     st.inflight.push_back(Read {
                         offset: off,
                         task,
@@ -543,20 +556,42 @@ impl http_body::Body for FileBody {
                 let read = st.inflight.pop_front().expect("front exists");
                 let waited = waiting_since.take().map(|since| since.elapsed());
                 match res {
-                    Ok(Ok(data)) => {
+                    Ok(Ok(chunk)) => {
                         if let (Some(t), Some(waited)) = (&this.timing, waited) {
                             t.add_read(waited);
                         }
-                        *remaining -= data.len() as u64;
+                        *remaining -= chunk.len() as u64;
                         let ticket = Arc::new(Ticket {
                             handed: Instant::now(),
                             permit: Mutex::new(Some(read.permit)),
                         });
                         st.frames.push_back(Arc::downgrade(&ticket));
+                        let conn = st.conn.clone();
                         drop(st);
-                        if *remaining == 0 {
-                            this.complete();
-                        }
+                        let data = match chunk {
+                            Chunk::Bytes(data) => {
+                                if *remaining == 0 {
+                                    this.complete();
+                                }
+                                data
+                            }
+                            Chunk::Piped(piped) => {
+                                // The connection marks completion when it has spliced
+                                // the last bytes, as for sendfile.
+                                let n = piped.len();
+                                let timing = this
+                                    .timing
+                                    .clone()
+                                    .expect("a streamed body always carries its timer");
+                                conn.lock().push_back(SendJob {
+                                    source: Source::Pipes(piped.parts.into()),
+                                    remaining: n as u64,
+                                    last: *remaining == 0,
+                                    timing,
+                                });
+                                Bytes::from_static(&MARKER[..n])
+                            }
+                        };
                         Poll::Ready(Some(Ok(this.frame(data, Some(ticket)))))
                     }
                     Ok(Err(e)) => {

@@ -63,6 +63,13 @@ pub struct Args {
           num_args = 0..=1, default_value = "false", default_missing_value = "true",
           value_parser = parse_bool)]
     pub no_sendfile: bool,
+    /// NFS: move READ data from the NFS socket through pipes to the client's socket with
+    /// splice(2) instead of copying it through httpd's memory: less httpd CPU and memory,
+    /// but lower throughput on loopback (see the README's design notes).
+    #[arg(long, env = "HTTPD_NFS_SPLICE",
+          num_args = 0..=1, default_value = "false", default_missing_value = "true",
+          value_parser = parse_bool)]
+    pub nfs_splice: bool,
     /// Local: milliseconds the open-file cache answers a path (descriptor, metadata, and
     /// the bytes of files up to 64 KiB unchanged for a second) before it looks at the
     /// file again, like nginx's open_file_cache valid time; 0 = off (every request opens
@@ -135,6 +142,7 @@ impl Args {
         cfg.header_timeout = Duration::from_secs(args.header_timeout);
         cfg.idle_timeout = Duration::from_secs(args.idle_timeout);
         cfg.sendfile = !args.no_sendfile;
+        cfg.nfs_splice = args.nfs_splice;
         cfg.open_file_cache = Duration::from_millis(args.open_file_cache_ms);
         cfg.nfs_connections = args.nfs_connections;
         cfg.nfs_attr_ttl = Duration::from_millis(args.nfs_attr_ttl_ms);
@@ -242,6 +250,19 @@ mod tests {
         assert!(Args::try_parse_from(["httpd", "--root", "/", "--list=maybe"]).is_err());
         let h = Args::try_parse_from(["httpd", "--healthcheck"]).unwrap();
         assert!(h.healthcheck);
+    }
+
+    #[test]
+    fn nfs_splice_is_off_unless_asked_for() {
+        let url = "nfs://127.0.0.1/export";
+        let cfg = |extra: &[&str]| {
+            let mut argv = vec!["httpd", "--nfs", url];
+            argv.extend(extra);
+            Args::try_parse_from(argv).unwrap().to_config().unwrap()
+        };
+        assert!(!cfg(&[]).nfs_splice);
+        assert!(cfg(&["--nfs-splice"]).nfs_splice);
+        assert!(!cfg(&["--nfs-splice=off"]).nfs_splice);
     }
 
     #[test]

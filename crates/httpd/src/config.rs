@@ -69,6 +69,9 @@ pub struct Config {
     pub nfs_connections: usize,
     /// NFS: READs in flight for one large body.
     pub nfs_read_ahead: usize,
+    /// NFS: streamed bodies move READ data with `splice(2)`, socket → pipe → socket,
+    /// instead of copying it through httpd's memory (`--nfs-splice`).
+    pub nfs_splice: bool,
     /// NFS: how long looked-up handles and attributes are reused (0 = always LOOKUP).
     pub nfs_attr_ttl: Duration,
     /// NFS: deadline of one NFS call; a dead server answers 502/503/504 within it.
@@ -108,6 +111,7 @@ impl Config {
             chunk_size: 1 << 20,
             nfs_connections: 8,
             nfs_read_ahead: 4,
+            nfs_splice: false,
             nfs_attr_ttl: Duration::from_secs(1),
             open_file_cache: Duration::from_secs(1),
             nfs_timeout: Duration::from_secs(5),

@@ -1,9 +1,10 @@
-//! The connection's socket as hyper sees it: `sendfile` for marker frames, idle timeout.
+//! The connection's socket as hyper sees it: `sendfile`/`splice` for marker frames, idle
+//! timeout.
 //!
 //! Writes: runs of ordinary slices go out with `writev`; a marker slice (see
-//! [`crate::body`]) takes the front job of the connection's [`SendQueue`] and sends that
-//! file range with `sendfile(2)`, reporting the bytes as written so hyper's accounting
-//! stays exact. Idle: when a read or write has been pending for `idle` with no byte moved
+//! [`crate::body`]) takes the front job of the connection's [`SendQueue`] and sends its
+//! bytes from the kernel — a file range with `sendfile(2)`, pipes filled by an NFS READ
+//! with `splice(2)` — reporting the bytes as written so hyper's accounting stays exact. Idle: when a read or write has been pending for `idle` with no byte moved
 //! in either direction, the next poll fails with `TimedOut` and hyper closes the
 //! connection (a client that stops reading a large body, or goes silent).
 
@@ -17,7 +18,7 @@ use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::{Instant, Sleep};
 
-use crate::body::{SendQueue, is_marker};
+use crate::body::{SendQueue, Source, is_marker};
 
 pub(crate) struct ConnIo {
     stream: TcpStream,
@@ -94,27 +95,52 @@ impl ConnIo {
         }
     }
 
-    /// Sends up to `len` bytes of queued file ranges with sendfile.
+    /// Sends up to `len` bytes of the front job: `sendfile` from its file, or `splice`
+    /// from its front pipe.
     fn poll_sendfile(&mut self, cx: &mut Context<'_>, len: usize) -> Poll<io::Result<usize>> {
         loop {
-            let (fd, mut offset, want) = {
+            let (fd, offset, want) = {
                 let q = self.queue.lock();
                 let Some(job) = q.front() else {
                     return Poll::Ready(Err(io::Error::other(
                         "sendfile marker without a queued job (internal error)",
                     )));
                 };
-                (
-                    job.file.as_raw_fd(),
-                    job.offset as libc::off_t,
-                    (job.remaining as usize).min(len),
-                )
+                let want = (job.remaining as usize).min(len);
+                match &job.source {
+                    Source::File { file, offset } => {
+                        (file.as_raw_fd(), Some(*offset as libc::off_t), want)
+                    }
+                    Source::Pipes(parts) => {
+                        let Some(part) = parts.front() else {
+                            return Poll::Ready(Err(io::Error::other(
+                                "splice job without bytes (internal error)",
+                            )));
+                        };
+                        (part.read.as_raw_fd(), None, want.min(part.len))
+                    }
+                }
             };
             ready!(self.stream.poll_write_ready(cx))?;
             let sock = self.stream.as_raw_fd();
             let res = self.stream.try_io(Interest::WRITABLE, || {
-                // SAFETY: sendfile(2) between two descriptors we keep open for the call.
-                let n = unsafe { libc::sendfile(sock, fd, &mut offset, want) };
+                let n = match offset {
+                    Some(mut offset) => {
+                        // SAFETY: sendfile(2) between two descriptors we keep open for the call.
+                        unsafe { libc::sendfile(sock, fd, &mut offset, want) }
+                    }
+                    // SAFETY: splice(2) from a pipe the job owns to our socket; no offsets.
+                    None => unsafe {
+                        libc::splice(
+                            fd,
+                            std::ptr::null_mut(),
+                            sock,
+                            std::ptr::null_mut(),
+                            want,
+                            libc::SPLICE_F_NONBLOCK | libc::SPLICE_F_MOVE,
+                        )
+                    },
+                };
                 if n < 0 {
                     Err(io::Error::last_os_error())
                 } else {
@@ -125,13 +151,22 @@ impl ConnIo {
                 Ok(0) => {
                     return Poll::Ready(Err(io::Error::new(
                         io::ErrorKind::UnexpectedEof,
-                        "file shrank while being sent",
+                        "file shrank (or pipe emptied) while being sent",
                     )));
                 }
                 Ok(n) => {
                     let mut q = self.queue.lock();
                     let job = q.front_mut().expect("job checked above");
-                    job.offset += n as u64;
+                    match &mut job.source {
+                        Source::File { offset, .. } => *offset += n as u64,
+                        Source::Pipes(parts) => {
+                            let part = parts.front_mut().expect("part checked above");
+                            part.len -= n;
+                            if part.len == 0 {
+                                parts.pop_front();
+                            }
+                        }
+                    }
                     job.remaining -= n as u64;
                     if job.remaining == 0 {
                         if job.last {

@@ -61,7 +61,8 @@ async fn open_storage(config: &Config) -> Result<Arc<dyn Storage>, Error> {
                 config.nfs_read_ahead,
                 (config.nfs_data_cache, config.nfs_data_cache_stats.clone()),
             )
-            .await?,
+            .await?
+            .with_splice(config.nfs_splice),
         ),
     })
 }

@@ -24,6 +24,7 @@ use tokio::time::Instant;
 
 use crate::fastread::{RawConn, ReadOutcome};
 use crate::pool::{Conn, Pool, connect_tcp, pool_call};
+use crate::splice::{PipedData, PipedOutcome};
 use crate::{Attr, DirEntry, Error, NfsUrl};
 use bytes::Bytes;
 
@@ -273,6 +274,33 @@ impl Client {
         }
     }
 
+    /// READ of up to `count` bytes at `offset` whose data is left in pipes (see
+    /// `splice`), for a caller that splices it to another descriptor; the reply may be
+    /// shorter (check `eof`).
+    pub async fn read_piped(
+        &self,
+        fh: &nfs_fh3,
+        offset: u64,
+        count: u32,
+    ) -> Result<PipedReply, Error> {
+        let args = READ3args {
+            file: fh.clone(),
+            offset,
+            count,
+        };
+        let cred = &self.inner.pool.cred;
+        match pool_call!(&self.inner.pool, RawConn, "READ", true, |c| c
+            .read_piped(cred, &args))?
+        {
+            PipedOutcome::Data { data, eof, attr } => Ok(PipedReply { data, eof, attr }),
+            PipedOutcome::Other(ReadOutcome::Status(s)) => status_err("READ", s),
+            PipedOutcome::Other(ReadOutcome::Data { .. }) => Err(Error::Rpc {
+                op: "READ",
+                source: RpcError::Io(std::io::Error::other("READ reply not understood")),
+            }),
+        }
+    }
+
     /// WRITE of `data` at `offset`; returns the count the server wrote.
     pub async fn write(
         &self,
@@ -496,6 +524,16 @@ impl Client {
             _ => self.lookup(dir, name).await,
         }
     }
+}
+
+/// The answer to [`Client::read_piped`]: the data waits in pipes.
+#[derive(Debug)]
+pub struct PipedReply {
+    pub data: PipedData,
+    /// The server says the read reached the end of the file.
+    pub eof: bool,
+    /// Post-operation attributes when the server sent them.
+    pub attr: Option<Attr>,
 }
 
 /// The reply to a READ.

@@ -53,6 +53,18 @@ impl RawConn {
         cred: &opaque_auth<'static>,
         args: &READ3args,
     ) -> Result<ReadOutcome, RpcError> {
+        let (xid, call) = self.encode_read(cred, args)?;
+        self.stream.write_all(&call).await?;
+        let record = read_record(&mut self.stream).await?;
+        decode_read(record, xid)
+    }
+
+    /// The next xid and the READ call's record (with its record mark).
+    pub(crate) fn encode_read(
+        &mut self,
+        cred: &opaque_auth<'static>,
+        args: &READ3args,
+    ) -> Result<(u32, Vec<u8>), RpcError> {
         self.xid = self.xid.wrapping_add(1);
         let xid = self.xid;
         let verf = opaque_auth::default();
@@ -73,10 +85,7 @@ impl RawConn {
         msg.pack(&mut out)?;
         args.pack(&mut out)?;
         oncrpc::record::finish(&mut out, at);
-        self.stream.write_all(&out).await?;
-
-        let record = read_record(&mut self.stream).await?;
-        decode_read(record, xid)
+        Ok((xid, out))
     }
 }
 
@@ -92,9 +101,44 @@ pub(crate) async fn read_record<S: AsyncRead + Unpin>(stream: &mut S) -> std::io
     }
 }
 
+/// A READ reply's headers, decoded.
+pub(crate) enum Head {
+    /// A successful READ: its data is the `len` bytes from `start`.
+    Data {
+        attr: Option<Attr>,
+        eof: bool,
+        len: usize,
+        start: usize,
+    },
+    Status(nfsstat3),
+}
+
 /// Decodes one READ reply record to the call `xid`.
 pub(crate) fn decode_read(record: Vec<u8>, xid: u32) -> Result<ReadOutcome, RpcError> {
-    let mut cur = Cursor::new(&record[..]);
+    match decode_read_head(&record, xid)? {
+        Head::Status(s) => Ok(ReadOutcome::Status(s)),
+        Head::Data {
+            attr,
+            eof,
+            len,
+            start,
+        } => {
+            let end = start
+                .checked_add(len)
+                .filter(|&e| e <= record.len())
+                .ok_or(RpcError::WrongLength)?;
+            Ok(ReadOutcome::Data {
+                data: Bytes::from(record).slice(start..end),
+                eof,
+                attr,
+            })
+        }
+    }
+}
+
+/// Decodes a READ reply up to the start of its data (`head` may end there).
+pub(crate) fn decode_read_head(head: &[u8], xid: u32) -> Result<Head, RpcError> {
+    let mut cur = Cursor::new(head);
     let (reply, _) = rpc_msg::unpack(&mut cur)?;
     if reply.xid != xid {
         // Replies come in order on this connection; a mismatch means it is confused.
@@ -117,19 +161,15 @@ pub(crate) fn decode_read(record: Vec<u8>, xid: u32) -> Result<ReadOutcome, RpcE
         nfs3::Nfs3Option::None => None,
     };
     if status != nfsstat3::NFS3_OK {
-        return Ok(ReadOutcome::Status(status));
+        return Ok(Head::Status(status));
     }
     let (_count, _) = count3::unpack(&mut cur)?;
     let (eof, _) = bool::unpack(&mut cur)?;
     let (n, _) = u32::unpack(&mut cur)?;
-    let start = cur.position() as usize;
-    let end = start
-        .checked_add(n as usize)
-        .filter(|&e| e <= record.len())
-        .ok_or(RpcError::WrongLength)?;
-    Ok(ReadOutcome::Data {
-        data: Bytes::from(record).slice(start..end),
-        eof,
+    Ok(Head::Data {
         attr,
+        eof,
+        len: n as usize,
+        start: cur.position() as usize,
     })
 }

@@ -8,6 +8,8 @@
 //!   does no pipelining): permits, idle lists, one checkout/settle path with per-call
 //!   deadlines, reconnect after a server restart; `connect_tcp` and name resolution.
 //! - `fastread`: the zero-copy READ framing on its own pooled connections.
+//! - `splice`: READ whose data goes from the socket into pipes ([`PipedData`]), for
+//!   callers that splice it on (httpd).
 //! - [`attr`]: [`Attr`] and [`DirEntry`], plain Rust views of NFS attributes.
 //!
 //! Every call sends an AUTH_UNIX credential (NFS-Ganesha refuses AUTH_NULL) from an
@@ -23,12 +25,14 @@ pub mod fuzzing;
 mod mount;
 mod pool;
 mod rpc_io;
+mod splice;
 pub mod url;
 
 pub use attr::{Attr, DirEntry, FileKind};
-pub use client::{Client, ClientConfig, ReadReply};
+pub use client::{Client, ClientConfig, PipedReply, ReadReply};
 pub use nfs3_client::nfs3_types;
 pub use nfs3_client::nfs3_types::nfs3::{nfs_fh3 as FileHandle, nfsstat3};
+pub use splice::{PipePart, PipedData};
 pub use url::{Host, NfsUrl};
 
 use std::time::Duration;

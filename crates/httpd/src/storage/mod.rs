@@ -149,6 +149,27 @@ impl StorageError {
     }
 }
 
+/// Bytes read for a streamed body: in memory, or waiting in kernel pipes (the NFS splice
+/// path) for the connection to splice them to its socket.
+#[derive(Debug)]
+pub enum Chunk {
+    Bytes(Bytes),
+    Piped(nfsclient::PipedData),
+}
+
+impl Chunk {
+    pub fn len(&self) -> usize {
+        match self {
+            Chunk::Bytes(b) => b.len(),
+            Chunk::Piped(p) => p.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// A file store the server reads from. Paths are already-checked components relative to
 /// the served root (no `.`, `..`, `/`, NUL).
 #[async_trait::async_trait]
@@ -158,6 +179,19 @@ pub trait Storage: Send + Sync + 'static {
 
     /// Reads exactly `len` bytes at `offset` (fewer only if the file shrank: an error).
     async fn read(&self, handle: &Handle, offset: u64, len: usize) -> Result<Bytes, StorageError>;
+
+    /// Reads like [`Storage::read`] for a streamed body, which may take the bytes in
+    /// pipes; at most `max_piped` bytes may come piped.
+    async fn read_chunk(
+        &self,
+        handle: &Handle,
+        offset: u64,
+        len: usize,
+        max_piped: usize,
+    ) -> Result<Chunk, StorageError> {
+        let _ = max_piped;
+        self.read(handle, offset, len).await.map(Chunk::Bytes)
+    }
 
     /// The entries of an opened directory.
     async fn list(&self, dir: &Entry) -> Result<Vec<ListEntry>, StorageError>;

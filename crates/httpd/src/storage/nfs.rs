@@ -29,11 +29,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use nfsclient::{Attr, Client, ClientConfig, FileHandle, FileKind, NfsUrl, nfsstat3};
+use nfsclient::{Attr, Client, ClientConfig, FileHandle, FileKind, NfsUrl, PipedData, nfsstat3};
 use parking_lot::Mutex;
 
 use super::data_cache::{self, CacheStats, DataCache, Validator};
-use super::{Entry, Handle, Kind, ListEntry, Meta, OpenFile, Storage, StorageError};
+use super::{Chunk, Entry, Handle, Kind, ListEntry, Meta, OpenFile, Storage, StorageError};
 
 /// Entries beyond this make the cache start over (a crude but bounded policy).
 const CACHE_MAX: usize = 100_000;
@@ -136,6 +136,8 @@ pub struct NfsStorage {
     ttl: Duration,
     chunk: usize,
     read_ahead: usize,
+    /// Streamed bodies take READ data in pipes and splice it on (see [`Self::with_splice`]).
+    splice: bool,
 }
 
 impl NfsStorage {
@@ -201,7 +203,16 @@ impl NfsStorage {
             revalidations: Revalidations::default(),
             ttl,
             read_ahead,
+            splice: false,
         })
+    }
+
+    /// Streamed bodies get their READ data spliced from the NFS socket into pipes and from
+    /// there into the client's socket (`--nfs-splice`): httpd then copies no byte of a
+    /// large download.
+    pub fn with_splice(mut self, on: bool) -> NfsStorage {
+        self.splice = on;
+        self
     }
 
     /// The underlying client (tests and diagnostics).
@@ -544,6 +555,52 @@ impl Storage for NfsStorage {
         let mut v = out.unwrap_or_default();
         v.truncate(len);
         Ok(Bytes::from(v))
+    }
+
+    async fn read_chunk(
+        &self,
+        handle: &Handle,
+        offset: u64,
+        len: usize,
+        max_piped: usize,
+    ) -> Result<Chunk, StorageError> {
+        let fh = match handle {
+            Handle::Nfs(fh) if self.splice && len <= max_piped => fh,
+            _ => return self.read(handle, offset, len).await.map(Chunk::Bytes),
+        };
+        let max = self.client.rtmax() as usize;
+        let mut out = PipedData::default();
+        while out.len() < len {
+            let done = out.len();
+            let want = (len - done).min(max) as u32;
+            let r = self
+                .client
+                .read_piped(fh, offset + done as u64, want)
+                .await
+                .map_err(|e| {
+                    if e.is_stale() {
+                        self.forget_all();
+                    }
+                    map_err(e)
+                })?;
+            if r.data.is_empty() {
+                return Err(StorageError::BadGateway(format!(
+                    "file ended at {} while {} bytes were expected",
+                    offset + done as u64,
+                    len - done
+                )));
+            }
+            out.append(r.data);
+        }
+        if out.len() > len {
+            // More than asked for (the server ignored `count`): a piped chunk cannot be
+            // cut, and the response's length is fixed.
+            return Err(StorageError::BadGateway(format!(
+                "READ returned {} bytes where {len} were asked for",
+                out.len()
+            )));
+        }
+        Ok(Chunk::Piped(out))
     }
 
     async fn list(&self, dir: &Entry) -> Result<Vec<ListEntry>, StorageError> {
