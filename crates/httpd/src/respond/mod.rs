@@ -348,7 +348,11 @@ async fn serve_file(
                     shared.chunk,
                     queue,
                 ),
-                "stream",
+                if shared.storage.splices() {
+                    "splice"
+                } else {
+                    "stream"
+                },
             ),
         }
     };

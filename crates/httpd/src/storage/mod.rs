@@ -202,6 +202,11 @@ pub trait Storage: Send + Sync + 'static {
     /// Largest useful single read.
     fn max_read(&self) -> usize;
 
+    /// Large bodies' bytes go to the client with `splice` ([`Chunk::Piped`]).
+    fn splices(&self) -> bool {
+        false
+    }
+
     /// Short name for logs (`local`, `nfs`).
     fn name(&self) -> &'static str;
 }

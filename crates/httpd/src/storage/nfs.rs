@@ -635,6 +635,10 @@ impl Storage for NfsStorage {
         self.chunk
     }
 
+    fn splices(&self) -> bool {
+        self.splice
+    }
+
     fn name(&self) -> &'static str {
         "nfs"
     }
