@@ -219,7 +219,7 @@ impl DataCache {
         tracing::warn!(
             error = %crate::io_reason(error),
             store = %self.store.describe(),
-            not_logged_before = earlier,
+            suppressed_since_last = earlier,
             "nfs data cache: a fill failed on the local copy; serving the file over the wire, uncached"
         );
     }
