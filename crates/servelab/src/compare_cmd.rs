@@ -204,3 +204,39 @@ pub fn run(mut args: CompareArgs) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cmd {
+        #[command(flatten)]
+        compare: CompareArgs,
+    }
+
+    fn copies(args: &[&str]) -> anyhow::Result<DataCacheCopies> {
+        let cmd = Cmd::try_parse_from(std::iter::once("compare").chain(args.iter().copied()))?;
+        Ok(cmd.compare.into_options()?.data_cache_copies)
+    }
+
+    #[test]
+    fn client_cache_copies_default_to_the_run_dir_and_can_be_memfds_or_elsewhere() {
+        assert_eq!(copies(&[]).unwrap(), DataCacheCopies::RunTempDir);
+        assert_eq!(
+            copies(&["--nfs-data-cache-memfd"]).unwrap(),
+            DataCacheCopies::Memfd
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().to_str().unwrap();
+        assert_eq!(
+            copies(&["--nfs-data-cache-dir", d]).unwrap(),
+            DataCacheCopies::Dir(dir.path().into())
+        );
+        assert!(copies(&["--nfs-data-cache-dir", d, "--nfs-data-cache-memfd"]).is_err());
+        let missing = dir.path().join("missing");
+        let e = copies(&["--nfs-data-cache-dir", missing.to_str().unwrap()]).unwrap_err();
+        assert!(e.to_string().contains("not a directory"), "{e}");
+    }
+}

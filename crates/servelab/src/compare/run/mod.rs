@@ -105,6 +105,12 @@ impl<'a> RunContext<'a> {
                 let dir = tmp.path().join("nfs-data-cache");
                 std::fs::create_dir(&dir)
                     .with_context(|| format!("cannot create {}", dir.display()))?;
+                if httpd::storage::cache_file::file_system_name(&dir) == "tmpfs" {
+                    eprintln!(
+                        "servelab compare: the client-cache row's copies are on tmpfs (shmem, \
+                         like memfds); --nfs-data-cache-dir DIR on ext4 measures file-backed copies"
+                    );
+                }
                 Some(dir)
             }
         };
