@@ -25,6 +25,12 @@
 //! sent, and freed by the kernel when the last descriptor closes (also after a crash:
 //! an unlinked inode is on the file system's orphan list). The cache's SIZE then counts
 //! page cache (and disk) bytes instead of shmem.
+//!
+//! One difference remains, and it is the disk's: once written back, a file's pages are
+//! clean page cache that memory pressure may drop and a later access reads again. If
+//! that read fails (a dying disk), `sendfile` returns EIO and that response fails, but a
+//! read through the mapping — inline bodies, files up to the inline limit — is SIGBUS.
+//! A memfd without swap is never dropped. Use a directory on a disk you trust.
 
 use std::ffi::CString;
 use std::fs::File;
