@@ -783,8 +783,39 @@ fn write_with_mtime(path: &Path, data: &[u8], mtime_s: u64) {
         .unwrap();
 }
 
+/// Where a data-cache test keeps its copies: memfds, or a directory of unlinked files
+/// (`--nfs-data-cache-dir`, a temporary directory on the test machine's /tmp).
+#[derive(Clone, Copy, Debug)]
+enum CopiesIn {
+    Memory,
+    Dir,
+}
+
+impl CopiesIn {
+    /// Sets `cfg`'s data cache to `size` bytes with copies here; the directory, if any,
+    /// lives as long as the returned guard.
+    fn configure(self, cfg: &mut httpd::Config, size: u64) -> Option<tempfile::TempDir> {
+        cfg.nfs_data_cache = size;
+        let dir = match self {
+            CopiesIn::Memory => None,
+            CopiesIn::Dir => Some(tempfile::tempdir().unwrap()),
+        };
+        cfg.nfs_data_cache_dir = dir.as_ref().map(|d| d.path().to_path_buf());
+        dir
+    }
+}
+
 #[test]
 fn nfs_data_cache_serves_changed_files_new_after_revalidation() {
+    serves_changed_files_new_after_revalidation(CopiesIn::Memory);
+}
+
+#[test]
+fn nfs_data_cache_serves_changed_files_new_after_revalidation_from_a_dir() {
+    serves_changed_files_new_after_revalidation(CopiesIn::Dir);
+}
+
+fn serves_changed_files_new_after_revalidation(copies: CopiesIn) {
     let dir = tempfile::tempdir().unwrap();
     let www = dir.path();
     let big = www.join("big.bin");
@@ -797,7 +828,7 @@ fn nfs_data_cache_serves_changed_files_new_after_revalidation() {
     write_with_mtime(&small, b"first version\n", 1_000_000);
     let server = common::Nfsd::exporting(www).unwrap();
     let mut cfg = httpd::Config::nfs(server.export_url());
-    cfg.nfs_data_cache = 64 << 20;
+    let copies_dir = copies.configure(&mut cfg, 64 << 20);
     // A long attribute TTL: only the per-open revalidation can notice the changes.
     cfg.nfs_attr_ttl = Duration::from_secs(600);
     let stats = cfg.nfs_data_cache_stats.clone();
@@ -843,10 +874,23 @@ fn nfs_data_cache_serves_changed_files_new_after_revalidation() {
     std::fs::remove_file(&big).unwrap();
     assert_eq!(raw_get(h.addr, "/big.bin").0, 404);
     h.stop().unwrap();
+    if let Some(d) = copies_dir {
+        // Unlinked copies: nothing was ever visible in the directory.
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0);
+    }
 }
 
 #[test]
 fn nfs_data_cache_stays_within_its_size() {
+    stays_within_its_size(CopiesIn::Memory);
+}
+
+#[test]
+fn nfs_data_cache_stays_within_its_size_in_a_dir() {
+    stays_within_its_size(CopiesIn::Dir);
+}
+
+fn stays_within_its_size(copies: CopiesIn) {
     const MIB: usize = 1 << 20;
     const SIZE: u64 = 12 << 20;
     let dir = tempfile::tempdir().unwrap();
@@ -864,7 +908,7 @@ fn nfs_data_cache_stays_within_its_size() {
     std::fs::write(www.join("over.bin"), &over).unwrap();
     let server = common::Nfsd::exporting(www).unwrap();
     let mut cfg = httpd::Config::nfs(server.export_url());
-    cfg.nfs_data_cache = SIZE;
+    let _copies_dir = copies.configure(&mut cfg, SIZE);
     let stats = cfg.nfs_data_cache_stats.clone();
     let h = Httpd::start(cfg).unwrap();
     // 20 MiB of files through a 12 MiB cache, twice: the bound holds after every one.
@@ -896,6 +940,68 @@ fn nfs_data_cache_stays_within_its_size() {
     let end = cache_counts(&stats);
     assert_eq!((end.1 - after.1, end.2 - after.2), (1, 1));
     assert!(end.0 <= SIZE && end.0 >= 10 * MIB as u64);
+    h.stop().unwrap();
+}
+
+/// A tmpfs of `size` mounted on a new temporary directory, unmounted on drop.
+struct TinyTmpfs(tempfile::TempDir);
+
+impl TinyTmpfs {
+    fn mount(size: &str) -> TinyTmpfs {
+        let dir = tempfile::tempdir().unwrap();
+        common::run_ok(Command::new("mount").args([
+            "-t",
+            "tmpfs",
+            "-o",
+            &format!("size={size}"),
+            "servelab-test",
+            dir.path().to_str().unwrap(),
+        ]));
+        TinyTmpfs(dir)
+    }
+}
+
+impl Drop for TinyTmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.0.path()).status();
+    }
+}
+
+/// issue 11 §4: a copy that does not fit on the cache directory's file system fails its
+/// fill with ENOSPC; the request is still answered, over the wire, and counted uncached.
+#[test]
+fn nfs_data_cache_dir_out_of_space_serves_over_the_wire() {
+    if !lab::is_root() {
+        eprintln!("SKIP: mounting a 1 MiB tmpfs to fill up needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let www = dir.path();
+    let two = lab::dataset::pseudo_random_bytes(2 << 20, 21);
+    std::fs::write(www.join("two.bin"), &two).unwrap();
+    let half = lab::dataset::pseudo_random_bytes(512 << 10, 22);
+    std::fs::write(www.join("half.bin"), &half).unwrap();
+    let server = common::Nfsd::exporting(www).unwrap();
+    let tiny = TinyTmpfs::mount("1m");
+    let mut cfg = httpd::Config::nfs(server.export_url());
+    cfg.nfs_data_cache = 64 << 20;
+    cfg.nfs_data_cache_dir = Some(tiny.0.path().to_path_buf());
+    let stats = cfg.nfs_data_cache_stats.clone();
+    let h = Httpd::start(cfg).unwrap();
+    // 2 MiB does not fit in the 1 MiB file system (the cache's SIZE would allow it).
+    for round in 1..=2 {
+        let (status, _, body) = raw_get(h.addr, "/two.bin");
+        assert!(status == 200 && body == two, "over the wire, round {round}");
+        let (bytes, hits, misses, _, uncached) = cache_counts(&stats);
+        assert_eq!((bytes, hits, misses, uncached), (0, 0, 0, round));
+    }
+    // What fits is still cached.
+    for _ in 0..2 {
+        let (status, _, body) = raw_get(h.addr, "/half.bin");
+        assert!(status == 200 && body == half);
+    }
+    let (bytes, hits, misses, _, uncached) = cache_counts(&stats);
+    assert_eq!((bytes, hits, misses, uncached), (512 << 10, 1, 1, 2));
     h.stop().unwrap();
 }
 

@@ -77,6 +77,12 @@ pub enum Error {
         path: std::path::PathBuf,
         err: std::io::Error,
     },
+    /// `--nfs-data-cache-dir` cannot hold the data cache's copies.
+    #[error("--nfs-data-cache-dir {}: {reason}", path.display())]
+    DataCacheDir {
+        path: std::path::PathBuf,
+        reason: String,
+    },
     /// A configuration value is out of range.
     #[error("invalid configuration: {0}")]
     Config(String),

@@ -59,7 +59,11 @@ async fn open_storage(config: &Config) -> Result<Arc<dyn Storage>, Error> {
                 config.nfs_attr_ttl,
                 config.chunk_size,
                 config.nfs_read_ahead,
-                (config.nfs_data_cache, config.nfs_data_cache_stats.clone()),
+                (
+                    config.nfs_data_cache,
+                    config.nfs_data_cache_dir.as_deref(),
+                    config.nfs_data_cache_stats.clone(),
+                ),
             )
             .await?
             .with_splice(config.nfs_splice),

@@ -6,7 +6,7 @@ use anyhow::{Context as _, bail};
 use clap::Args;
 
 use crate::compare::link::LinkSpec;
-use crate::compare::options::{BaselineChoice, CompareOptions};
+use crate::compare::options::{BaselineChoice, CompareOptions, DataCacheCopies};
 use lab::dataset::DatasetSpec;
 
 /// Scenario A (httpd reading through NFS from rustnfs) against scenario B (httpd reading
@@ -67,6 +67,16 @@ pub struct CompareArgs {
     /// the NFS server.
     #[arg(long, default_value_t = 1000)]
     pub nfs_cache_ms: u64,
+    /// Where the client-cache row's httpd keeps its copies (`httpd --nfs-data-cache-dir`):
+    /// unlinked files in DIR, which should be on a large-folio file system such as ext4
+    /// (default: a directory in this run's temporary directory; the report names its file
+    /// system).
+    #[arg(long, value_name = "DIR", conflicts_with = "nfs_data_cache_memfd")]
+    pub nfs_data_cache_dir: Option<PathBuf>,
+    /// Keep the client-cache row's copies in sealed memfds instead of files (httpd's
+    /// default without --nfs-data-cache-dir), to measure that variant.
+    #[arg(long)]
+    pub nfs_data_cache_memfd: bool,
     /// Threads of servelab's load generator. One, like `wrk -t 1` and `ab`: on a small
     /// machine a client thread per core takes the CPU the server needs, and the servers
     /// that suffer most from that are not the same ones in every run.
@@ -119,6 +129,16 @@ impl CompareArgs {
         {
             bail!("--dataset {}: not a directory", dir.display());
         }
+        if let Some(dir) = &self.nfs_data_cache_dir
+            && !dir.is_dir()
+        {
+            bail!("--nfs-data-cache-dir {}: not a directory", dir.display());
+        }
+        let data_cache_copies = match (self.nfs_data_cache_memfd, self.nfs_data_cache_dir) {
+            (true, _) => DataCacheCopies::Memfd,
+            (false, Some(dir)) => DataCacheCopies::Dir(dir),
+            (false, None) => DataCacheCopies::RunTempDir,
+        };
         let link = self
             .link
             .as_deref()
@@ -145,6 +165,7 @@ impl CompareArgs {
             cold: self.cold,
             link,
             nfs_cache_ms: self.nfs_cache_ms,
+            data_cache_copies,
             client_threads: self.client_threads,
             cross_check: !self.no_cross_check,
             results: self.results,
@@ -182,4 +203,40 @@ pub fn run(mut args: CompareArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cmd {
+        #[command(flatten)]
+        compare: CompareArgs,
+    }
+
+    fn copies(args: &[&str]) -> anyhow::Result<DataCacheCopies> {
+        let cmd = Cmd::try_parse_from(std::iter::once("compare").chain(args.iter().copied()))?;
+        Ok(cmd.compare.into_options()?.data_cache_copies)
+    }
+
+    #[test]
+    fn client_cache_copies_default_to_the_run_dir_and_can_be_memfds_or_elsewhere() {
+        assert_eq!(copies(&[]).unwrap(), DataCacheCopies::RunTempDir);
+        assert_eq!(
+            copies(&["--nfs-data-cache-memfd"]).unwrap(),
+            DataCacheCopies::Memfd
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().to_str().unwrap();
+        assert_eq!(
+            copies(&["--nfs-data-cache-dir", d]).unwrap(),
+            DataCacheCopies::Dir(dir.path().into())
+        );
+        assert!(copies(&["--nfs-data-cache-dir", d, "--nfs-data-cache-memfd"]).is_err());
+        let missing = dir.path().join("missing");
+        let e = copies(&["--nfs-data-cache-dir", missing.to_str().unwrap()]).unwrap_err();
+        assert!(e.to_string().contains("not a directory"), "{e}");
+    }
 }

@@ -1,30 +1,36 @@
-//! The NFS backend's file-data cache (`--nfs-data-cache SIZE`): whole files in sealed
-//! memfds, least recently used out first, never more than SIZE bytes, revalidated on
-//! every open (close-to-open, like the Linux NFS client).
+//! The NFS backend's file-data cache (`--nfs-data-cache SIZE`): whole files, least
+//! recently used out first, never more than SIZE bytes, revalidated on every open
+//! (close-to-open, like the Linux NFS client).
 //!
-//! A cached copy is a `memfd` written once and then sealed against writes and resizes,
-//! and mapped read-only into the process once. Bodies above the inline limit go out with
-//! `sendfile` from the memfd, the kernel path `--root` uses, with no per-request copy in
-//! userspace; inline ones are sliced from the mapping (no `pread`, no copy). A file that
-//! changes on the server gets a new memfd; responses still sending the old one keep it
-//! (it is freed with their last reference), so a response is never torn by a refill.
+//! A cached copy is written once and then never changes: a sealed memfd, or with
+//! `--nfs-data-cache-dir` an unlinked `O_TMPFILE` file only we hold ([`super::cache_file`]
+//! says where copies live and why the two are equivalent), mapped read-only into the
+//! process once. Bodies above the inline limit go out with `sendfile` from the copy, the
+//! kernel path `--root` uses, with no per-request copy in userspace; inline ones are
+//! sliced from the mapping (no `pread`, no copy). A file that changes on the server gets
+//! a new copy; responses still sending the old one keep it (it is freed with their last
+//! reference), so a response is never torn by a refill.
 //!
 //! The bound counts cached files plus fills in progress (their size is reserved before
 //! the first READ), so the cache never holds more than SIZE bytes; copies that were
 //! evicted or replaced while a response still sends them are outside that count until
-//! the response ends.
+//! the response ends. A fill that fails on the local copy (out of space, an I/O error)
+//! does not fail the request: the file is served over the wire, counted as `uncached`.
 
 use std::collections::{BTreeMap, HashMap};
-use std::fs::File;
-use std::os::fd::FromRawFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use nfsclient::Attr;
 use parking_lot::Mutex;
 
+use super::cache_file::{self, CopyStore};
 use super::{OpenFile, StorageError};
+
+/// At most one warning line about failed fills per this interval (a full disk would
+/// otherwise log one per request).
+const FILL_WARNING_EVERY: Duration = Duration::from_secs(10);
 
 /// Counters and gauges of one data cache, shared with the metrics endpoint.
 #[derive(Debug, Default)]
@@ -43,7 +49,8 @@ pub struct CacheStats {
     pub evictions: AtomicU64,
     /// Cached files dropped because the server's attributes changed.
     pub invalidations: AtomicU64,
-    /// Opens served over the wire because the file does not fit.
+    /// Opens served over the wire because the file does not fit, or because its fill
+    /// failed on the local copy (out of space, I/O error).
     pub uncached: AtomicU64,
 }
 
@@ -142,16 +149,21 @@ impl Inner {
 /// Whole-file cache of at most `capacity` bytes; see the module docs.
 pub(crate) struct DataCache {
     capacity: u64,
+    /// Where copies are created: memfds, or files in `--nfs-data-cache-dir`.
+    store: CopyStore,
     inner: Mutex<Inner>,
     /// One fill per file at a time: concurrent misses of a file wait for the first.
     filling: Mutex<HashMap<Vec<u8>, Arc<tokio::sync::Mutex<()>>>>,
     stats: Arc<CacheStats>,
+    /// When the last fill-failure warning was logged, and failures since then not logged.
+    fill_warned: Mutex<(Option<Instant>, u64)>,
 }
 
 impl std::fmt::Debug for DataCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DataCache")
             .field("capacity", &self.capacity)
+            .field("store", &self.store)
             .field("stats", &self.stats)
             .finish()
     }
@@ -175,14 +187,41 @@ impl Drop for Reservation<'_> {
 }
 
 impl DataCache {
-    pub(crate) fn new(capacity: u64, stats: Arc<CacheStats>) -> DataCache {
+    pub(crate) fn new(capacity: u64, store: CopyStore, stats: Arc<CacheStats>) -> DataCache {
         stats.capacity.store(capacity, Ordering::Relaxed);
         DataCache {
             capacity,
+            store,
             inner: Mutex::new(Inner::default()),
             filling: Mutex::new(HashMap::new()),
             stats,
+            fill_warned: Mutex::new((None, 0)),
         }
+    }
+
+    /// Where this cache creates its copies.
+    pub(crate) fn store(&self) -> &CopyStore {
+        &self.store
+    }
+
+    /// One warning line for a fill that failed on the local copy, unless one was logged
+    /// less than [`FILL_WARNING_EVERY`] ago (then it is counted for the next line).
+    fn warn_fill_failed(&self, error: &std::io::Error) {
+        let mut warned = self.fill_warned.lock();
+        let now = Instant::now();
+        if warned.0.is_some_and(|at| now - at < FILL_WARNING_EVERY) {
+            warned.1 += 1;
+            return;
+        }
+        let earlier = std::mem::take(&mut warned.1);
+        warned.0 = Some(now);
+        drop(warned);
+        tracing::warn!(
+            error = %crate::io_reason(error),
+            store = %self.store.describe(),
+            suppressed_since_last = earlier,
+            "nfs data cache: a fill failed on the local copy; serving the file over the wire, uncached"
+        );
     }
 
     fn publish(&self, inner: &Inner) {
@@ -241,7 +280,8 @@ impl DataCache {
     }
 
     /// The cached copy of the file with handle `key` and attributes `valid`, filled with
-    /// `fill` on a miss; `None` when the file is not cached (empty, or larger than fits).
+    /// `fill` on a miss; `None` when the file is not cached (empty, larger than fits, or
+    /// its fill failed on the local copy: out of space, an I/O error).
     pub(crate) async fn get_or_fill<F, Fut>(
         &self,
         key: &[u8],
@@ -273,10 +313,23 @@ impl DataCache {
                 self.stats.uncached.fetch_add(1, Ordering::Relaxed);
                 return Ok(None);
             };
-            self.stats.misses.fetch_add(1, Ordering::Relaxed);
-            let file = Arc::new(fill().await?);
-            self.commit(res, key, valid, file.clone());
-            Ok(Some(file))
+            match fill().await {
+                Ok(file) => {
+                    self.stats.misses.fetch_add(1, Ordering::Relaxed);
+                    let file = Arc::new(file);
+                    self.commit(res, key, valid, file.clone());
+                    Ok(Some(file))
+                }
+                Err(StorageError::Io(e)) if cache_file::is_local_space_or_io_error(&e) => {
+                    self.stats.uncached.fetch_add(1, Ordering::Relaxed);
+                    self.warn_fill_failed(&e);
+                    Ok(None)
+                }
+                Err(e) => {
+                    self.stats.misses.fetch_add(1, Ordering::Relaxed);
+                    Err(e)
+                }
+            }
         }
         .await;
         let mut filling = self.filling.lock();
@@ -287,86 +340,6 @@ impl DataCache {
         }
         result
     }
-}
-
-/// A new, empty memfd for one cached file.
-pub(crate) fn memfd() -> Result<File, StorageError> {
-    // SAFETY: a valid NUL-terminated name and flags; the fd is owned by the File below.
-    let fd = unsafe {
-        libc::memfd_create(
-            c"httpd-nfs-data".as_ptr(),
-            libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
-        )
-    };
-    if fd < 0 {
-        return Err(StorageError::Io(std::io::Error::last_os_error()));
-    }
-    // SAFETY: `fd` is a fresh descriptor nobody else owns.
-    Ok(unsafe { File::from_raw_fd(fd) })
-}
-
-/// Seals a filled memfd: no more writes, no resize, so every response sees the same bytes.
-pub(crate) fn seal(file: &File) -> Result<(), StorageError> {
-    use std::os::fd::AsRawFd;
-    let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE | libc::F_SEAL_SEAL;
-    // SAFETY: fcntl on a descriptor we own.
-    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_ADD_SEALS, seals) } < 0 {
-        return Err(StorageError::Io(std::io::Error::last_os_error()));
-    }
-    Ok(())
-}
-
-/// A read-only shared mapping of a sealed memfd, unmapped on drop.
-struct Mapping {
-    ptr: *mut libc::c_void,
-    len: usize,
-}
-
-// SAFETY: the mapping is read-only and its memfd is sealed against writes and resizes, so
-// the bytes never change while any thread reads them.
-unsafe impl Send for Mapping {}
-// SAFETY: as above; shared reads of immutable memory.
-unsafe impl Sync for Mapping {}
-
-impl AsRef<[u8]> for Mapping {
-    fn as_ref(&self) -> &[u8] {
-        // SAFETY: `ptr` maps `len` readable bytes for as long as `self` lives.
-        unsafe { std::slice::from_raw_parts(self.ptr.cast::<u8>(), self.len) }
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: unmapping exactly what `map` mapped, once.
-        unsafe { libc::munmap(self.ptr, self.len) };
-    }
-}
-
-/// The cached copy as the response path uses it: the sealed memfd and its bytes, mapped
-/// once (populated up front, so no response takes page faults).
-pub(crate) fn map(file: File) -> Result<OpenFile, StorageError> {
-    use std::os::fd::AsRawFd;
-    let len = usize::try_from(file.metadata()?.len())
-        .map_err(|_| StorageError::Io(std::io::Error::other("file too large to map")))?;
-    if len == 0 {
-        return Ok(OpenFile::with_data(file, bytes::Bytes::new()));
-    }
-    // SAFETY: a fresh read-only shared mapping of a descriptor we own; checked below.
-    let ptr = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ,
-            libc::MAP_SHARED | libc::MAP_POPULATE,
-            file.as_raw_fd(),
-            0,
-        )
-    };
-    if ptr == libc::MAP_FAILED {
-        return Err(StorageError::Io(std::io::Error::last_os_error()));
-    }
-    let data = bytes::Bytes::from_owner(Mapping { ptr, len });
-    Ok(OpenFile::with_data(file, data))
 }
 
 /// Parses `--nfs-data-cache`: bytes, or a number with K, M, G or T (powers of 1024,
@@ -391,8 +364,7 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write;
-    use std::time::Duration;
+    use std::os::unix::fs::FileExt;
 
     fn valid(id: u64, size: u64, mtime_s: u64) -> Validator {
         let t = SystemTime::UNIX_EPOCH + Duration::from_secs(mtime_s);
@@ -405,16 +377,16 @@ mod tests {
     }
 
     async fn fill_with(byte: u8, len: u64) -> Result<OpenFile, StorageError> {
-        let mut f = memfd()?;
-        f.write_all(&vec![byte; len as usize])?;
-        seal(&f)?;
-        map(f)
+        let store = CopyStore::Memory;
+        let f = store.create(len)?;
+        f.write_all_at(&vec![byte; len as usize], 0)?;
+        Ok(store.finish(f)?)
     }
 
     #[tokio::test]
     async fn a_cached_copy_is_served_from_its_mapping() {
         let stats = Arc::new(CacheStats::default());
-        let cache = DataCache::new(1 << 20, stats);
+        let cache = DataCache::new(1 << 20, CopyStore::Memory, stats);
         let got = cache
             .get_or_fill(b"m", valid(1, 5000, 1), || fill_with(7, 5000))
             .await
@@ -441,7 +413,7 @@ mod tests {
     #[tokio::test]
     async fn lru_keeps_the_bound_and_attributes_revalidate() {
         let stats = Arc::new(CacheStats::default());
-        let cache = DataCache::new(250, stats.clone());
+        let cache = DataCache::new(250, CopyStore::Memory, stats.clone());
         for (i, key) in [b"a", b"b"].iter().enumerate() {
             let got = cache
                 .get_or_fill(*key, valid(i as u64, 100, 1), || fill_with(i as u8, 100))
@@ -479,5 +451,29 @@ mod tests {
         assert!(failed.is_err());
         assert_eq!(stats.bytes.load(Ordering::Relaxed), 200);
         assert_eq!(stats.files.load(Ordering::Relaxed), 2);
+    }
+
+    #[tokio::test]
+    async fn a_fill_out_of_space_serves_uncached_and_gives_its_room_back() {
+        let stats = Arc::new(CacheStats::default());
+        let cache = DataCache::new(1000, CopyStore::Memory, stats.clone());
+        for code in [libc::ENOSPC, libc::EIO] {
+            let got = cache
+                .get_or_fill(b"f", valid(1, 100, 1), || async move {
+                    Err(StorageError::Io(std::io::Error::from_raw_os_error(code)))
+                })
+                .await;
+            assert!(matches!(got, Ok(None)), "{code}: not an error, not cached");
+        }
+        let s = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        assert_eq!((s(&stats.uncached), s(&stats.misses)), (2, 0));
+        assert_eq!((s(&stats.bytes), s(&stats.files)), (0, 0));
+        // Space again: the next open fills.
+        let got = cache
+            .get_or_fill(b"f", valid(1, 100, 1), || fill_with(1, 100))
+            .await
+            .unwrap();
+        assert!(got.is_some());
+        assert_eq!((s(&stats.misses), s(&stats.bytes)), (1, 100));
     }
 }

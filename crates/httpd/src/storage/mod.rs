@@ -5,6 +5,7 @@
 //! (`read` phase), list a directory — so the HTTP layer produces byte-identical
 //! responses whichever backend is behind it.
 
+pub mod cache_file;
 pub mod data_cache;
 pub mod local;
 pub mod nfs;
@@ -90,7 +91,7 @@ impl std::os::fd::AsRawFd for OpenFile {
 #[derive(Debug, Clone)]
 pub enum Handle {
     /// An open file or directory descriptor: the local backend, or a copy in the NFS
-    /// backend's data cache (a sealed memfd).
+    /// backend's data cache (a sealed memfd, or an unlinked file in its directory).
     Local(Arc<OpenFile>),
     /// An NFS file handle.
     Nfs(nfsclient::FileHandle),

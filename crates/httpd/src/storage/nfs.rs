@@ -16,7 +16,7 @@
 //! turns both caches off (every request does LOOKUPs and READs).
 //!
 //! With `--nfs-data-cache SIZE` ([`super::data_cache`]) whole files up to SIZE are kept
-//! in sealed memfds instead, close-to-open: every open does a fresh LOOKUP of the last
+//! instead — in sealed memfds, or in unlinked files in `--nfs-data-cache-dir` — close-to-open: every open does a fresh LOOKUP of the last
 //! component (its reply carries the file's attributes, as a GETATTR would, and a file
 //! replaced under the same name shows up as a new handle), and a copy whose size, mtime,
 //! ctime or file id changed is dropped and read again. A cached file is handed to the
@@ -32,7 +32,8 @@ use bytes::Bytes;
 use nfsclient::{Attr, Client, ClientConfig, FileHandle, FileKind, NfsUrl, PipedData, nfsstat3};
 use parking_lot::Mutex;
 
-use super::data_cache::{self, CacheStats, DataCache, Validator};
+use super::cache_file::CopyStore;
+use super::data_cache::{CacheStats, DataCache, Validator};
 use super::{Chunk, Entry, Handle, Kind, ListEntry, Meta, OpenFile, Storage, StorageError};
 
 /// Entries beyond this make the cache start over (a crude but bounded policy).
@@ -143,7 +144,8 @@ pub struct NfsStorage {
 impl NfsStorage {
     /// Mounts `url` and checks that the served root is a directory; the error names the
     /// URL and, for a missing or wrong root, the path inside the export. A data-cache size
-    /// of 0 leaves `--nfs-data-cache` off (its stats then stay 0).
+    /// of 0 leaves `--nfs-data-cache` off (its stats then stay 0); with a directory, its
+    /// copies are files there, checked before anything is mounted.
     pub async fn connect(
         url: &str,
         connections: usize,
@@ -151,8 +153,24 @@ impl NfsStorage {
         ttl: Duration,
         chunk: usize,
         read_ahead: usize,
-        (data_cache, stats): (u64, Arc<CacheStats>),
+        (data_cache, data_cache_dir, stats): (u64, Option<&std::path::Path>, Arc<CacheStats>),
     ) -> Result<NfsStorage, crate::Error> {
+        let files = match (data_cache, data_cache_dir) {
+            (0, _) => None,
+            (size, dir) => {
+                let store = match dir {
+                    None => CopyStore::Memory,
+                    Some(path) => {
+                        CopyStore::in_dir(path).map_err(|reason| crate::Error::DataCacheDir {
+                            path: path.to_path_buf(),
+                            reason,
+                        })?
+                    }
+                };
+                tracing::info!(size, "nfs data cache: copies {}", store.describe());
+                Some(DataCache::new(size, store, stats))
+            }
+        };
         let text = url;
         let nfs_err = |source| crate::Error::Nfs {
             url: text.to_string(),
@@ -199,7 +217,7 @@ impl NfsStorage {
             base,
             cache: Mutex::new(HashMap::new()),
             data: Mutex::new(SmallFiles::default()),
-            files: (data_cache > 0).then(|| DataCache::new(data_cache, stats)),
+            files,
             revalidations: Revalidations::default(),
             ttl,
             read_ahead,
@@ -353,11 +371,16 @@ impl NfsStorage {
 }
 
 impl NfsStorage {
-    /// Reads the whole file (`size` bytes, as its attributes said) into a new sealed
-    /// memfd, `read_ahead` READs of `chunk` bytes in flight, and maps it.
-    async fn fill(&self, fh: &FileHandle, size: u64) -> Result<OpenFile, StorageError> {
-        let file = Arc::new(data_cache::memfd()?);
-        file.set_len(size)?;
+    /// Reads the whole file (`size` bytes, as its attributes said) into a new copy in
+    /// `store`, `read_ahead` READs of `chunk` bytes in flight, and finishes it (sealed,
+    /// mapped).
+    async fn fill(
+        &self,
+        store: &CopyStore,
+        fh: &FileHandle,
+        size: u64,
+    ) -> Result<OpenFile, StorageError> {
+        let file = Arc::new(store.create(size)?);
         let chunk = self.chunk as u64;
         let mut tasks = tokio::task::JoinSet::new();
         let mut next = 0u64;
@@ -376,8 +399,7 @@ impl NfsStorage {
             }
         }
         let file = Arc::into_inner(file).expect("every fill task has ended");
-        data_cache::seal(&file)?;
-        data_cache::map(file)
+        Ok(store.finish(file)?)
     }
 }
 
@@ -479,7 +501,7 @@ impl Storage for NfsStorage {
             let valid = Validator::from(&attr);
             let size = valid.size;
             if let Some(file) = cache
-                .get_or_fill(&fh.data, valid, || self.fill(&fh, size))
+                .get_or_fill(&fh.data, valid, || self.fill(cache.store(), &fh, size))
                 .await?
             {
                 return Ok(Entry {
@@ -501,7 +523,8 @@ impl Storage for NfsStorage {
                 if let Some(data) = copy.cached_range(offset, len) {
                     return Ok(data);
                 }
-                // A data-cache copy (memory): read in place, it never blocks on a disk.
+                // A data-cache copy, in memory or in the page cache (mapped, populated):
+                // read in place.
                 let mut buf = vec![0u8; len];
                 copy.read_exact_at(&mut buf, offset)?;
                 return Ok(Bytes::from(buf));

@@ -59,6 +59,17 @@ impl BaselineChoice {
     }
 }
 
+/// Where the client-cache row's httpd keeps its cached copies.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DataCacheCopies {
+    /// Unlinked files in a directory made in the run's temporary directory.
+    RunTempDir,
+    /// Unlinked files in this directory (`--nfs-data-cache-dir`).
+    Dir(PathBuf),
+    /// Sealed memfds (`--nfs-data-cache-memfd`).
+    Memfd,
+}
+
 /// Everything a comparison run needs, validated by the CLI.
 #[derive(Debug, Clone)]
 pub struct CompareOptions {
@@ -79,6 +90,8 @@ pub struct CompareOptions {
     pub link: Option<LinkSpec>,
     /// httpd's NFS cache lifetime for scenario A (`--nfs-attr-ttl-ms`).
     pub nfs_cache_ms: u64,
+    /// Where the client-cache row keeps its copies.
+    pub data_cache_copies: DataCacheCopies,
     /// Threads of our load generator (`servelab load -t`).
     pub client_threads: usize,
     /// Also run `ab` / `wrk` on the same workloads when installed.

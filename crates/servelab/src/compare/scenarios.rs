@@ -28,7 +28,8 @@ pub enum Launch {
     HttpdLocal,
     /// `servelab httpd --nfs` reading from rustnfs, optionally across an emulated link,
     /// optionally with a client data cache (`--nfs-data-cache`, like a kernel mount's
-    /// page cache: revalidated on every request, served from memory when unchanged).
+    /// page cache: revalidated on every request, served from a local copy when
+    /// unchanged; the copies' place is [`StartEnv::data_cache_dir`]).
     HttpdRustnfs {
         link: Option<LinkSpec>,
         data_cache: Option<&'static str>,
@@ -67,7 +68,7 @@ pub fn specs(link: Option<LinkSpec>, ganesha: bool, peers: &[Baseline]) -> Vec<S
         ScenarioSpec {
             name: CLIENT_CACHE_SCENARIO.into(),
             description: format!(
-                "httpd --nfs --nfs-data-cache {DATA_CACHE}: file data kept in memory, \
+                "httpd --nfs --nfs-data-cache {DATA_CACHE}: file data kept in a local copy, \
                  revalidated by one LOOKUP per request (close-to-open, like a kernel NFS \
                  mount's page cache — what the original experiment measured)"
             ),
@@ -139,12 +140,16 @@ pub struct StartEnv<'a> {
     pub rustnfs: Option<&'a ServerProcess>,
     pub ganesha: Option<&'a ExternalServer>,
     pub nfs_cache_ms: u64,
+    /// Where the client-cache row keeps its copies (`--nfs-data-cache-dir`); `None` =
+    /// sealed memfds.
+    pub data_cache_dir: Option<&'a Path>,
 }
 
 /// Starts one scenario.
 pub fn start(spec: &ScenarioSpec, env: &StartEnv<'_>) -> anyhow::Result<HttpScenario> {
     let root_arg = env.root.display().to_string();
     let mut link = None;
+    let mut notes = Vec::new();
     let (args, behind_rustnfs) = match &spec.launch {
         Launch::HttpdLocal => (vec!["--root".to_string(), root_arg], false),
         Launch::HttpdRustnfs {
@@ -159,6 +164,7 @@ pub fn start(spec: &ScenarioSpec, env: &StartEnv<'_>) -> anyhow::Result<HttpScen
                 Some(s) => {
                     let started = Link::start(nfs.addr, *s)?;
                     let a = started.addr;
+                    notes.push(started.path_note().to_string());
                     link = Some(started);
                     a
                 }
@@ -166,6 +172,20 @@ pub fn start(spec: &ScenarioSpec, env: &StartEnv<'_>) -> anyhow::Result<HttpScen
             let mut args = nfs_args(format!("nfs://{addr}/"), env.nfs_cache_ms);
             if let Some(size) = data_cache {
                 args.extend(["--nfs-data-cache".to_string(), size.to_string()]);
+                notes.push(match env.data_cache_dir {
+                    Some(dir) => {
+                        args.extend([
+                            "--nfs-data-cache-dir".to_string(),
+                            dir.display().to_string(),
+                        ]);
+                        format!(
+                            "copies: unlinked files in {} ({})",
+                            dir.display(),
+                            httpd::storage::cache_file::file_system_name(dir)
+                        )
+                    }
+                    None => "copies: sealed memfds".to_string(),
+                });
             }
             (args, true)
         }
@@ -198,9 +218,9 @@ pub fn start(spec: &ScenarioSpec, env: &StartEnv<'_>) -> anyhow::Result<HttpScen
     let p = ServerProcess::start(&spec.name, "httpd", &args, env.log_dir)?;
     Ok(HttpScenario {
         name: spec.name.clone(),
-        description: match &link {
-            Some(l) => format!("{} [{}]", spec.description, l.path_note()),
-            None => spec.description.clone(),
+        description: match notes.is_empty() {
+            false => format!("{} [{}]", spec.description, notes.join("; ")),
+            true => spec.description.clone(),
         },
         addr: p.addr,
         target: Target::Tree(p.pid()),

@@ -22,7 +22,7 @@ use latency::Snapshot;
 use super::crosscheck;
 use super::link;
 use super::model::*;
-use super::options::CompareOptions;
+use super::options::{CompareOptions, DataCacheCopies};
 use super::output::write_outputs;
 use super::scenarios::ScratchDir;
 use crate::measure::error_text;
@@ -47,6 +47,9 @@ struct RunContext<'a> {
     ganesha: Option<ExternalServer>,
     /// The NFS procedure latencies rustnfs recorded, per workload label.
     nfs_phases: BTreeMap<String, Snapshot>,
+    /// Where the client-cache row's copies go (`None` = memfds); inside `_tmp` unless
+    /// `--nfs-data-cache-dir` named one.
+    data_cache_dir: Option<PathBuf>,
     // Drop order: the scratch directory goes before the dataset's temporary directory.
     scratch: ScratchDir,
     _tmp: tempfile::TempDir,
@@ -95,6 +98,22 @@ impl<'a> RunContext<'a> {
             }
         };
         let scratch = ScratchDir::create(&info.root)?;
+        let data_cache_dir = match &opts.data_cache_copies {
+            DataCacheCopies::Memfd => None,
+            DataCacheCopies::Dir(dir) => Some(dir.clone()),
+            DataCacheCopies::RunTempDir => {
+                let dir = tmp.path().join("nfs-data-cache");
+                std::fs::create_dir(&dir)
+                    .with_context(|| format!("cannot create {}", dir.display()))?;
+                if httpd::storage::cache_file::file_system_name(&dir) == "tmpfs" {
+                    eprintln!(
+                        "servelab compare: the client-cache row's copies are on tmpfs (shmem, \
+                         like memfds); --nfs-data-cache-dir DIR on ext4 measures file-backed copies"
+                    );
+                }
+                Some(dir)
+            }
+        };
         let cache_state = if opts.cold {
             match drop_caches() {
                 Ok(()) => "cold (page cache dropped before each run)".to_string(),
@@ -156,6 +175,7 @@ impl<'a> RunContext<'a> {
             rustnfs: None,
             ganesha: None,
             nfs_phases: BTreeMap::new(),
+            data_cache_dir,
             scratch,
             _tmp: tmp,
         })

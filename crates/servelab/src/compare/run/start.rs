@@ -108,6 +108,7 @@ impl RunContext<'_> {
                 rustnfs: self.rustnfs.as_ref(),
                 ganesha: self.ganesha.as_ref(),
                 nfs_cache_ms: self.opts.nfs_cache_ms,
+                data_cache_dir: self.data_cache_dir.as_deref(),
             };
             let result = scenarios::start(spec, &env);
             match result {
