@@ -13,9 +13,9 @@
 //! minus control row is what the shaping adds and nothing else:
 //! - `veth` (the link is `netns+tbf`): the same veth pair into a namespace, MTU 65520,
 //!   with no tbf and no relay — the NFS server runs inside the namespace and the kernel
-//!   forwards to it ([`Link::over_veth`]). On a quiet machine real scenario A (10 MiB,
-//!   a connection per request) kept 0.65 of direct through the unshaped relay and
-//!   0.79–0.82 through the veth pair (see the crate README for the figures).
+//!   forwards to it ([`Link::over_veth`]). On a quiet machine scenario A (10 MiB, a
+//!   connection per request) kept 0.93–0.97 of direct through it in compare, and 0.65
+//!   through the unshaped relay stand-alone (figures in the crate README).
 //! - `relay` (the link is `relay`): the userspace relay, unshaped.
 //!
 //! Kernel `tc netem` (or any delaying qdisc) is not available on these machines, so the
@@ -1290,9 +1290,9 @@ mod tests {
     ///   at load 2.5–3.4. (With replies written from a buffer instead of sendfile the
     ///   veth pair cost nothing here — 1.01 — so the miniature would not have seen it.)
     ///   This catches a control that regresses — the relay again (0.65 of real A), a
-    ///   qdisc on the pair — but it is not scenario A: real A (httpd + rustnfs, 10 MiB,
-    ///   a connection per request) kept 0.79–0.82 of direct through the veth pair on the
-    ///   same quiet machine, and compare's control row is where that shows.
+    ///   qdisc on the pair — but it is not scenario A: compare's control row is where
+    ///   A's figure shows (0.93–0.97 of direct on a quiet machine; a hand-built pair
+    ///   measured stand-alone kept only 0.77–0.83, see the crate README).
     /// - the relay (no root): 0.55, a regression bar (a user-space copy fell to 0.2–0.4).
     #[test]
     fn unshaped_control_costs_a_little() {
