@@ -13,6 +13,21 @@ fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false")
 }
 
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// The unshaped control's row: the veth pair beside a netns+tbf link (root), the relay
+/// beside the relay.
+fn control_scenario() -> &'static str {
+    if is_root() {
+        "A (NFS: rustnfs, veth, unshaped control)"
+    } else {
+        "A (NFS: rustnfs, relay, unshaped control)"
+    }
+}
+
 fn validate_against_schema(report: &serde_json::Value) {
     let schema_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("report-schema.json");
     let schema: serde_json::Value =
@@ -94,7 +109,7 @@ fn short_compare_reports_every_scenario() {
         "B (local)",
         "A (NFS: rustnfs)",
         "A (NFS: rustnfs, client cache — like a kernel mount)",
-        "A (NFS: rustnfs, relay, unshaped control)",
+        control_scenario(),
         "A (NFS: rustnfs, rate=1gbit,delay=200us)",
     ];
     let has = |tool: &str| {
@@ -207,9 +222,9 @@ fn short_compare_reports_every_scenario() {
         tcp.iter()
             .any(|t| t["path"] == "loopback" && t["bits_per_sec"].as_f64().unwrap() > 1e8)
     );
-    assert_eq!(tcp.len(), 3, "loopback, relay control and shaped link");
+    assert_eq!(tcp.len(), 3, "loopback, unshaped control and shaped link");
     // Issue 12 §2: the shaped link carries its rate (it carried a third of it before),
-    // or as much as the control relay could on a machine too busy for 1 Gbit/s.
+    // or as much as the unshaped control could on a machine too busy for 1 Gbit/s.
     let control = tcp[1]["bits_per_sec"].as_f64().unwrap();
     let shaped = &tcp[2];
     let rate = shaped["expected_bits_per_sec"].as_f64().unwrap();
@@ -220,17 +235,26 @@ fn short_compare_reports_every_scenario() {
         "rate=1gbit carried {got:.3e} bit/s (control {control:.3e})"
     );
     // Which path carried the shaped link: tc tbf in a namespace as root (CI), the relay
-    // otherwise; the control is always the relay.
-    // SAFETY: geteuid has no preconditions.
-    let path = if unsafe { libc::geteuid() } == 0 {
-        "netns+tbf"
+    // otherwise; the control follows it (the veth pair without tbf, or the relay).
+    let (path, control) = if is_root() {
+        ("netns+tbf", "veth")
     } else {
-        "relay"
+        ("relay", "relay")
     };
     let link_path = report["link_path"].as_str().unwrap();
     assert!(link_path.starts_with(path), "{link_path}");
+    let control_path = report["control_path"].as_str().unwrap();
+    assert!(control_path.starts_with(control), "{control_path}");
     assert!(shaped["path"].as_str().unwrap().contains(path), "{shaped}");
-    assert!(tcp[1]["path"].as_str().unwrap().contains("relay:"));
+    assert!(
+        tcp[1]["path"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("{control}:")),
+        "{}",
+        tcp[1]
+    );
+    assert!(stdout.contains(&format!("| Its unshaped control | {control}:")));
 
     // The Markdown table a student pastes: Δ% against B on every other row.
     assert!(stdout.contains("| B (local) |"), "{stdout}");

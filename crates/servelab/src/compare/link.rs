@@ -7,8 +7,16 @@
 //!   listening in the namespace crosses back to the server on loopback and adds the
 //!   delay. tbf holds a single stream at 0.97–1.0 of 100 Mbit/s to 5 Gbit/s; the relay's
 //!   own rate clock could not carry 5 Gbit/s on two busy cores.
-//! - `relay` (no rate limit, the unshaped control, or without root): the userspace relay
-//!   alone, on loopback.
+//! - `relay` (no rate limit, or without root): the userspace relay alone, on loopback.
+//!
+//! The unshaped control follows the link's path ([`control_path`]), so that shaped row
+//! minus control row is what the shaping adds and nothing else:
+//! - `veth` (the link is `netns+tbf`): the same veth pair into a namespace, MTU 65520,
+//!   with no tbf and no relay — the NFS server runs inside the namespace and the kernel
+//!   forwards to it ([`Link::over_veth`]). On a quiet machine scenario A (10 MiB, a
+//!   connection per request) kept 0.93–0.97 of direct through it in compare, and 0.65
+//!   through the unshaped relay stand-alone (figures in the crate README).
+//! - `relay` (the link is `relay`): the userspace relay, unshaped.
 //!
 //! Kernel `tc netem` (or any delaying qdisc) is not available on these machines, so the
 //! delay is always the relay's, on plain threads rather than an async runtime: tokio's
@@ -151,6 +159,9 @@ pub enum LinkPath {
     /// A veth pair into a namespace of this run with `tc tbf` for the rate ([`netns`]);
     /// the relay only crosses into it and adds the delay.
     NetnsTbf,
+    /// The unshaped control of `NetnsTbf`: the same veth pair, no tbf, no relay; the
+    /// server listens inside the namespace.
+    Veth,
 }
 
 impl LinkPath {
@@ -159,8 +170,25 @@ impl LinkPath {
         match self {
             LinkPath::Relay => "relay",
             LinkPath::NetnsTbf => "netns+tbf",
+            LinkPath::Veth => "veth",
         }
     }
+}
+
+/// The path the unshaped control of a link of `spec` takes in this process: `veth` when
+/// the link runs on `netns+tbf`, the unshaped relay otherwise (a delay alone, or no
+/// root).
+pub fn control_path(spec: LinkSpec) -> LinkPath {
+    if spec.rate_bits_per_sec.is_some() && kernel_path_ready().is_ok() {
+        LinkPath::Veth
+    } else {
+        LinkPath::Relay
+    }
+}
+
+/// How the unshaped control of a link of `spec` is built, for the report.
+pub fn control_note(spec: LinkSpec) -> &'static str {
+    note(control_path(spec), LinkSpec::unshaped())
 }
 
 /// The emulated link as a scenario holds it: where to connect, and how it is built.
@@ -169,8 +197,8 @@ pub struct Link {
     pub spec: LinkSpec,
     pub path: LinkPath,
     // Field order is drop order: the relay stops (its wake-up connection still crosses
-    // the wire) before the wire goes.
-    _relay: Relay,
+    // the wire) before the wire goes. `veth` has no relay.
+    _relay: Option<Relay>,
     _wire: Option<netns::Wire>,
 }
 
@@ -202,7 +230,7 @@ impl Link {
             addr: relay.addr,
             spec,
             path: LinkPath::Relay,
-            _relay: relay,
+            _relay: Some(relay),
             _wire: None,
         })
     }
@@ -224,9 +252,23 @@ impl Link {
             addr: relay.addr,
             spec,
             path: LinkPath::NetnsTbf,
-            _relay: relay,
+            _relay: Some(relay),
             _wire: Some(wire),
         })
+    }
+
+    /// The `veth` control: `wire` (made without a rate) with a server listening at
+    /// `server` inside its namespace — a child started with
+    /// [`netns::Wire::enter_before_exec`], or a listener from [`netns::Wire::listen`].
+    /// Stop that server before dropping the link: the pair goes with the link.
+    pub fn over_veth(wire: netns::Wire, server: SocketAddr) -> Link {
+        Link {
+            addr: server,
+            spec: LinkSpec::unshaped(),
+            path: LinkPath::Veth,
+            _relay: None,
+            _wire: Some(wire),
+        }
     }
 
     /// Which path carried the traffic, for the report.
@@ -275,6 +317,9 @@ fn note(path: LinkPath, spec: LinkSpec) -> &'static str {
         }
         (LinkPath::NetnsTbf, _, false) => {
             "netns+tbf: veth into a network namespace, tc tbf rate each way; splice(2) relay into it adds the delay by high-resolution sleep"
+        }
+        (LinkPath::Veth, _, _) => {
+            "veth: kernel forwarding over a veth pair into a network namespace (MTU 65520, as the shaped wire), no tbf, no relay; the NFS server listens inside"
         }
     }
 }
@@ -930,7 +975,7 @@ mod tests {
                     delay,
                 }) {
                     LinkPath::NetnsTbf => Link::start_netns(upstream, unlimited).unwrap(),
-                    LinkPath::Relay => Link::start_relay(
+                    LinkPath::Relay | LinkPath::Veth => Link::start_relay(
                         upstream,
                         LinkSpec {
                             rate_bits_per_sec: Some(1_000_000_000_000),
@@ -1130,20 +1175,42 @@ mod tests {
         assert!(!sys.exists(), "{iface} outlived its process by 10 s");
     }
 
-    /// Answers each 4-byte length with that many bytes (an NFS server's READ replies).
+    /// Answers each 4-byte length with that many bytes of a page-cached file, sent with
+    /// sendfile(2) as rustnfs sends READ replies (page references cross the path, not
+    /// copies — what a veth pair handles differently from a buffer written by `write`).
     fn reply_server() -> SocketAddr {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        serve_replies(TcpListener::bind("127.0.0.1:0").unwrap())
+    }
+
+    /// [`reply_server`] on a given listener (one in a namespace, say).
+    fn serve_replies(l: TcpListener) -> SocketAddr {
         let addr = l.local_addr().unwrap();
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(&vec![7u8; 1 << 20]).unwrap();
+        let file = Arc::new(file);
         std::thread::spawn(move || {
             for mut s in l.incoming().flatten() {
+                let file = file.clone();
                 std::thread::spawn(move || {
                     let _ = s.set_nodelay(true);
-                    let data = vec![7u8; 1 << 20];
                     let mut len = [0u8; 4];
-                    while s.read_exact(&mut len).is_ok() {
-                        let n = (u32::from_be_bytes(len) as usize).min(data.len());
-                        if s.write_all(&data[..n]).is_err() {
-                            break;
+                    'replies: while s.read_exact(&mut len).is_ok() {
+                        let n = (u32::from_be_bytes(len) as usize).min(1 << 20);
+                        let mut offset: libc::off_t = 0;
+                        while (offset as usize) < n {
+                            // SAFETY: sendfile between a socket and a file we hold open,
+                            // with an offset variable of our own.
+                            let sent = unsafe {
+                                libc::sendfile(
+                                    s.as_raw_fd(),
+                                    file.as_raw_fd(),
+                                    &mut offset,
+                                    n - offset as usize,
+                                )
+                            };
+                            if sent <= 0 {
+                                break 'replies;
+                            }
                         }
                     }
                 });
@@ -1200,35 +1267,74 @@ mod tests {
         }
     }
 
-    /// Issue 12 §2: what the unshaped control costs scenario A. A in miniature
-    /// (four READ streams of 1 MiB replies, each passed on to a second socket) through
-    /// the control relay and without it, in short alternating rounds (ABBA, so a trend in
-    /// the machine's load falls on both alike); the ratio of the medians.
+    /// The unshaped control compare runs beside a rate-limited link, with a
+    /// [`reply_server`] behind it: `veth` as root (CI), the unshaped relay otherwise.
+    fn control_for_a_rate_limit(upstream: SocketAddr) -> Link {
+        match control_path("rate=1gbit".parse().unwrap()) {
+            LinkPath::Veth => {
+                let wire = netns::Wire::create(None).unwrap();
+                let addr = serve_replies(wire.listen().unwrap());
+                Link::over_veth(wire, addr)
+            }
+            _ => Link::start(upstream, LinkSpec::unshaped()).unwrap(),
+        }
+    }
+
+    /// Issue 12 §2: what the unshaped control costs scenario A, on the path compare
+    /// takes. A in miniature (four READ streams of 1 MiB replies sent with sendfile, as
+    /// rustnfs sends them, each passed on to a second socket) through the control and
+    /// without it, in short alternating rounds (ABBA, so a trend in the machine's load
+    /// falls on both alike); the ratio of the medians.
+    ///
+    /// - `veth` (root, as in CI): the issue's bar, 0.9. Measured 0.90–1.19 in five runs
+    ///   at load 2.5–3.4. (With replies written from a buffer instead of sendfile the
+    ///   veth pair cost nothing here — 1.01 — so the miniature would not have seen it.)
+    ///   This catches a control that regresses — the relay again (0.65 of real A), a
+    ///   qdisc on the pair — but it is not scenario A: compare's control row is where
+    ///   A's figure shows (0.93–0.97 of direct on a quiet machine; a hand-built pair
+    ///   measured stand-alone kept only 0.77–0.83, see the crate README).
+    /// - the relay (no root): 0.55, a regression bar (a user-space copy fell to 0.2–0.4).
     #[test]
     fn unshaped_control_costs_a_little() {
         let _one_at_a_time = FIGURES.lock();
         let upstream = reply_server();
-        let control = Link::start(upstream, LinkSpec::unshaped()).unwrap();
-        assert_eq!(control.path, LinkPath::Relay);
+        let control = control_for_a_rate_limit(upstream);
+        let expected = if is_root() {
+            LinkPath::Veth
+        } else {
+            LinkPath::Relay
+        };
+        assert_eq!(control.path, expected);
+        let bar = if control.path == LinkPath::Veth {
+            0.9
+        } else {
+            0.55
+        };
         let mut direct = MiniA::new(upstream, 4);
-        let mut relayed = MiniA::new(control.addr, 4);
+        let mut through = MiniA::new(control.addr, 4);
         direct.round(0.1);
-        relayed.round(0.1);
-        in_three_attempts("the unshaped control's cost to A", || {
-            control_ratio(&mut direct, &mut relayed)
-        });
+        through.round(0.1);
+        in_three_attempts(
+            &format!("the {} control's cost to A", control.path.name()),
+            || control_ratio(&mut direct, &mut through, control.path, bar),
+        );
     }
 
     /// One ABBA series of 12 rounds of [`unshaped_control_costs_a_little`]: the bar is
     /// met, or why not.
-    fn control_ratio(direct: &mut MiniA, relayed: &mut MiniA) -> Result<(), String> {
+    fn control_ratio(
+        direct: &mut MiniA,
+        through: &mut MiniA,
+        path: LinkPath,
+        bar: f64,
+    ) -> Result<(), String> {
         let (mut d, mut r) = (Vec::new(), Vec::new());
         for i in 0..12 {
             if i % 4 == 0 || i % 4 == 3 {
                 d.push(direct.round(0.15));
-                r.push(relayed.round(0.15));
+                r.push(through.round(0.15));
             } else {
-                r.push(relayed.round(0.15));
+                r.push(through.round(0.15));
                 d.push(direct.round(0.15));
             }
         }
@@ -1239,16 +1345,12 @@ mod tests {
         };
         let (d_runs, r_runs) = (gb(&d), gb(&r));
         let ratio = median(r) / median(d);
+        let path = path.name();
         eprintln!(
-            "A in miniature, GB/s: direct {d_runs:?}, via the control {r_runs:?}: {ratio:.2}"
+            "A in miniature, GB/s: direct {d_runs:?}, via the {path} control {r_runs:?}: {ratio:.2}"
         );
-        // A in miniature is all transfer and no server work, so the relay's second
-        // loopback crossing is the largest share it can be: 0.67-0.73 on a quiet machine
-        // (load < 2), where real scenario A through the same control kept more (the
-        // report's figure). This bar catches a relay that copies through user space
-        // again (0.2-0.4 here), not the issue's 10 % for A, which compare reports.
-        (ratio >= 0.55).then_some(()).ok_or_else(|| format!(
-            "the control relay kept {ratio:.2} of A in miniature (GB/s direct {d_runs:?}, via the control {r_runs:?})"
+        (ratio >= bar).then_some(()).ok_or_else(|| format!(
+            "the {path} control kept {ratio:.2} of A in miniature, bar {bar} (GB/s direct {d_runs:?}, via the control {r_runs:?})"
         ))
     }
 
@@ -1361,7 +1463,7 @@ mod tests {
             }
         }
         let reply = reply_server();
-        let control = Link::start(reply, LinkSpec::unshaped()).unwrap();
+        let control = control_for_a_rate_limit(reply);
         let mut direct = MiniA::new(reply, 4);
         let mut relayed = MiniA::new(control.addr, 4);
         let before = loadavg();
@@ -1371,7 +1473,8 @@ mod tests {
             r.push(relayed.round(0.15));
         }
         println!(
-            "\nA in miniature through the unshaped control: {:.2} GB/s vs direct {:.2} GB/s = {:.2} (medians of 12; load {before} → {})",
+            "\nA in miniature through the unshaped control ({}): {:.2} GB/s vs direct {:.2} GB/s = {:.2} (medians of 12; load {before} → {})",
+            control.path.name(),
             median(r.clone()) / 1e9,
             median(d.clone()) / 1e9,
             median(r) / median(d),

@@ -400,6 +400,9 @@ pub fn render(report: &Report) -> String {
             "| Emulated link (A's NFS traffic) | {link} ({}) |",
             report.link_path.as_deref().unwrap_or("userspace relay")
         );
+        if let Some(control) = &report.control_path {
+            let _ = writeln!(out, "| Its unshaped control | {control} |");
+        }
     }
     if let Some(t) = report.settings.client_threads {
         let _ = writeln!(out, "| servelab load threads | {t} |");

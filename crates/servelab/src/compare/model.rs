@@ -36,6 +36,10 @@ pub struct Report {
     /// How the emulated link was built, when `--link` was given.
     #[serde(default)]
     pub link_path: Option<String>,
+    /// How the link's unshaped control was built (`veth` beside `netns+tbf`, the relay
+    /// beside the relay), when `--link` was given.
+    #[serde(default)]
+    pub control_path: Option<String>,
     /// Checks of the report against itself: ratios a reference client contradicts, runs
     /// taken on a busy machine.
     #[serde(default)]

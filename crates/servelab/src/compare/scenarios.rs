@@ -10,8 +10,9 @@ use std::path::{Path, PathBuf};
 use lab::peers::{self, Baseline, ExternalServer};
 use lab::sampler::Target;
 
-use super::link::{Link, LinkSpec};
+use super::link::{self, Link, LinkPath, LinkSpec};
 use super::markdown::REFERENCE_SCENARIO;
+use super::netns;
 use crate::ours::ServerProcess;
 
 /// Scenario A with httpd's client data cache: the row comparable to the original
@@ -34,6 +35,10 @@ pub enum Launch {
         link: Option<LinkSpec>,
         data_cache: Option<&'static str>,
     },
+    /// The unshaped control of a `netns+tbf` link: `servelab httpd --nfs` reading from a
+    /// rustnfs of its own that listens inside a network namespace, across the same veth
+    /// pair as the shaped wire but without tbf or relay ([`LinkPath::Veth`]).
+    HttpdRustnfsVeth,
     /// `servelab httpd --nfs` reading from NFS-Ganesha.
     HttpdGanesha,
     /// nginx or Apache on the dataset.
@@ -79,14 +84,7 @@ pub fn specs(link: Option<LinkSpec>, ganesha: bool, peers: &[Baseline]) -> Vec<S
         },
     ];
     if let Some(spec) = link {
-        v.push(ScenarioSpec {
-            name: "A (NFS: rustnfs, relay, unshaped control)".into(),
-            description: "httpd --nfs → userspace relay (no delay, no rate limit) → rustnfs".into(),
-            launch: Launch::HttpdRustnfs {
-                link: Some(LinkSpec::unshaped()),
-                data_cache: None,
-            },
-        });
+        v.push(control_spec(link::control_path(spec)));
         v.push(ScenarioSpec {
             name: format!("A (NFS: rustnfs, {spec})"),
             description: format!("httpd --nfs → emulated link ({spec}) → rustnfs"),
@@ -116,6 +114,27 @@ pub fn specs(link: Option<LinkSpec>, ganesha: bool, peers: &[Baseline]) -> Vec<S
     v
 }
 
+/// The unshaped control row of a link whose control takes `path`: what the shaped row
+/// is read against.
+pub fn control_spec(path: LinkPath) -> ScenarioSpec {
+    match path {
+        LinkPath::Veth => ScenarioSpec {
+            name: "A (NFS: rustnfs, veth, unshaped control)".into(),
+            description:
+                "httpd --nfs → veth pair (no tbf, no relay) → rustnfs in a network namespace".into(),
+            launch: Launch::HttpdRustnfsVeth,
+        },
+        LinkPath::Relay | LinkPath::NetnsTbf => ScenarioSpec {
+            name: "A (NFS: rustnfs, relay, unshaped control)".into(),
+            description: "httpd --nfs → userspace relay (no delay, no rate limit) → rustnfs".into(),
+            launch: Launch::HttpdRustnfs {
+                link: Some(LinkSpec::unshaped()),
+                data_cache: None,
+            },
+        },
+    }
+}
+
 /// A started HTTP scenario.
 pub struct HttpScenario {
     pub name: String,
@@ -127,6 +146,9 @@ pub struct HttpScenario {
     pub _peer: Option<ExternalServer>,
     /// The NFS server behind it is rustnfs (for procedure latencies).
     pub behind_rustnfs: bool,
+    /// A rustnfs of this scenario's own (the `veth` control's, inside its namespace);
+    /// `None`: the run's shared rustnfs, if any. Stopped before the link below goes.
+    pub own_rustnfs: Option<ServerProcess>,
     /// The emulated link its NFS traffic crosses, held as long as the scenario.
     pub _link: Option<Link>,
     /// What the cost sampler reads: the process tree, or a cgroup for a container.
@@ -150,6 +172,7 @@ pub fn start(spec: &ScenarioSpec, env: &StartEnv<'_>) -> anyhow::Result<HttpScen
     let root_arg = env.root.display().to_string();
     let mut link = None;
     let mut notes = Vec::new();
+    let mut own_rustnfs = None;
     let (args, behind_rustnfs) = match &spec.launch {
         Launch::HttpdLocal => (vec!["--root".to_string(), root_arg], false),
         Launch::HttpdRustnfs {
@@ -189,6 +212,14 @@ pub fn start(spec: &ScenarioSpec, env: &StartEnv<'_>) -> anyhow::Result<HttpScen
             }
             (args, true)
         }
+        Launch::HttpdRustnfsVeth => {
+            let (l, nfs) = start_rustnfs_over_veth(env)?;
+            let args = nfs_args(format!("nfs://{}/", nfs.addr), env.nfs_cache_ms);
+            notes.push(l.path_note().to_string());
+            link = Some(l);
+            own_rustnfs = Some(nfs);
+            (args, true)
+        }
         Launch::HttpdGanesha => {
             let g = env
                 .ganesha
@@ -211,6 +242,7 @@ pub fn start(spec: &ScenarioSpec, env: &StartEnv<'_>) -> anyhow::Result<HttpScen
                 ours: None,
                 _peer: Some(server),
                 behind_rustnfs: false,
+                own_rustnfs: None,
                 _link: None,
             });
         }
@@ -227,8 +259,28 @@ pub fn start(spec: &ScenarioSpec, env: &StartEnv<'_>) -> anyhow::Result<HttpScen
         ours: Some(p),
         _peer: None,
         behind_rustnfs,
+        own_rustnfs,
         _link: link,
     })
+}
+
+/// A veth pair without a rate into a new namespace, and a rustnfs exporting the dataset
+/// inside it (NFS and metrics on the namespace's address: nothing else listens there).
+fn start_rustnfs_over_veth(env: &StartEnv<'_>) -> anyhow::Result<(Link, ServerProcess)> {
+    let wire = netns::Wire::create(None)?;
+    let exe = std::env::current_exe()?;
+    let nfs = ServerProcess::start_at(
+        "rustnfs (veth control)",
+        &exe,
+        "rustnfs",
+        &["--export".into(), env.root.display().to_string()],
+        env.log_dir,
+        SocketAddr::from((wire.ns_ip, 2049)),
+        SocketAddr::from((wire.ns_ip, 9100)),
+        |cmd| wire.enter_before_exec(cmd),
+    )?;
+    let addr = nfs.addr;
+    Ok((Link::over_veth(wire, addr), nfs))
 }
 
 fn start_peer(b: Baseline, root: &Path) -> lab::Result<ExternalServer> {

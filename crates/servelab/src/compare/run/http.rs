@@ -148,7 +148,7 @@ impl RunContext<'_> {
         }
         let url = format!("http://{}{}", sc.addr, w.path);
         let before = sc.ours.as_ref().map(|p| p.scrape());
-        let nfs_before = self.rustnfs_scrape(sc.behind_rustnfs);
+        let nfs_before = Self::rustnfs_of(sc, self.rustnfs.as_ref()).and_then(|p| p.scrape().ok());
         let noise_before = Noise::now();
         let sampler = Sampler::start(sc.target.clone());
         let result = Load::new(&url, w.schedule, w.concurrency)
@@ -174,8 +174,10 @@ impl RunContext<'_> {
         {
             let _ = acc.phases.merge(&delta);
         }
-        if let Some(before) = nfs_before {
-            self.add_nfs_phases(format!("HTTP {} via {}", w.name, sc.name), &before);
+        if let (Some(before), Some(nfs)) = (nfs_before, Self::rustnfs_of(sc, self.rustnfs.as_ref()))
+        {
+            let key = format!("HTTP {} via {}", w.name, sc.name);
+            Self::add_nfs_phases(&mut self.nfs_phases, key, nfs, &before);
         }
         if let Some(reference) = &w.reference {
             match reference.run(&url) {

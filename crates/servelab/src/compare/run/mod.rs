@@ -24,7 +24,7 @@ use super::link;
 use super::model::*;
 use super::options::{CompareOptions, DataCacheCopies};
 use super::output::write_outputs;
-use super::scenarios::ScratchDir;
+use super::scenarios::{HttpScenario, ScratchDir};
 use crate::measure::error_text;
 use crate::ours::ServerProcess;
 use crate::results::unique_run_dir;
@@ -153,6 +153,7 @@ impl<'a> RunContext<'a> {
             skipped: Vec::new(),
             failures: Vec::new(),
             link_path: opts.link.map(|l| link::path_note(l).to_string()),
+            control_path: opts.link.map(|l| link::control_note(l).to_string()),
             flags: Vec::new(),
         };
         // The TCP sink runs on a small runtime of their own; it also hosts the Ctrl-C
@@ -190,20 +191,27 @@ impl<'a> RunContext<'a> {
         });
     }
 
-    /// rustnfs's metrics now, when `wanted` and rustnfs runs.
-    fn rustnfs_scrape(&self, wanted: bool) -> Option<Snapshot> {
-        if !wanted {
+    /// The rustnfs behind `sc`: its own (the `veth` control's) or the run's `shared`
+    /// one; `None` when it reads from another server.
+    fn rustnfs_of<'s>(
+        sc: &'s HttpScenario,
+        shared: Option<&'s ServerProcess>,
+    ) -> Option<&'s ServerProcess> {
+        if !sc.behind_rustnfs {
             return None;
         }
-        self.rustnfs.as_ref().and_then(|p| p.scrape().ok())
+        sc.own_rustnfs.as_ref().or(shared)
     }
 
-    /// Adds what rustnfs recorded since `before` to the procedure latencies of `key`.
-    fn add_nfs_phases(&mut self, key: String, before: &Snapshot) {
-        if let Some(nfs) = &self.rustnfs
-            && let Ok(delta) = nfs.scrape_since(before)
-        {
-            let _ = self.nfs_phases.entry(key).or_default().merge(&delta);
+    /// Adds what `nfs` recorded since `before` to the procedure latencies of `key`.
+    fn add_nfs_phases(
+        phases: &mut BTreeMap<String, Snapshot>,
+        key: String,
+        nfs: &ServerProcess,
+        before: &Snapshot,
+    ) {
+        if let Ok(delta) = nfs.scrape_since(before) {
+            let _ = phases.entry(key).or_default().merge(&delta);
         }
     }
 

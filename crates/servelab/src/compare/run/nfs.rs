@@ -63,7 +63,11 @@ impl RunContext<'_> {
                 } else {
                     &t.meta_url
                 };
-                let before = self.rustnfs_scrape(t.server == "rustnfs");
+                let before = self
+                    .rustnfs
+                    .as_ref()
+                    .filter(|_| t.server == "rustnfs")
+                    .and_then(|p| p.scrape().ok());
                 let result = Load::for_seconds(url, self.opts.nfs_seconds, self.opts.nfs_clients)
                     .nfs(wl)
                     .run();
@@ -71,8 +75,13 @@ impl RunContext<'_> {
                     Ok(r) => acc.entry((wi, t.server)).or_default().push(r),
                     Err(e) => self.fail(t.server, &format!("nfs {wname}"), e),
                 }
-                if let Some(before) = before {
-                    self.add_nfs_phases(format!("NFS {wname}"), &before);
+                if let (Some(before), Some(nfs)) = (before, &self.rustnfs) {
+                    Self::add_nfs_phases(
+                        &mut self.nfs_phases,
+                        format!("NFS {wname}"),
+                        nfs,
+                        &before,
+                    );
                 }
             }
         });

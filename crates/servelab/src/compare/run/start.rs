@@ -93,7 +93,12 @@ impl RunContext<'_> {
         }
         let mut specs = scenarios::specs(self.opts.link, self.ganesha.is_some(), &peers);
         if self.rustnfs.is_none() {
-            specs.retain(|s| !matches!(s.launch, scenarios::Launch::HttpdRustnfs { .. }));
+            specs.retain(|s| {
+                !matches!(
+                    s.launch,
+                    scenarios::Launch::HttpdRustnfs { .. } | scenarios::Launch::HttpdRustnfsVeth
+                )
+            });
         }
         specs
     }

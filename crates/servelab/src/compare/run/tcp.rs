@@ -1,13 +1,15 @@
 //! The TCP ceiling: one stream of our load generator into an in-process sink on
-//! loopback and, with `--link`, through the relay unshaped and shaped — what the bytes
-//! of scenario A could at best move at.
+//! loopback and, with `--link`, through the link's unshaped control (a sink inside the
+//! namespace across the veth pair, or the unshaped relay) and the shaped link — what the
+//! bytes of scenario A could at best move at.
 
 use std::net::SocketAddr;
 
 use anyhow::Context as _;
 
 use super::RunContext;
-use crate::compare::link::{Link, LinkSpec};
+use crate::compare::link::{self, Link, LinkPath, LinkSpec};
+use crate::compare::netns;
 use crate::compare::rows;
 use crate::measure::{Load, interleave};
 
@@ -16,8 +18,10 @@ struct TcpPath {
     /// The report's name for it.
     label: String,
     addr: SocketAddr,
-    /// The relay, kept alive while measured; `None` on plain loopback.
+    /// The link, kept alive while measured; `None` on plain loopback.
     link: Option<Link>,
+    /// Stops a sink of this path's own (the `veth` control's, in its namespace).
+    _stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl RunContext<'_> {
@@ -32,14 +36,26 @@ impl RunContext<'_> {
             label: "loopback".into(),
             addr: sink,
             link: None,
+            _stop: None,
         }];
         if let Some(spec) = self.opts.link {
-            for s in [LinkSpec::unshaped(), spec] {
-                match Link::start(sink, s) {
-                    Ok(l) => paths.push(TcpPath {
+            let control = if link::control_path(spec) == LinkPath::Veth {
+                self.veth_sink()
+            } else {
+                Link::start(sink, LinkSpec::unshaped())
+                    .map(|l| (l, None))
+                    .map_err(Into::into)
+            };
+            let shaped = Link::start(sink, spec)
+                .map(|l| (l, None))
+                .map_err(Into::into);
+            for (s, started) in [(LinkSpec::unshaped(), control), (spec, shaped)] {
+                match started {
+                    Ok((l, stop)) => paths.push(TcpPath {
                         label: format!("loopback via link ({s}; {})", l.path_note()),
                         addr: l.addr,
                         link: Some(l),
+                        _stop: stop,
                     }),
                     Err(e) => self.fail(&format!("link {s}"), "tcp", e),
                 }
@@ -73,6 +89,26 @@ impl RunContext<'_> {
             }
         }
         let _ = stop.send(());
+    }
+}
+
+impl RunContext<'_> {
+    /// The `veth` control's path: a sink listening inside a namespace across a veth pair
+    /// without a rate.
+    fn veth_sink(&self) -> anyhow::Result<(Link, Option<tokio::sync::oneshot::Sender<()>>)> {
+        let wire = netns::Wire::create(None)?;
+        let listener = wire.listen()?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        self.rt.block_on(async {
+            let listener = tokio::net::TcpListener::from_std(listener)?;
+            tokio::spawn(loadgen::tcp::serve(listener, 128 * 1024, async move {
+                let _ = rx.await;
+            }));
+            anyhow::Ok(())
+        })?;
+        Ok((Link::over_veth(wire, addr), Some(tx)))
     }
 }
 
