@@ -345,7 +345,11 @@ impl RawConn {
                 "READ reply carries more data than asked for",
             )));
         }
-        let (attr, eof) = match fastread::decode_read_head(&head, xid)? {
+        // The data is still in the socket: any error from here on leaves the connection
+        // mid-record, so it is an I/O error (the pool drops the connection).
+        let decoded = fastread::decode_read_head(&head, xid)
+            .map_err(|e| RpcError::Io(io::Error::other(e.to_string())))?;
+        let (attr, eof) = match decoded {
             fastread::Head::Data {
                 attr,
                 eof,
