@@ -225,6 +225,15 @@ impl NfsStorage {
         })
     }
 
+    /// A READ that failed: a stale handle clears the caches (the next request looks up
+    /// and re-MOUNTs).
+    fn read_failed(&self, e: nfsclient::Error) -> StorageError {
+        if e.is_stale() {
+            self.forget_all();
+        }
+        map_err(e)
+    }
+
     /// Streamed bodies get their READ data spliced from the NFS socket into pipes and from
     /// there into the client's socket (`--nfs-splice`): httpd then copies no byte of a
     /// large download.
@@ -446,6 +455,13 @@ impl From<nfsclient::Error> for Walk {
     }
 }
 
+/// A READ at `at` answered no data while `missing` bytes were still expected.
+fn ended_early(at: u64, missing: usize) -> StorageError {
+    StorageError::BadGateway(format!(
+        "file ended at {at} while {missing} bytes were expected"
+    ))
+}
+
 fn map_err(e: nfsclient::Error) -> StorageError {
     use nfsclient::Error as E;
     match &e {
@@ -542,19 +558,10 @@ impl Storage for NfsStorage {
                 .client
                 .read(fh, offset + done as u64, want)
                 .await
-                .map_err(|e| {
-                    if e.is_stale() {
-                        self.forget_all();
-                    }
-                    map_err(e)
-                })?;
+                .map_err(|e| self.read_failed(e))?;
             let got = r.data.len();
             if got == 0 {
-                return Err(StorageError::BadGateway(format!(
-                    "file ended at {} while {} bytes were expected",
-                    offset + done as u64,
-                    len - done
-                )));
+                return Err(ended_early(offset + done as u64, len - done));
             }
             done += got;
             match &mut out {
@@ -600,18 +607,9 @@ impl Storage for NfsStorage {
                 .client
                 .read_piped(fh, offset + done as u64, want)
                 .await
-                .map_err(|e| {
-                    if e.is_stale() {
-                        self.forget_all();
-                    }
-                    map_err(e)
-                })?;
+                .map_err(|e| self.read_failed(e))?;
             if r.data.is_empty() {
-                return Err(StorageError::BadGateway(format!(
-                    "file ended at {} while {} bytes were expected",
-                    offset + done as u64,
-                    len - done
-                )));
+                return Err(ended_early(offset + done as u64, len - done));
             }
             out.append(r.data);
         }
