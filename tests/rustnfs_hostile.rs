@@ -308,6 +308,65 @@ fn a_thousand_unfinished_1mib_records_share_one_budget() {
     );
 }
 
+/// Four clients each send half of a 1 MiB fragment and more, so that each holds a
+/// quarter of a 2 MiB budget and waits for another: none of the four records can finish,
+/// and a fifth client's NULL call waits behind them. When the four reset their
+/// connections, their budget must come back at once (the waiting records notice the
+/// reset), not after the 30 s request timeout that was the only way out before.
+#[test]
+fn records_stuck_waiting_for_budget_give_it_back_when_their_clients_reset() {
+    const HOLDERS: usize = 4;
+    let dir = tempfile::tempdir().unwrap();
+    // The smallest budget rustnfs accepts; each record's buffer doubles up to 512 KiB.
+    let srv = Server::start(dir.path(), &["--max-buffer-bytes", "2M"]);
+    let mut first = (1u32 << 20).to_be_bytes().to_vec();
+    first.extend_from_slice(&vec![0x5a; 300 << 10]);
+    let mut stuck: Vec<TcpStream> = (0..HOLDERS)
+        .map(|_| {
+            let mut s = TcpStream::connect(srv.addr).unwrap();
+            s.write_all(&first).unwrap();
+            s
+        })
+        .collect();
+    // Every holder has 300 KiB in a 512 KiB buffer: the budget is spent. The next 300 KiB
+    // fill the buffers, and each waits for 512 KiB more that nobody can give.
+    std::thread::sleep(Duration::from_millis(500));
+    for s in &mut stuck {
+        s.write_all(&vec![0x5a; 300 << 10]).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let mut bystander = Raw::connect(srv.addr);
+    bystander
+        .s
+        .set_read_timeout(Some(Duration::from_millis(1500)))
+        .unwrap();
+    let xid = bystander.send(NFS, 0, &[]);
+    let blocked = bystander.recv();
+    assert!(
+        blocked.is_err(),
+        "the NULL call was answered although four half records hold the whole budget"
+    );
+    for s in &stuck {
+        abort_on_close(s);
+    }
+    let reset = Instant::now();
+    drop(stuck);
+    bystander
+        .s
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let (h, _) = bystander
+        .recv()
+        .expect("the NULL call still waits for budget 10 s after the four clients reset");
+    let waited = reset.elapsed();
+    eprintln!("NULL answered {waited:.2?} after the four budget holders reset");
+    assert_eq!((h.xid, h.status), (xid, Ok(())));
+    assert!(
+        waited < Duration::from_secs(5),
+        "budget came back {waited:.1?} after the reset"
+    );
+}
+
 /// SO_LINGER 0: closing sends a reset and discards what is queued.
 fn abort_on_close(s: &TcpStream) {
     use std::os::fd::AsRawFd;

@@ -150,6 +150,18 @@ impl RecordReader {
         &self,
         rd: &mut (impl AsyncRead + Unpin),
     ) -> Result<Option<Record>, RecordError> {
+        self.read_watching(rd, || false).await
+    }
+
+    /// [`read`](Self::read), and while the record waits for budget (not reading its
+    /// socket), asks `peer_gone` every [`GONE_CHECK`]: a `true` (the peer reset the
+    /// connection, say) drops the half-read record at once and gives its budget back,
+    /// instead of holding it until the record timeout for a peer that will never finish.
+    pub async fn read_watching(
+        &self,
+        rd: &mut (impl AsyncRead + Unpin),
+        peer_gone: impl Fn() -> bool,
+    ) -> Result<Option<Record>, RecordError> {
         let mut first = [0u8; 1];
         let n = match self.idle_timeout {
             Some(t) => tokio::time::timeout(t, rd.read(&mut first))
@@ -160,7 +172,7 @@ impl RecordReader {
         if n == 0 {
             return Ok(None);
         }
-        let rest = self.read_rest(rd, first[0]);
+        let rest = self.read_rest(rd, first[0], &peer_gone);
         match self.record_timeout {
             Some(t) => tokio::time::timeout(t, rest)
                 .await
@@ -174,6 +186,7 @@ impl RecordReader {
         &self,
         rd: &mut (impl AsyncRead + Unpin),
         first: u8,
+        peer_gone: &impl Fn() -> bool,
     ) -> Result<Record, RecordError> {
         let mut data = Vec::new();
         let mut grant = self.budget.as_ref().map(Budget::grant);
@@ -199,8 +212,10 @@ impl RecordReader {
                         total.min((2 * data.capacity()).max(FIRST_CHUNK))
                     };
                     let add = want - data.capacity();
-                    if let Some(g) = grant.as_mut() {
-                        g.grow(add).await?;
+                    if let Some(g) = grant.as_mut()
+                        && !g.try_grow(add)
+                    {
+                        grow_unless_gone(g, add, peer_gone).await?;
                     }
                     data.reserve_exact(want - data.len());
                 }
@@ -218,6 +233,32 @@ impl RecordReader {
                     let _ = g.try_grow(data.capacity() - g.bytes());
                 }
                 return Ok(Record { data, grant });
+            }
+        }
+    }
+}
+
+/// How often a record waiting for budget asks whether its peer is still there.
+pub const GONE_CHECK: Duration = Duration::from_millis(100);
+
+/// Waits for `add` more bytes of budget (keeping its place in the queue), unless
+/// `peer_gone` says first that nobody will finish the record.
+async fn grow_unless_gone(
+    g: &mut Grant,
+    add: usize,
+    peer_gone: &impl Fn() -> bool,
+) -> Result<(), RecordError> {
+    let grow = g.grow(add);
+    tokio::pin!(grow);
+    let mut check = tokio::time::interval(GONE_CHECK);
+    check.tick().await;
+    loop {
+        tokio::select! {
+            r = &mut grow => return Ok(r?),
+            _ = check.tick() => {
+                if peer_gone() {
+                    return Err(RecordError::Io(std::io::ErrorKind::ConnectionReset.into()));
+                }
             }
         }
     }
@@ -354,6 +395,37 @@ mod tests {
             r.read(&mut &wire[..]).await,
             Err(RecordError::Slow(_))
         ));
+    }
+
+    #[tokio::test]
+    async fn a_record_waiting_for_budget_gives_up_when_its_peer_is_gone() {
+        let budget = Budget::new(1 << 20);
+        let all = budget.try_acquire(1 << 20).unwrap();
+        let mut r = RecordReader::new(1 << 20);
+        r.budget = Some(budget.clone());
+        r.record_timeout = Some(Duration::from_secs(30));
+        let wire = fragments(&[(b"data", true)]);
+        let mut rd = &wire[..];
+        let gone = std::sync::atomic::AtomicBool::new(false);
+        let read = r.read_watching(&mut rd, || gone.load(std::sync::atomic::Ordering::Relaxed));
+        tokio::pin!(read);
+        // Still there: the record keeps waiting.
+        assert!(
+            tokio::time::timeout(3 * GONE_CHECK, &mut read)
+                .await
+                .is_err()
+        );
+        gone.store(true, std::sync::atomic::Ordering::Relaxed);
+        let err = tokio::time::timeout(3 * GONE_CHECK, &mut read)
+            .await
+            .expect("the reset was noticed within a few checks")
+            .unwrap_err();
+        assert!(
+            matches!(&err, RecordError::Io(e) if e.kind() == std::io::ErrorKind::ConnectionReset),
+            "{err}"
+        );
+        drop(all);
+        assert_eq!(budget.in_use(), 0, "nothing is left granted");
     }
 
     #[test]

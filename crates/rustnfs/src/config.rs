@@ -30,7 +30,8 @@ pub struct Config {
     pub fd_cache: usize,
     /// Bytes all connections together may buffer (records being received, READ replies
     /// being sent). A record that cannot get budget waits (up to `request_timeout`), then
-    /// its connection is closed. At least `max_record`.
+    /// its connection is closed; one whose client resets meanwhile is dropped at once.
+    /// At least `max_record`.
     pub max_buffer_bytes: usize,
 }
 

@@ -153,6 +153,18 @@ async fn connection(
     // No read buffer of its own: an idle connection holds a socket and a task, nothing
     // more; each record's buffer is drawn from the shared budget and freed after its call.
     let (mut rd, wr) = sock.into_split();
+    // A record waiting for budget is not reading its socket; this tells it that the peer
+    // reset the connection, so its half-read record's budget goes back at once.
+    let sock_fd = {
+        use std::os::fd::{AsFd, AsRawFd};
+        rd.as_ref().as_fd().as_raw_fd()
+    };
+    let peer_gone = move || {
+        // SAFETY: `rd` owns the descriptor and outlives every call (they happen inside
+        // `reader.read_watching(&mut rd, ..)`).
+        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(sock_fd) };
+        crate::sys::tcp_closed(fd)
+    };
     // Replies are written one whole record at a time, by this task: no task hop.
     let out: ClientWriter = Arc::new(tokio::sync::Mutex::new(wr));
     let reader = record_reader(&guard);
@@ -161,7 +173,7 @@ async fn connection(
     let result: Result<(), Close> = async {
         loop {
             let record = tokio::select! {
-                r = reader.read(&mut rd) => r?,
+                r = reader.read_watching(&mut rd, peer_gone) => r?,
                 _ = stopping.wait_for(|s| *s) => return Ok(()),
             };
             let Some(record) = record else { return Ok(()) };

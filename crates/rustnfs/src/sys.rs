@@ -406,6 +406,29 @@ pub fn raise_nofile_limit() -> io::Result<u64> {
     }
 }
 
+/// Whether the peer of TCP socket `fd` reset the connection (or it failed otherwise):
+/// the kernel's state for it is CLOSED. Data still queued does not hide it, unlike a
+/// read, which returns the queued bytes first. A peer that only half-closed (FIN) is not
+/// gone: what it sent before may still complete its request.
+pub fn tcp_closed(fd: BorrowedFd<'_>) -> bool {
+    /// `TCP_CLOSE` of the kernel's TCP states (`include/net/tcp_states.h`).
+    const TCP_CLOSE: u8 = 7;
+    // SAFETY: tcp_info is plain data, zeroed is a valid value.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: valid fd; the kernel writes at most `len` bytes into `info`.
+    let r = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    r == 0 && info.tcpi_state == TCP_CLOSE
+}
+
 /// Asks for a send buffer of `bytes` on a socket (the kernel caps it at `wmem_max`).
 /// A 1 MiB READ reply then leaves in one write instead of waiting for TCP autotuning to
 /// grow a fresh connection's buffer from 16 KiB.
