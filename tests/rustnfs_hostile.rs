@@ -308,32 +308,26 @@ fn a_thousand_unfinished_1mib_records_share_one_budget() {
     );
 }
 
-/// Four clients each send half of a 1 MiB fragment and more, so that each holds a
-/// quarter of a 2 MiB budget and waits for another: none of the four records can finish,
-/// and a fifth client's NULL call waits behind them. When the four reset their
-/// connections, their budget must come back at once (the waiting records notice the
-/// reset), not after the 30 s request timeout that was the only way out before.
+/// Four clients each send 600 KiB of a 1 MiB fragment and stop: with a 2 MiB budget the
+/// first holds its record's claim and the others wait for budget, with a fifth client's
+/// NULL call queued behind them. When the four reset their connections the budget must
+/// come back at once — from the holder, which reads the reset, and from the waiters,
+/// which see it while waiting — not after the 30 s request timeout.
 #[test]
 fn records_stuck_waiting_for_budget_give_it_back_when_their_clients_reset() {
     const HOLDERS: usize = 4;
     let dir = tempfile::tempdir().unwrap();
-    // The smallest budget rustnfs accepts; each record's buffer doubles up to 512 KiB.
+    // The smallest budget rustnfs accepts: room for one largest record, not two.
     let srv = Server::start(dir.path(), &["--max-buffer-bytes", "2M"]);
-    let mut first = (1u32 << 20).to_be_bytes().to_vec();
-    first.extend_from_slice(&vec![0x5a; 300 << 10]);
-    let mut stuck: Vec<TcpStream> = (0..HOLDERS)
+    let mut part = (1u32 << 20).to_be_bytes().to_vec();
+    part.extend_from_slice(&vec![0x5a; 600 << 10]);
+    let stuck: Vec<TcpStream> = (0..HOLDERS)
         .map(|_| {
             let mut s = TcpStream::connect(srv.addr).unwrap();
-            s.write_all(&first).unwrap();
+            s.write_all(&part).unwrap();
             s
         })
         .collect();
-    // Every holder has 300 KiB in a 512 KiB buffer: the budget is spent. The next 300 KiB
-    // fill the buffers, and each waits for 512 KiB more that nobody can give.
-    std::thread::sleep(Duration::from_millis(500));
-    for s in &mut stuck {
-        s.write_all(&vec![0x5a; 300 << 10]).unwrap();
-    }
     std::thread::sleep(Duration::from_millis(500));
     let mut bystander = Raw::connect(srv.addr);
     bystander
@@ -344,7 +338,7 @@ fn records_stuck_waiting_for_budget_give_it_back_when_their_clients_reset() {
     let blocked = bystander.recv();
     assert!(
         blocked.is_err(),
-        "the NULL call was answered although four half records hold the whole budget"
+        "the NULL call was answered although unfinished records hold the whole budget"
     );
     for s in &stuck {
         abort_on_close(s);
@@ -365,6 +359,76 @@ fn records_stuck_waiting_for_budget_give_it_back_when_their_clients_reset() {
         waited < Duration::from_secs(5),
         "budget came back {waited:.1?} after the reset"
     );
+}
+
+/// Four honest clients send a 1 MiB WRITE each at once to a server whose budget holds two:
+/// every call is answered. When a record was granted budget as its bytes arrived, the
+/// four each got to 512 KiB — the whole 2 MiB between them — and each waited for more
+/// that only the others could give back, until the 30 s request timeout closed all four
+/// (600 clients writing 1 MiB blocks to the default 64 MiB budget saw the same).
+#[test]
+fn large_calls_that_together_exceed_the_budget_are_all_answered() {
+    const CLIENTS: usize = 4;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("target"), b"").unwrap();
+    let srv = Server::start(dir.path(), &["--max-buffer-bytes", "2M"]);
+    let fh = {
+        let mut c = Raw::connect(srv.addr);
+        let root = c.mount_root();
+        c.lookup(&root, b"target")
+    };
+    // WRITE of 1 MiB at offset 0 (FILE_SYNC), as a kernel client with wsize=1M sends.
+    let body = auth_sys_body();
+    let cred = OpaqueAuth {
+        flavor: flavor::AUTH_SYS,
+        body: &body,
+    };
+    let data = vec![0xab; 1 << 20];
+    let mut call = Vec::new();
+    msg::encode_call(&mut call, 0x77, NFS, 3, 7, cred);
+    call.extend_from_slice(
+        &Xdr::default()
+            .opaque(&fh)
+            .u64(0)
+            .u32(data.len() as u32)
+            .u32(2)
+            .opaque(&data)
+            .0,
+    );
+    let wire = record::frame(&call);
+    let half = wire.len() / 2;
+    let mut clients: Vec<TcpStream> = (0..CLIENTS)
+        .map(|_| {
+            let mut s = TcpStream::connect(srv.addr).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            s.write_all(&wire[..half]).unwrap();
+            s
+        })
+        .collect();
+    // Each record has half its bytes in before any has all of them.
+    std::thread::sleep(Duration::from_millis(500));
+    let started = Instant::now();
+    let writers: Vec<_> = clients
+        .iter()
+        .map(|s| {
+            let mut s = s.try_clone().unwrap();
+            let rest = wire[half..].to_vec();
+            std::thread::spawn(move || s.write_all(&rest))
+        })
+        .collect();
+    for (i, s) in clients.iter_mut().enumerate() {
+        let reply = record::read_blocking(s, 1 << 20)
+            .unwrap_or_else(|e| panic!("client {i} got no answer: {e}"));
+        let h = msg::decode_reply(&reply).unwrap();
+        assert_eq!((h.xid, h.status), (0x77, Ok(())), "client {i}");
+        assert_eq!(word(&reply, h.body), 0, "client {i}: WRITE status");
+    }
+    for w in writers {
+        w.join().unwrap().unwrap();
+    }
+    let took = started.elapsed();
+    eprintln!("{CLIENTS} 1 MiB calls sharing a 2 MiB budget answered in {took:.2?}");
+    assert!(took < Duration::from_secs(10), "answered after {took:.1?}");
 }
 
 /// SO_LINGER 0: closing sends a reset and discards what is queued.

@@ -80,6 +80,11 @@ impl Grant {
         self.bytes
     }
 
+    /// The budget this grant draws from.
+    pub fn budget(&self) -> &Budget {
+        &self.budget
+    }
+
     /// Waits for `n` more bytes. Fails at once if `n` plus what is held exceeds the total.
     pub async fn grow(&mut self, n: usize) -> Result<(), Exceeded> {
         let total = self.budget.inner.total;

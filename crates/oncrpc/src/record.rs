@@ -3,8 +3,9 @@
 //!
 //! The reader never trusts a mark: the length is checked against the record limit before
 //! a byte is allocated, fragments are summed against the same limit, and the buffer grows
-//! only as bytes actually arrive (doubling, so memory stays within twice what was sent),
-//! each growth drawn from an optional shared [`Budget`].
+//! only as bytes actually arrive (doubling, so memory stays within twice what was sent).
+//! With a shared [`Budget`], a record's claimed length is granted before its bytes are
+//! read, so no record ever waits for budget while holding part of it.
 
 use std::io::{Read, Write};
 use std::time::Duration;
@@ -204,6 +205,22 @@ impl RecordReader {
                     limit: self.max_record,
                 });
             }
+            // The budget for the whole record is taken before its first byte is read:
+            // a record never waits for budget while holding some. (Taken as the bytes
+            // arrived, records half-way through could hold all of it between them and
+            // each wait for the others, until the record timeout closed them all.) A
+            // record in several fragments takes the most a record may be at its first.
+            if let Some(g) = grant.as_mut() {
+                let whole = if m & LAST_FRAGMENT != 0 {
+                    total
+                } else {
+                    self.max_record.min(g.budget().total())
+                };
+                let add = whole.saturating_sub(g.bytes());
+                if add > 0 && !g.try_grow(add) {
+                    grow_unless_gone(g, add, peer_gone).await?;
+                }
+            }
             while data.len() < total {
                 if data.len() == data.capacity() {
                     let want = if self.trust_lengths {
@@ -211,12 +228,6 @@ impl RecordReader {
                     } else {
                         total.min((2 * data.capacity()).max(FIRST_CHUNK))
                     };
-                    let add = want - data.capacity();
-                    if let Some(g) = grant.as_mut()
-                        && !g.try_grow(add)
-                    {
-                        grow_unless_gone(g, add, peer_gone).await?;
-                    }
                     data.reserve_exact(want - data.len());
                 }
                 let room = (data.capacity() - data.len()).min(total - data.len());
@@ -226,11 +237,12 @@ impl RecordReader {
                 }
             }
             if m & LAST_FRAGMENT != 0 {
-                // Account for what the allocator really gave (reserve_exact may round up).
-                if let Some(g) = grant.as_mut()
-                    && data.capacity() > g.bytes()
-                {
-                    let _ = g.try_grow(data.capacity() - g.bytes());
+                // Keep what the buffer holds (reserve_exact may round up), no more.
+                if let Some(g) = grant.as_mut() {
+                    if data.capacity() > g.bytes() {
+                        let _ = g.try_grow(data.capacity() - g.bytes());
+                    }
+                    g.shrink_to(data.capacity());
                 }
                 return Ok(Record { data, grant });
             }
@@ -351,7 +363,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn buffers_grow_with_the_bytes_that_arrive() {
+    async fn a_record_is_granted_its_claim_before_its_bytes_and_keeps_what_it_holds() {
         // 1 MiB claimed, 100 bytes sent, then the peer goes away.
         let mut wire = (LAST_FRAGMENT | (1 << 20)).to_be_bytes().to_vec();
         wire.extend_from_slice(&[7; 100]);
@@ -360,19 +372,59 @@ mod tests {
         r.budget = Some(budget.clone());
         let (mut client, mut server) = tokio::io::duplex(4096);
         client.write_all(&wire).await.unwrap();
-        let reading = tokio::spawn(async move { r.read(&mut server).await.map(|_| ()) });
+        let reader = r.clone();
+        let reading = tokio::spawn(async move { reader.read(&mut server).await.map(|_| ()) });
         tokio::time::sleep(Duration::from_millis(50)).await;
-        assert!(
-            budget.in_use() <= FIRST_CHUNK,
-            "{} bytes granted for 100 received",
-            budget.in_use()
-        );
+        assert_eq!(budget.in_use(), 1 << 20, "the claim is granted whole");
         drop(client);
         assert!(matches!(
             reading.await.unwrap(),
             Err(RecordError::Truncated)
         ));
         assert_eq!(budget.in_use(), 0, "the grant comes back");
+        // A whole record keeps the budget of its buffer only.
+        let wire = fragments(&[(&[1; 300], false), (&[2; 200], true)]);
+        let rec = r.read(&mut &wire[..]).await.unwrap().unwrap();
+        assert_eq!(rec.len(), 500);
+        assert_eq!(budget.in_use(), rec.data.capacity());
+        drop(rec);
+        assert_eq!(budget.in_use(), 0);
+    }
+
+    #[tokio::test]
+    async fn records_sharing_too_small_a_budget_finish_one_after_the_other() {
+        // Budget for one 40 KiB record, not two. The first is granted its whole claim and
+        // finishes while the second waits. (Taken as the bytes arrived, the two held 32
+        // and 28 KiB after their first 24 KiB, and each waited for the other's.)
+        const LEN: usize = 40 << 10;
+        let budget = Budget::new(60 << 10);
+        let mut r = RecordReader::new(64 << 10);
+        r.budget = Some(budget.clone());
+        let mut streams = Vec::new();
+        let mut readers = Vec::new();
+        for _ in 0..2 {
+            let (mut client, mut server) = tokio::io::duplex(64 << 10);
+            client.write_all(&mark(LEN)).await.unwrap();
+            client.write_all(&[5; 24 << 10]).await.unwrap();
+            let r = r.clone();
+            readers.push(tokio::spawn(async move {
+                r.read(&mut server)
+                    .await
+                    .map(|rec| rec.map(|rec| rec.len()))
+            }));
+            streams.push(client);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        for c in &mut streams {
+            c.write_all(&[5; LEN - (24 << 10)]).await.unwrap();
+        }
+        for reading in readers {
+            let done = tokio::time::timeout(Duration::from_secs(5), reading).await;
+            assert_eq!(
+                done.expect("both records finish").unwrap().unwrap(),
+                Some(LEN)
+            );
+        }
     }
 
     #[tokio::test]
