@@ -28,9 +28,12 @@
 //!
 //! One difference remains, and it is the disk's: once written back, a file's pages are
 //! clean page cache that memory pressure may drop and a later access reads again. If
-//! that read fails (a dying disk), `sendfile` returns EIO and that response fails, but a
-//! read through the mapping — inline bodies, files up to the inline limit — is SIGBUS.
-//! A memfd without swap is never dropped. Use a directory on a disk you trust.
+//! that read fails (a dying disk), a read through a mapping would be SIGBUS for the
+//! whole server. So a directory's copy is never mapped: copies up to [`IN_MEMORY`] are
+//! read into memory once, at the end of the fill, and served from there (they count
+//! twice, page cache and heap, at most 64 KiB each); larger ones are read with
+//! `sendfile` and `pread` from the descriptor, where a failing disk fails that one
+//! response with EIO. A memfd without swap is never dropped, so it stays mapped.
 
 use std::ffi::CString;
 use std::fs::File;
@@ -131,13 +134,17 @@ impl CopyStore {
         Ok(file)
     }
 
-    /// Ends a fill: a memfd is sealed, then the copy is mapped (see the module docs for
-    /// why a directory's file needs no seal). Nothing writes to `file` after this.
+    /// Ends a fill: a memfd is sealed and mapped; a directory's file (which needs no
+    /// seal, see the module docs) is not mapped, and a small one is read into memory.
+    /// Nothing writes to `file` after this.
     pub(crate) fn finish(&self, file: File) -> io::Result<OpenFile> {
-        if let CopyStore::Memory = self {
-            seal(&file)?;
+        match self {
+            CopyStore::Memory => {
+                seal(&file)?;
+                map(file)
+            }
+            CopyStore::Dir { .. } => unmapped(file),
         }
-        map(file)
     }
 }
 
@@ -223,7 +230,24 @@ impl Drop for Mapping {
     }
 }
 
-/// The cached copy as the response path uses it: the file and its bytes, mapped once
+/// Directory copies up to this size are held in memory as well (the default inline
+/// limit: bodies this small are written from memory, not with `sendfile`).
+pub(crate) const IN_MEMORY: u64 = 64 * 1024;
+
+/// A directory's copy as the response path uses it: its bytes read into memory when it
+/// is small, otherwise only its descriptor (read with `sendfile`/`pread`, never mapped).
+fn unmapped(file: File) -> io::Result<OpenFile> {
+    use std::os::unix::fs::FileExt;
+    let len = file.metadata()?.len();
+    if len > IN_MEMORY {
+        return Ok(OpenFile::new(file));
+    }
+    let mut buf = vec![0u8; len as usize];
+    file.read_exact_at(&mut buf, 0)?;
+    Ok(OpenFile::with_data(file, bytes::Bytes::from(buf)))
+}
+
+/// A memfd copy as the response path uses it: the file and its bytes, mapped once
 /// (populated up front, so no response takes page faults).
 fn map(file: File) -> io::Result<OpenFile> {
     let len = usize::try_from(file.metadata()?.len())
@@ -302,6 +326,27 @@ mod tests {
         // Unlinked: the directory stays empty.
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
         assert!(store.describe().contains(&dir.path().display().to_string()));
+    }
+
+    #[test]
+    fn a_large_directory_copy_is_read_from_its_descriptor_not_mapped() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = CopyStore::in_dir(dir.path()).unwrap();
+        let len = IN_MEMORY + 1;
+        let f = store.create(len).unwrap();
+        f.write_all_at(&[9u8; 10], len - 10).unwrap();
+        let copy = store.finish(f).unwrap();
+        assert!(
+            copy.data().is_none(),
+            "a large directory copy is not mapped"
+        );
+        assert!(copy.cached_range(0, 10).is_none());
+        let mut buf = [0u8; 10];
+        copy.read_exact_at(&mut buf, len - 10).unwrap();
+        assert_eq!(buf, [9; 10]);
+        // A memfd copy of the same size is mapped.
+        let f = CopyStore::Memory.create(len).unwrap();
+        assert!(CopyStore::Memory.finish(f).unwrap().data().is_some());
     }
 
     #[test]

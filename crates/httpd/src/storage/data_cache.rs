@@ -4,10 +4,10 @@
 //!
 //! A cached copy is written once and then never changes: a sealed memfd, or with
 //! `--nfs-data-cache-dir` an unlinked `O_TMPFILE` file only we hold ([`super::cache_file`]
-//! says where copies live and why the two are equivalent), mapped read-only into the
-//! process once. Bodies above the inline limit go out with `sendfile` from the copy, the
-//! kernel path `--root` uses, with no per-request copy in userspace; inline ones are
-//! sliced from the mapping (no `pread`, no copy). A file that changes on the server gets
+//! says where copies live and why the two are equivalent). Bodies above the inline limit
+//! go out with `sendfile` from the copy, the kernel path `--root` uses, with no
+//! per-request copy in userspace; inline ones are sliced from memory (no `pread`, no
+//! copy): a memfd's read-only mapping, or a small directory copy's bytes read once. A file that changes on the server gets
 //! a new copy; responses still sending the old one keep it (it is freed with their last
 //! reference), so a response is never torn by a refill.
 //!

@@ -20,7 +20,9 @@
 //! component (its reply carries the file's attributes, as a GETATTR would, and a file
 //! replaced under the same name shows up as a new handle), and a copy whose size, mtime,
 //! ctime or file id changed is dropped and read again. A cached file is handed to the
-//! HTTP layer as an open descriptor with its bytes mapped, which are written from memory.
+//! HTTP layer as an open descriptor with its bytes in memory (mapped, or read once when
+//! small), which are written from there; a large directory copy is read from its
+//! descriptor.
 //! The TTL-based small-file cache is then off, since it serves without revalidating.
 
 use std::collections::HashMap;
@@ -381,8 +383,8 @@ impl NfsStorage {
 
 impl NfsStorage {
     /// Reads the whole file (`size` bytes, as its attributes said) into a new copy in
-    /// `store`, `read_ahead` READs of `chunk` bytes in flight, and finishes it (sealed,
-    /// mapped).
+    /// `store`, `read_ahead` READs of `chunk` bytes in flight, and finishes it
+    /// ([`CopyStore::finish`]).
     async fn fill(
         &self,
         store: &CopyStore,
@@ -539,8 +541,8 @@ impl Storage for NfsStorage {
                 if let Some(data) = copy.cached_range(offset, len) {
                     return Ok(data);
                 }
-                // A data-cache copy, in memory or in the page cache (mapped, populated):
-                // read in place.
+                // A data-cache copy not held in memory (a large directory copy): one
+                // pread, whose failure (a dying disk) is this response's alone.
                 let mut buf = vec![0u8; len];
                 copy.read_exact_at(&mut buf, offset)?;
                 return Ok(Bytes::from(buf));
