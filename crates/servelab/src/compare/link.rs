@@ -3,17 +3,19 @@
 //!
 //! Two paths carry it, and the report names the one that ran ([`LinkPath`]):
 //! - `netns+tbf` (a rate limit, as root): the kernel limits the rate with `tc … tbf` on a
-//!   veth pair into a network namespace of this process ([`super::netns`]); a relay
-//!   listening in the namespace crosses back to the server on loopback and adds the
-//!   delay. tbf holds a single stream at 0.97–1.0 of 100 Mbit/s to 5 Gbit/s; the relay's
-//!   own rate clock could not carry 5 Gbit/s on two busy cores.
+//!   veth pair into a network namespace of this process ([`super::netns`]). With a
+//!   delay, a relay listening in the namespace crosses back to the server on loopback
+//!   and adds it; without one, the server itself listens inside the namespace and no
+//!   relay runs ([`Link::inside`]), so the shaped row differs from the `veth` control by
+//!   the tbf alone. tbf holds a single stream at 0.97–1.0 of 100 Mbit/s to 5 Gbit/s; the
+//!   relay's own rate clock could not carry 5 Gbit/s on two busy cores.
 //! - `relay` (no rate limit, or without root): the userspace relay alone, on loopback.
 //!
 //! The unshaped control follows the link's path ([`control_path`]), so that shaped row
 //! minus control row is what the shaping adds and nothing else:
 //! - `veth` (the link is `netns+tbf`): the same veth pair into a namespace, MTU 65520,
 //!   with no tbf and no relay — the NFS server runs inside the namespace and the kernel
-//!   forwards to it ([`Link::over_veth`]). On a quiet machine scenario A (10 MiB, a
+//!   forwards to it ([`Link::inside`]). On a quiet machine scenario A (10 MiB, a
 //!   connection per request) kept 0.93–0.97 of direct through it in compare, and 0.65
 //!   through the unshaped relay stand-alone (figures in the crate README).
 //! - `relay` (the link is `relay`): the userspace relay, unshaped.
@@ -159,6 +161,9 @@ pub enum LinkPath {
     /// A veth pair into a namespace of this run with `tc tbf` for the rate ([`netns`]);
     /// the relay only crosses into it and adds the delay.
     NetnsTbf,
+    /// A rate limit without a delay: the same tbf-limited veth pair, no relay; the
+    /// server listens inside the namespace ([`Link::inside`]).
+    NetnsTbfDirect,
     /// The unshaped control of `NetnsTbf`: the same veth pair, no tbf, no relay; the
     /// server listens inside the namespace.
     Veth,
@@ -169,7 +174,7 @@ impl LinkPath {
     pub fn name(self) -> &'static str {
         match self {
             LinkPath::Relay => "relay",
-            LinkPath::NetnsTbf => "netns+tbf",
+            LinkPath::NetnsTbf | LinkPath::NetnsTbfDirect => "netns+tbf",
             LinkPath::Veth => "veth",
         }
     }
@@ -257,15 +262,20 @@ impl Link {
         })
     }
 
-    /// The `veth` control: `wire` (made without a rate) with a server listening at
-    /// `server` inside its namespace — a child started with
+    /// A link with no relay: `wire`, made with `spec`'s rate (none: the `veth` control),
+    /// and a server listening at `server` inside its namespace — a child started with
     /// [`netns::Wire::enter_before_exec`], or a listener from [`netns::Wire::listen`].
-    /// Stop that server before dropping the link: the pair goes with the link.
-    pub fn over_veth(wire: netns::Wire, server: SocketAddr) -> Link {
+    /// Stop that server before dropping the link: the pair goes with the link. `spec`
+    /// has no delay: only a relay can add one.
+    pub fn inside(wire: netns::Wire, server: SocketAddr, spec: LinkSpec) -> Link {
+        debug_assert!(spec.delay.is_zero(), "a link without a relay has no delay");
         Link {
             addr: server,
-            spec: LinkSpec::unshaped(),
-            path: LinkPath::Veth,
+            spec,
+            path: match spec.rate_bits_per_sec {
+                Some(_) => LinkPath::NetnsTbfDirect,
+                None => LinkPath::Veth,
+            },
             _relay: None,
             _wire: Some(wire),
         }
@@ -296,14 +306,20 @@ pub fn kernel_path_ready() -> Result<(), &'static str> {
         .map_err(String::as_str)
 }
 
+/// The path compare builds for a link of `spec` in this process: `netns+tbf` for a rate
+/// limit when namespaces can be made — with the server inside the namespace and no relay
+/// when there is no delay — and the relay otherwise.
+pub fn shaped_path(spec: LinkSpec) -> LinkPath {
+    match (spec.rate_bits_per_sec, kernel_path_ready()) {
+        (Some(_), Ok(())) if spec.delay.is_zero() => LinkPath::NetnsTbfDirect,
+        (Some(_), Ok(())) => LinkPath::NetnsTbf,
+        _ => LinkPath::Relay,
+    }
+}
+
 /// How a link of this spec is built in this process, for the report.
 pub fn path_note(spec: LinkSpec) -> &'static str {
-    let path = if spec.rate_bits_per_sec.is_some() && kernel_path_ready().is_ok() {
-        LinkPath::NetnsTbf
-    } else {
-        LinkPath::Relay
-    };
-    note(path, spec)
+    note(shaped_path(spec), spec)
 }
 
 fn note(path: LinkPath, spec: LinkSpec) -> &'static str {
@@ -317,6 +333,9 @@ fn note(path: LinkPath, spec: LinkSpec) -> &'static str {
         }
         (LinkPath::NetnsTbf, _, false) => {
             "netns+tbf: veth into a network namespace, tc tbf rate each way; splice(2) relay into it adds the delay by high-resolution sleep"
+        }
+        (LinkPath::NetnsTbfDirect, _, _) => {
+            "netns+tbf: veth into a network namespace, tc tbf rate each way, no relay; the NFS server listens inside"
         }
         (LinkPath::Veth, _, _) => {
             "veth: kernel forwarding over a veth pair into a network namespace (MTU 65520, as the shaped wire), no tbf, no relay; the NFS server listens inside"
@@ -736,7 +755,11 @@ mod tests {
     /// Reads and discards everything; for each connection, sends (bytes, when the last
     /// one arrived) — what the far end of the link received.
     fn sink_server() -> (SocketAddr, mpsc::Receiver<(u64, Instant)>) {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        sink_on(TcpListener::bind("127.0.0.1:0").unwrap())
+    }
+
+    /// [`sink_server`] on a listener of the caller's (inside a namespace, say).
+    fn sink_on(l: TcpListener) -> (SocketAddr, mpsc::Receiver<(u64, Instant)>) {
         let addr = l.local_addr().unwrap();
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
@@ -974,7 +997,9 @@ mod tests {
                     rate_bits_per_sec: Some(1),
                     delay,
                 }) {
-                    LinkPath::NetnsTbf => Link::start_netns(upstream, unlimited).unwrap(),
+                    LinkPath::NetnsTbf | LinkPath::NetnsTbfDirect => {
+                        Link::start_netns(upstream, unlimited).unwrap()
+                    }
                     LinkPath::Relay | LinkPath::Veth => Link::start_relay(
                         upstream,
                         LinkSpec {
@@ -1115,6 +1140,35 @@ mod tests {
             assert!(link.path_note().starts_with(link.path.name()), "{spec}");
             assert_eq!(path_note(spec), link.path_note(), "{spec}");
         }
+    }
+
+    /// A rate without a delay, as compare builds it (root): the server inside the shaped
+    /// namespace and no relay, named so in the report, carrying its rate.
+    #[test]
+    fn a_rate_without_a_delay_runs_no_relay() {
+        let spec: LinkSpec = "rate=1gbit".parse().unwrap();
+        if !is_root() {
+            assert_eq!(shaped_path(spec), LinkPath::Relay);
+            eprintln!("NOTE: not root: a rate limit runs in the relay");
+            return;
+        }
+        let _one_at_a_time = FIGURES.lock();
+        assert_eq!(shaped_path(spec), LinkPath::NetnsTbfDirect);
+        let wire = netns::Wire::create(spec.rate_bits_per_sec).unwrap();
+        let (addr, sink) = sink_on(wire.listen().unwrap());
+        let link = Link::inside(wire, addr, spec);
+        assert_eq!(link.path_note(), path_note(spec));
+        assert!(
+            link.path_note().contains("no relay"),
+            "{}",
+            link.path_note()
+        );
+        let runs: Vec<f64> = (0..5).map(|_| stream_bits(link.addr, &sink, 0.4)).collect();
+        let got = median(runs.clone());
+        assert!(
+            (0.9e9..=1.1e9).contains(&got),
+            "rate=1gbit without a relay carried {got:.3e} bit/s (runs {runs:?})"
+        );
     }
 
     /// Holds a netns+tbf link and prints its host interface, for the test below (which
@@ -1274,7 +1328,7 @@ mod tests {
             LinkPath::Veth => {
                 let wire = netns::Wire::create(None).unwrap();
                 let addr = serve_replies(wire.listen().unwrap());
-                Link::over_veth(wire, addr)
+                Link::inside(wire, addr, LinkSpec::unshaped())
             }
             _ => Link::start(upstream, LinkSpec::unshaped()).unwrap(),
         }

@@ -124,7 +124,7 @@ pub fn control_spec(path: LinkPath) -> ScenarioSpec {
                 "httpd --nfs → veth pair (no tbf, no relay) → rustnfs in a network namespace".into(),
             launch: Launch::HttpdRustnfsVeth,
         },
-        LinkPath::Relay | LinkPath::NetnsTbf => ScenarioSpec {
+        LinkPath::Relay | LinkPath::NetnsTbf | LinkPath::NetnsTbfDirect => ScenarioSpec {
             name: "A (NFS: rustnfs, relay, unshaped control)".into(),
             description: "httpd --nfs → userspace relay (no delay, no rate limit) → rustnfs".into(),
             launch: Launch::HttpdRustnfs {
@@ -184,6 +184,16 @@ pub fn start(spec: &ScenarioSpec, env: &StartEnv<'_>) -> anyhow::Result<HttpScen
                 .ok_or_else(|| anyhow::anyhow!("rustnfs is not running"))?;
             let addr = match l {
                 None => nfs.addr,
+                // A rate without a delay: this row's own rustnfs inside the shaped
+                // namespace, no relay — the veth control plus tbf, nothing else.
+                Some(s) if link::shaped_path(*s) == LinkPath::NetnsTbfDirect => {
+                    let (l, own) = start_rustnfs_inside(env, *s)?;
+                    let a = own.addr;
+                    notes.push(l.path_note().to_string());
+                    link = Some(l);
+                    own_rustnfs = Some(own);
+                    a
+                }
                 Some(s) => {
                     let started = Link::start(nfs.addr, *s)?;
                     let a = started.addr;
@@ -213,7 +223,7 @@ pub fn start(spec: &ScenarioSpec, env: &StartEnv<'_>) -> anyhow::Result<HttpScen
             (args, true)
         }
         Launch::HttpdRustnfsVeth => {
-            let (l, nfs) = start_rustnfs_over_veth(env)?;
+            let (l, nfs) = start_rustnfs_inside(env, LinkSpec::unshaped())?;
             let args = nfs_args(format!("nfs://{}/", nfs.addr), env.nfs_cache_ms);
             notes.push(l.path_note().to_string());
             link = Some(l);
@@ -264,13 +274,20 @@ pub fn start(spec: &ScenarioSpec, env: &StartEnv<'_>) -> anyhow::Result<HttpScen
     })
 }
 
-/// A veth pair without a rate into a new namespace, and a rustnfs exporting the dataset
-/// inside it (NFS and metrics on the namespace's address: nothing else listens there).
-fn start_rustnfs_over_veth(env: &StartEnv<'_>) -> anyhow::Result<(Link, ServerProcess)> {
-    let wire = netns::Wire::create(None)?;
+/// A veth pair into a new namespace, limited to `spec`'s rate by tbf (none: the `veth`
+/// control), and a rustnfs exporting the dataset inside it (NFS and metrics on the
+/// namespace's address: nothing else listens there). `spec` has no delay.
+fn start_rustnfs_inside(
+    env: &StartEnv<'_>,
+    spec: LinkSpec,
+) -> anyhow::Result<(Link, ServerProcess)> {
+    let wire = netns::Wire::create(spec.rate_bits_per_sec)?;
     let exe = std::env::current_exe()?;
     let nfs = ServerProcess::start_at(
-        "rustnfs (veth control)",
+        match spec.rate_bits_per_sec {
+            None => "rustnfs (veth control)",
+            Some(_) => "rustnfs (inside the shaped link)",
+        },
         &exe,
         "rustnfs",
         &["--export".into(), env.root.display().to_string()],
@@ -280,7 +297,7 @@ fn start_rustnfs_over_veth(env: &StartEnv<'_>) -> anyhow::Result<(Link, ServerPr
         |cmd| wire.enter_before_exec(cmd),
     )?;
     let addr = nfs.addr;
-    Ok((Link::over_veth(wire, addr), nfs))
+    Ok((Link::inside(wire, addr, spec), nfs))
 }
 
 fn start_peer(b: Baseline, root: &Path) -> lab::Result<ExternalServer> {

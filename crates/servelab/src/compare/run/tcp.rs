@@ -1,7 +1,8 @@
 //! The TCP ceiling: one stream of our load generator into an in-process sink on
 //! loopback and, with `--link`, through the link's unshaped control (a sink inside the
-//! namespace across the veth pair, or the unshaped relay) and the shaped link — what the
-//! bytes of scenario A could at best move at.
+//! namespace across the veth pair, or the unshaped relay) and the shaped link, on the
+//! path scenario A's shaped row takes — what the bytes of scenario A could at best move
+//! at.
 
 use std::net::SocketAddr;
 
@@ -40,15 +41,20 @@ impl RunContext<'_> {
         }];
         if let Some(spec) = self.opts.link {
             let control = if link::control_path(spec) == LinkPath::Veth {
-                self.veth_sink()
+                self.sink_inside(LinkSpec::unshaped())
             } else {
                 Link::start(sink, LinkSpec::unshaped())
                     .map(|l| (l, None))
                     .map_err(Into::into)
             };
-            let shaped = Link::start(sink, spec)
-                .map(|l| (l, None))
-                .map_err(Into::into);
+            // The path scenario A's shaped row takes (no relay without a delay).
+            let shaped = if link::shaped_path(spec) == LinkPath::NetnsTbfDirect {
+                self.sink_inside(spec)
+            } else {
+                Link::start(sink, spec)
+                    .map(|l| (l, None))
+                    .map_err(Into::into)
+            };
             for (s, started) in [(LinkSpec::unshaped(), control), (spec, shaped)] {
                 match started {
                     Ok((l, stop)) => paths.push(TcpPath {
@@ -93,10 +99,13 @@ impl RunContext<'_> {
 }
 
 impl RunContext<'_> {
-    /// The `veth` control's path: a sink listening inside a namespace across a veth pair
-    /// without a rate.
-    fn veth_sink(&self) -> anyhow::Result<(Link, Option<tokio::sync::oneshot::Sender<()>>)> {
-        let wire = netns::Wire::create(None)?;
+    /// A sink listening inside a namespace across a veth pair limited to `spec`'s rate
+    /// (none: the `veth` control's path); `spec` has no delay.
+    fn sink_inside(
+        &self,
+        spec: LinkSpec,
+    ) -> anyhow::Result<(Link, Option<tokio::sync::oneshot::Sender<()>>)> {
+        let wire = netns::Wire::create(spec.rate_bits_per_sec)?;
         let listener = wire.listen()?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
@@ -108,7 +117,7 @@ impl RunContext<'_> {
             }));
             anyhow::Ok(())
         })?;
-        Ok((Link::over_veth(wire, addr), Some(tx)))
+        Ok((Link::inside(wire, addr, spec), Some(tx)))
     }
 }
 
