@@ -1,10 +1,12 @@
 //! `servelab`: parse the command line and hand each subcommand to its module.
 
 mod bench;
+mod chart;
 mod cli;
 mod compare;
 mod compare_cmd;
 mod containers;
+mod html;
 mod load;
 mod measure;
 mod ours;

@@ -7,7 +7,7 @@ use clap::Args;
 
 use crate::compare::model::Report;
 
-/// Re-render `report.md` and the plots of a saved `servelab compare` run from its
+/// Re-render `report.md`, `report.html` and the plots of a saved `servelab compare` run from its
 /// `report.json`; or, with `--merge`, merge `servelab load --json` files exactly.
 #[derive(Debug, Args)]
 pub struct ReportArgs {
@@ -55,7 +55,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<()> {
     crate::compare::output::write_outputs(&report, &dir)?;
     print!("{}", crate::compare::markdown::render(&report));
     println!(
-        "\nRe-rendered: {}/report.md and the SVG plots.",
+        "\nRe-rendered: {}/report.md, report.html and the SVG plots.",
         dir.display()
     );
     Ok(())

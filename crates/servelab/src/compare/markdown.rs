@@ -31,7 +31,7 @@ pub fn render(report: &Report) -> String {
             .iter()
             .filter(|r| r.workload == workload)
             .collect();
-        let _ = writeln!(out, "## HTTP: {}\n", workload_title(report, workload));
+        let _ = writeln!(out, "## {}\n", http_heading(report, workload));
         let reference = rows
             .iter()
             .find(|r| r.scenario == REFERENCE_SCENARIO)
@@ -414,6 +414,12 @@ pub fn render(report: &Report) -> String {
         (protocol, copies, round trips), not of a network."
     );
     out
+}
+
+/// The heading of a workload's HTTP section (without `## `): the plots of that workload
+/// name it, so report.html puts them beside its table.
+pub fn http_heading(report: &Report, workload: &str) -> String {
+    format!("HTTP: {}", workload_title(report, workload))
 }
 
 fn workload_title(report: &Report, workload: &str) -> String {

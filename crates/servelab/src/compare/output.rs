@@ -1,5 +1,6 @@
-//! A comparison's files: `report.json`, `report.md` and the SVG plots, written by
-//! `servelab compare` and again, from `report.json` alone, by `servelab report DIR`.
+//! A comparison's files: `report.json`, `report.md`, the SVG plots and `report.html`,
+//! written by `servelab compare` and again, from `report.json` alone, by `servelab
+//! report DIR`.
 
 use std::path::Path;
 
@@ -8,12 +9,18 @@ use anyhow::Context as _;
 use super::model::Report;
 use super::{markdown, plots};
 
-/// Writes `report.json`, `report.md` and the SVG plots into `dir`.
+/// Writes `report.json`, `report.md`, the SVG plots and `report.html` into `dir`.
 pub fn write_outputs(report: &Report, dir: &Path) -> anyhow::Result<()> {
     let json = serde_json::to_string_pretty(report)?;
     std::fs::write(dir.join("report.json"), json).context("cannot write report.json")?;
-    std::fs::write(dir.join("report.md"), markdown::render(report))
-        .context("cannot write report.md")?;
-    plots::write_all(report, dir)?;
+    let md = markdown::render(report);
+    std::fs::write(dir.join("report.md"), &md).context("cannot write report.md")?;
+    let figures = plots::figures(report);
+    crate::html::write_figures(&figures, dir)?;
+    let title = format!(
+        "servelab compare — {} — {}",
+        report.environment.hostname, report.environment.started_utc
+    );
+    crate::html::write_report(dir, &title, &md, &figures)?;
     Ok(())
 }

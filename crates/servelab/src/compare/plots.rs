@@ -1,272 +1,195 @@
-//! SVG plots of a [`Report`]: latency percentiles per scenario (medians of runs, the
-//! tables' statistic), throughput bars, and server memory over a run.
+//! The plots of a [`Report`], drawn with [`crate::chart`]: throughput bars with their
+//! spread, latency against percentile (log scale, every plotted percentile labelled) and
+//! server memory over the median run; each names the `report.md` section whose table it
+//! draws, so report.html can put it beside that table.
 
-use std::path::{Path, PathBuf};
-
-use anyhow::Context as _;
-use plotters::prelude::*;
-
+use super::markdown::http_heading;
 use super::model::Report;
+use crate::chart::{Axis, Bar, BarChart, BarPanel, LineChart, Point, Series};
+use crate::html::Figure;
 
-const PALETTE: [RGBColor; 8] = [
-    RGBColor(31, 119, 180),
-    RGBColor(255, 127, 14),
-    RGBColor(44, 160, 44),
-    RGBColor(214, 39, 40),
-    RGBColor(148, 103, 189),
-    RGBColor(140, 86, 75),
-    RGBColor(227, 119, 194),
-    RGBColor(127, 127, 127),
-];
-
-/// Writes every plot into `dir`; returns the files written.
-pub fn write_all(report: &Report, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    let mut written = Vec::new();
-    let mut workloads: Vec<&str> = report.http.iter().map(|r| r.workload.as_str()).collect();
-    workloads.dedup();
-    for workload in workloads {
-        let path = dir.join(format!("latency-{workload}.svg"));
-        latency_percentiles(report, workload, &path)
-            .with_context(|| format!("cannot draw {}", path.display()))?;
-        written.push(path);
-    }
-    if !report.http.is_empty() {
-        let path = dir.join("throughput.svg");
-        throughput_bars(report, &path)
-            .with_context(|| format!("cannot draw {}", path.display()))?;
-        written.push(path);
-    }
-    if report
-        .http
-        .iter()
-        .any(|r| r.cost.as_ref().is_some_and(|c| c.rss_over_time.len() > 1))
-    {
-        let path = dir.join("memory.svg");
-        memory_over_time(report, &path)
-            .with_context(|| format!("cannot draw {}", path.display()))?;
-        written.push(path);
-    }
-    Ok(written)
-}
-
-/// Resident memory (MB) of each scenario's server over its median run, one panel per
-/// workload.
-fn memory_over_time(report: &Report, path: &Path) -> anyhow::Result<()> {
-    let mut workloads: Vec<&str> = report.http.iter().map(|r| r.workload.as_str()).collect();
-    workloads.dedup();
-    let root = SVGBackend::new(path, (900, 360 * workloads.len() as u32)).into_drawing_area();
-    root.fill(&WHITE).map_err(drawing)?;
-    let panels = root.split_evenly((workloads.len(), 1));
-    for (panel, workload) in panels.iter().zip(&workloads) {
-        let rows: Vec<_> = report
+/// Every plot of the report, with the section it belongs beside.
+pub fn figures(report: &Report) -> Vec<Figure> {
+    let mut out = Vec::new();
+    for workload in workloads(report) {
+        let heading = http_heading(report, workload);
+        if report.http.iter().any(|r| r.workload == workload) {
+            out.push(Figure {
+                file: format!("throughput-{workload}.svg"),
+                heading: heading.clone(),
+                svg: throughput_bars(report, workload).to_svg(),
+            });
+        }
+        if report
             .http
             .iter()
-            .filter(|r| r.workload == *workload)
-            .filter_map(|r| {
-                r.cost
-                    .as_ref()
-                    .map(|c| (r.scenario.as_str(), &c.rss_over_time))
-            })
-            .filter(|(_, c)| !c.is_empty())
-            .collect();
-        let t_max = rows
-            .iter()
-            .flat_map(|(_, c)| c.iter().map(|p| p.0))
-            .fold(0.1f64, f64::max);
-        let mb_max = rows
-            .iter()
-            .flat_map(|(_, c)| c.iter().map(|p| p.1 as f64 / 1e6))
-            .fold(1.0f64, f64::max)
-            * 1.15;
-        let mut chart = ChartBuilder::on(panel)
-            .caption(
-                format!("Server resident memory — {workload} workload (median run)"),
-                ("sans-serif", 20),
-            )
-            .margin(15)
-            .x_label_area_size(40)
-            .y_label_area_size(60)
-            .build_cartesian_2d(0.0..t_max, 0.0..mb_max)
-            .map_err(drawing)?;
-        chart
-            .configure_mesh()
-            .x_desc("seconds into the run")
-            .y_desc("RSS MB")
-            .draw()
-            .map_err(drawing)?;
-        for (i, (name, curve)) in rows.iter().enumerate() {
-            let color = PALETTE[i % PALETTE.len()];
-            chart
-                .draw_series(LineSeries::new(
-                    curve.iter().map(|p| (p.0, p.1 as f64 / 1e6)),
-                    color.stroke_width(2),
-                ))
-                .map_err(drawing)?
-                .label(name.to_string())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color));
+            .any(|r| r.workload == workload && !r.percentiles.is_empty())
+        {
+            out.push(Figure {
+                file: format!("latency-{workload}.svg"),
+                heading: heading.clone(),
+                svg: latency_percentiles(report, workload).to_svg(),
+            });
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()
-            .map_err(drawing)?;
+        if report.http.iter().any(|r| {
+            r.workload == workload && r.cost.as_ref().is_some_and(|c| c.rss_over_time.len() > 1)
+        }) {
+            out.push(Figure {
+                file: format!("memory-{workload}.svg"),
+                heading,
+                svg: memory_over_time(report, workload).to_svg(),
+            });
+        }
     }
-    root.present().map_err(drawing)
+    out
 }
 
-/// Latency (ms, log scale) against percentile, one line per scenario.
-fn latency_percentiles(report: &Report, workload: &str, path: &Path) -> anyhow::Result<()> {
+fn workloads(report: &Report) -> Vec<&str> {
+    let mut out: Vec<&str> = Vec::new();
+    for r in &report.http {
+        if !out.contains(&r.workload.as_str()) {
+            out.push(&r.workload);
+        }
+    }
+    out
+}
+
+/// Requests per second per scenario: the median bar, the lowest–highest whisker, B's
+/// value as the reference line.
+fn throughput_bars(report: &Report, workload: &str) -> BarChart {
+    let rows: Vec<_> = report
+        .http
+        .iter()
+        .filter(|r| r.workload == workload)
+        .collect();
+    let reference = rows
+        .iter()
+        .find(|r| r.scenario == super::markdown::REFERENCE_SCENARIO)
+        .map(|r| (r.median.requests_per_sec, "B (local)".to_string()));
+    BarChart {
+        title: format!("Requests per second — {workload} workload"),
+        subtitle: Some(format!(
+            "median of {} runs; whiskers: lowest–highest run; dashed line: B",
+            report.settings.repeat
+        )),
+        value_axis: Axis::linear("requests per second"),
+        unit: "req/s".into(),
+        whisker: "spread".into(),
+        panels: vec![BarPanel {
+            title: http_heading(report, workload).replace('`', ""),
+            bars: rows
+                .iter()
+                .enumerate()
+                .map(|(i, r)| Bar {
+                    label: r.scenario.clone(),
+                    value: r.median.requests_per_sec,
+                    spread: Some((r.rps_min, r.rps_max)),
+                    color: i,
+                })
+                .collect(),
+            reference,
+        }],
+    }
+}
+
+/// "Nines" position of a percentile: p50 → 0.3, p90 → 1, p99 → 2, p99.9 → 3.
+fn nines(p: f64) -> f64 {
+    -(1.0 - (p / 100.0).min(0.99999)).log10()
+}
+
+fn percentile_label(p: f64) -> String {
+    let text = format!("{p:.3}");
+    format!("p{}", text.trim_end_matches('0').trim_end_matches('.'))
+}
+
+/// Latency (ms, log scale) against percentile, one series per scenario; every percentile
+/// drawn is a labelled tick.
+fn latency_percentiles(report: &Report, workload: &str) -> LineChart {
     let rows: Vec<_> = report
         .http
         .iter()
         .filter(|r| r.workload == workload && !r.percentiles.is_empty())
         .collect();
-    // x axis: "nines" — p50 → 0.3, p90 → 1, p99 → 2, p99.9 → 3 — as HdrHistogram plots do.
-    let nines = |p: f64| -(1.0 - (p / 100.0).min(0.99999)).log10();
-    let max_ms = rows
+    let mut percentiles: Vec<f64> = rows
         .iter()
-        .flat_map(|r| r.percentiles.iter().map(|p| p.1))
-        .fold(0.001f64, f64::max);
-    let min_ms = rows
-        .iter()
-        .flat_map(|r| r.percentiles.iter().map(|p| p.1))
-        .filter(|v| *v > 0.0)
-        .fold(max_ms, f64::min);
-    let root = SVGBackend::new(path, (900, 520)).into_drawing_area();
-    root.fill(&WHITE).map_err(drawing)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(
-            format!("Latency by percentile — {workload} workload"),
-            ("sans-serif", 22),
-        )
-        .margin(15)
-        .x_label_area_size(45)
-        .y_label_area_size(70)
-        // y is log10(ms) on a linear axis, so every decade gets several labelled ticks.
-        .build_cartesian_2d(
-            0.0f64..4.0f64,
-            (min_ms * 0.8).log10()..(max_ms * 1.25).log10(),
-        )
-        .map_err(drawing)?;
-    chart
-        .configure_mesh()
-        .x_desc("percentile")
-        .y_desc("latency (ms)")
-        // Ticks at whole "nines": p0, p90, p99, p99.9, p99.99.
-        .x_labels(5)
-        .x_label_formatter(&|x| {
-            let p = format!("{:.2}", 100.0 * (1.0 - 10f64.powf(-*x)));
-            let p = p.trim_end_matches('0').trim_end_matches('.');
-            format!("p{p}")
-        })
-        .y_labels(10)
-        .y_label_formatter(&|log_ms| {
-            let ms = &10f64.powf(*log_ms);
-            if *ms >= 10.0 {
-                format!("{ms:.0}")
-            } else if *ms >= 1.0 {
-                format!("{ms:.1}")
-            } else {
-                format!("{ms:.2}")
-            }
-        })
-        .draw()
-        .map_err(drawing)?;
-    for (i, row) in rows.iter().enumerate() {
-        let color = PALETTE[i % PALETTE.len()];
-        let points: Vec<(f64, f64)> = row
-            .percentiles
+        .flat_map(|r| r.percentiles.iter().map(|p| p.0))
+        .filter(|p| *p < 100.0)
+        .collect();
+    percentiles.sort_by(f64::total_cmp);
+    percentiles.dedup();
+    LineChart {
+        title: format!("Latency by percentile — {workload} workload"),
+        subtitle: Some(format!(
+            "median of {} runs at each percentile; hover a point for its value",
+            report.settings.repeat
+        )),
+        x: Axis::linear("percentile (spaced by nines: p90, p99, p99.9)"),
+        y: Axis::log("latency (ms)"),
+        x_ticks: Some(
+            percentiles
+                .iter()
+                .map(|&p| (nines(p), percentile_label(p)))
+                .collect(),
+        ),
+        y_unit: "ms".into(),
+        series: rows
             .iter()
-            .filter(|(p, ms)| *p < 100.0 && *ms > 0.0)
-            .map(|(p, ms)| (nines(*p), ms.log10()))
-            .collect();
-        chart
-            .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
-            .map_err(drawing)?
-            .label(row.scenario.clone())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
-        chart
-            .draw_series(
-                points
-                    .into_iter()
-                    .map(|p| Circle::new(p, 3, color.filled())),
-            )
-            .map_err(drawing)?;
+            .map(|r| Series {
+                name: r.scenario.clone(),
+                points: r
+                    .percentiles
+                    .iter()
+                    .filter(|(p, ms)| *p < 100.0 && *ms > 0.0)
+                    .map(|&(p, ms)| Point {
+                        x_label: Some(percentile_label(p)),
+                        ..Point::new(nines(p), ms)
+                    })
+                    .collect(),
+            })
+            .collect(),
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(drawing)?;
-    root.present().map_err(drawing)
 }
 
-/// Requests per second per scenario, one panel per workload.
-fn throughput_bars(report: &Report, path: &Path) -> anyhow::Result<()> {
-    let mut workloads: Vec<&str> = report.http.iter().map(|r| r.workload.as_str()).collect();
-    workloads.dedup();
-    let root = SVGBackend::new(path, (900, 360 * workloads.len() as u32)).into_drawing_area();
-    root.fill(&WHITE).map_err(drawing)?;
-    let panels = root.split_evenly((workloads.len(), 1));
-    for (panel, workload) in panels.iter().zip(&workloads) {
-        let rows: Vec<_> = report
+/// Resident memory (MB) of each scenario's serving processes over its median run.
+fn memory_over_time(report: &Report, workload: &str) -> LineChart {
+    LineChart {
+        title: format!("Server resident memory — {workload} workload"),
+        subtitle: Some("the HTTP server's process tree over its median run".into()),
+        x: Axis::linear("seconds into the run"),
+        y: Axis::linear("resident memory (MB)"),
+        x_ticks: None,
+        y_unit: "MB".into(),
+        series: report
             .http
             .iter()
-            .filter(|r| r.workload == *workload)
-            .collect();
-        let max = rows.iter().map(|r| r.rps_max).fold(1.0f64, f64::max) * 1.15;
-        let names: Vec<String> = rows.iter().map(|r| r.scenario.clone()).collect();
-        let mut chart = ChartBuilder::on(panel)
-            .caption(
-                format!("Requests/s — {workload} workload (median, whiskers = spread)"),
-                ("sans-serif", 20),
-            )
-            .margin(15)
-            .x_label_area_size(40)
-            .y_label_area_size(70)
-            .build_cartesian_2d((0..rows.len().saturating_sub(1)).into_segmented(), 0.0..max)
-            .map_err(drawing)?;
-        chart
-            .configure_mesh()
-            .disable_x_mesh()
-            .y_desc("requests/s")
-            .x_label_formatter(&|v| match v {
-                SegmentValue::CenterOf(i) => names.get(*i).cloned().unwrap_or_default(),
-                _ => String::new(),
+            .filter(|r| r.workload == workload)
+            .filter_map(|r| {
+                let c = r.cost.as_ref()?;
+                (!c.rss_over_time.is_empty()).then(|| Series {
+                    name: r.scenario.clone(),
+                    points: c
+                        .rss_over_time
+                        .iter()
+                        .map(|&(t, bytes)| Point {
+                            x_label: Some(format!("{t:.1} s")),
+                            ..Point::new(t, bytes as f64 / 1e6)
+                        })
+                        .collect(),
+                })
             })
-            .draw()
-            .map_err(drawing)?;
-        for (i, row) in rows.iter().enumerate() {
-            let color = PALETTE[i % PALETTE.len()];
-            chart
-                .draw_series(std::iter::once(Rectangle::new(
-                    [
-                        (SegmentValue::Exact(i), 0.0),
-                        (SegmentValue::Exact(i + 1), row.median.requests_per_sec),
-                    ],
-                    color.mix(0.8).filled(),
-                )))
-                .map_err(drawing)?;
-            chart
-                .draw_series(std::iter::once(PathElement::new(
-                    vec![
-                        (SegmentValue::CenterOf(i), row.rps_min),
-                        (SegmentValue::CenterOf(i), row.rps_max),
-                    ],
-                    BLACK.stroke_width(2),
-                )))
-                .map_err(drawing)?;
-        }
+            .collect(),
     }
-    root.present().map_err(drawing)
 }
 
-/// plotters' errors are generic over the backend; their text is what matters here.
-fn drawing(e: impl std::fmt::Display) -> anyhow::Error {
-    anyhow::anyhow!("{e}")
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_are_labelled_and_spaced_by_nines() {
+        assert_eq!(percentile_label(50.0), "p50");
+        assert_eq!(percentile_label(99.9), "p99.9");
+        assert!((nines(90.0) - 1.0).abs() < 1e-9);
+        assert!((nines(99.0) - 2.0).abs() < 1e-9);
+    }
 }
