@@ -24,7 +24,7 @@ use super::{setup, summary};
 use crate::measure::{interleave, rotation};
 use crate::results::{loadavg, unique_run_dir};
 
-/// Runs the suite and writes `results.csv`, `setup.md` and `summary.md`; returns the
+/// Runs the suite and writes `results.csv`, `setup.md`, `summary.md` and `report.html`; returns the
 /// directory.
 pub fn run(opts: &BenchOptions) -> anyhow::Result<PathBuf> {
     let mut suite = Suite::prepare(opts)?;
@@ -326,7 +326,8 @@ impl<'a> Suite<'a> {
         eprintln!("servelab bench: {}/{} {what}", rep + 1, self.opts.repeat);
     }
 
-    /// Stops the servers and writes `setup.md`, `results.csv` and `summary.md`.
+    /// Stops the servers and writes `setup.md`, `results.csv`, `summary.md` and
+    /// `report.html`.
     fn finish(self) -> anyhow::Result<PathBuf> {
         let load_after = loadavg();
         let took = self.started.elapsed();
@@ -341,7 +342,7 @@ impl<'a> Suite<'a> {
             took,
             &self.notes,
         );
-        write(out, "setup.md", setup)?;
+        write(out, "setup.md", setup.clone())?;
         write(out, "results.csv", record::csv(&self.rows))?;
         let md = summary::render(
             &self.rows,
@@ -351,6 +352,9 @@ impl<'a> Suite<'a> {
             &self.load_before,
             &load_after,
         );
+        // report.html: the summary, then the setup, as one page that works offline.
+        let page = format!("{md}\n{}", demote_title(&setup));
+        crate::html::write_report(out, "servelab bench", &page, &[])?;
         write(out, "summary.md", md)?;
         Ok(self.out)
     }
@@ -392,6 +396,14 @@ fn write_dataset(root: &Path) -> anyhow::Result<DatasetInfo> {
         let _ = std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o777));
     }
     Ok(info)
+}
+
+/// A document's `# ` title as a `## ` section heading, to follow another document.
+fn demote_title(md: &str) -> String {
+    match md.strip_prefix("# ") {
+        Some(rest) => format!("## {rest}"),
+        None => md.to_string(),
+    }
 }
 
 fn write(dir: &Path, name: &str, text: String) -> anyhow::Result<()> {
