@@ -470,15 +470,15 @@ fn readdir_and_readdirplus_page_100k_entries_exactly() {
 }
 
 #[test]
-fn write_is_on_disk_and_answered_file_sync() {
+fn write_is_on_disk_and_as_stable_as_asked() {
     let tree = Tree::new();
     let nfsd = Nfsd::start(tree.config()).unwrap();
     let mut rpc = nfsd.rpc();
     let root = rpc.mount("/").unwrap();
     let fh = rpc.create(&root, b"w.bin").unwrap();
     let data = lab::dataset::pseudo_random_bytes(1 << 20, 3);
-    // Asked UNSTABLE, answered FILE_SYNC: the data was synced before the reply.
-    assert_eq!(rpc.write(&fh, 0, &data, 0), (NFS3_OK, 2));
+    // Asked UNSTABLE, answered UNSTABLE (COMMIT makes it stable); FILE_SYNC as asked.
+    assert_eq!(rpc.write(&fh, 0, &data, 0), (NFS3_OK, 0));
     assert_eq!(rpc.write(&fh, 1 << 20, b"tail", 2), (NFS3_OK, 2));
     let on_disk = std::fs::read(tree.export().join("w.bin")).unwrap();
     assert_eq!(on_disk.len(), (1 << 20) + 4);
@@ -500,6 +500,15 @@ fn write_is_on_disk_and_answered_file_sync() {
     assert_eq!(rpc.remove(&root, b"w.bin"), NFS3_OK);
     assert_eq!(rpc.getattr(&fh), Err(NFS3ERR_STALE));
     assert_eq!(rpc.lookup(&root, b"w.bin"), Err(NFS3ERR_NOENT));
+    nfsd.stop().unwrap();
+    // --sync: asked UNSTABLE, answered FILE_SYNC (synced before the reply).
+    let mut config = tree.config();
+    config.sync_writes = true;
+    let nfsd = Nfsd::start(config).unwrap();
+    let mut rpc = nfsd.rpc();
+    let root = rpc.mount("/").unwrap();
+    let fh = rpc.create(&root, b"s.bin").unwrap();
+    assert_eq!(rpc.write(&fh, 0, b"synced", 0), (NFS3_OK, 2));
 }
 
 // ---- bad input -----------------------------------------------------------------------------
@@ -666,8 +675,12 @@ fn squash_gives_new_objects_the_squash_owner() {
         eprintln!("SKIP: squashing to another uid needs root");
         return;
     }
+    // Acting as 65534 (all_squash), the export must let 65534 create.
+    use std::os::unix::fs::PermissionsExt;
+    let open = std::fs::Permissions::from_mode(0o777);
+    std::fs::set_permissions(tree.export(), open).unwrap();
     let mut config = tree.config();
-    config.squash = Some((65534, 65533));
+    config.squash = rustnfs::config::Squash::All(65534, 65533);
     let nfsd = Nfsd::start(config).unwrap();
     let mut rpc = nfsd.rpc();
     let root = rpc.mount("/").unwrap();
@@ -953,9 +966,10 @@ fn mknod_makes_fifos_and_sockets_and_refuses_devices() {
             .file_type()
             .is_socket()
     );
-    // A character device (1, 3 = /dev/null): NOTSUPP; a regular "node": BADTYPE.
+    // A character device (1, 3 = /dev/null): PERM (no --allow-device-nodes); a regular
+    // "node": BADTYPE.
     let chr = Xdr::default().u32(4).sattr(Sattr::default()).u32(1).u32(3);
-    assert_eq!(mknod(&mut rpc, b"null", chr), 10004);
+    assert_eq!(mknod(&mut rpc, b"null", chr), 1);
     assert!(!tree.export().join("null").exists());
     assert_eq!(mknod(&mut rpc, b"reg", Xdr::default().u32(1)), 10007);
     let fifo = Xdr::default().u32(7).sattr(Sattr::default());

@@ -123,6 +123,10 @@ impl ServerProc {
         };
         cmd.args(&spec.args)
             .env("RUST_LOG", spec.rust_log)
+            // The harness's clients are root on loopback and write into root-owned
+            // directories, as with the Ganesha peer's No_Root_Squash; a test of squashing
+            // passes `--no-root-squash false` (a flag overrides the environment).
+            .env("NO_ROOT_SQUASH", "true")
             .stdin(Stdio::null());
         match &spec.log {
             Some(path) => {

@@ -457,6 +457,7 @@ impl HttpWorker {
                 server_timing,
                 failure: None,
                 server_software: server,
+                committed_bytes: 0,
             },
             reusable,
         ))

@@ -1,6 +1,13 @@
 //! The NFSv3 target: every worker mounts with its own `nfsclient::Client` (one
 //! connection), then reads a file sequentially, writes a file of its own, or runs a
 //! bonnie++ -n style metadata mix; each NFS procedure is recorded under its own name.
+//!
+//! The write workload writes UNSTABLE and COMMITs each file at its end (every
+//! [`WRITE_FILE`] bytes, and what is left when the run ends), as the kernel client does
+//! on close, so a server pays for durability in the figure whether it honours UNSTABLE
+//! or syncs every WRITE. COMMIT ops carry the bytes they made stable (the report's
+//! "Bytes committed"); a verifier that changed between a file's WRITEs and its COMMIT
+//! (the server restarted and lost them) counts the COMMIT as failed.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,9 +20,9 @@ use crate::plan::{LoadPlan, NfsWorkload};
 use crate::sample::{ErrorKind, Instants, OpError, OpOk};
 use crate::worker::{Target, Worker};
 
-/// A write workload's file wraps back to offset 0 at this size, so a long run does not
-/// fill the server's disk.
-const WRITE_WRAP: u64 = 256 << 20;
+/// A write workload's file is this long: at its end it is COMMITted and written again
+/// from offset 0, so a long run does not fill the server's disk.
+const WRITE_FILE: u64 = 64 << 20;
 
 pub(crate) struct NfsTarget {
     url: NfsUrl,
@@ -93,6 +100,10 @@ enum State {
         fh: FileHandle,
         offset: u64,
         data: Vec<u8>,
+        /// Bytes written since the last COMMIT.
+        uncommitted: u64,
+        /// The verifier of the first WRITE since the last COMMIT.
+        verf: Option<[u8; 8]>,
     },
     Metadata {
         dir: FileHandle,
@@ -172,6 +183,8 @@ impl Target for Arc<NfsTarget> {
                         fh: file,
                         offset: 0,
                         data,
+                        uncommitted: 0,
+                        verf: None,
                     }
                 } else {
                     State::Metadata {
@@ -189,6 +202,29 @@ impl Target for Arc<NfsTarget> {
             state,
         })
     }
+}
+
+/// COMMITs the file and reports the bytes it made stable; a verifier other than the
+/// WRITEs' means the server restarted in between and those bytes were lost.
+async fn commit(
+    client: &Client,
+    fh: &FileHandle,
+    uncommitted: &mut u64,
+    verf: &mut Option<[u8; 8]>,
+) -> Result<OpOk, OpError> {
+    let now = client
+        .commit(fh)
+        .await
+        .map_err(|e| op_error("COMMIT", &e))?;
+    let lost = verf.is_some_and(|v| v != now);
+    let bytes = std::mem::take(uncommitted);
+    *verf = None;
+    Ok(OpOk {
+        op: "COMMIT",
+        committed_bytes: if lost { 0 } else { bytes },
+        failure: lost.then_some(ErrorKind::Server),
+        ..OpOk::default()
+    })
 }
 
 impl NfsWorker {
@@ -230,17 +266,31 @@ impl Worker for NfsWorker {
                 })
             }
             State::Write {
-                fh, offset, data, ..
+                fh,
+                offset,
+                data,
+                uncommitted,
+                verf,
+                ..
             } => {
-                let n = self
+                if *offset >= WRITE_FILE {
+                    // The file's end: COMMIT it (as close does), then write it again.
+                    *offset = 0;
+                    let r = commit(&self.client, fh, uncommitted, verf).await;
+                    inst.first_byte = Some(Instant::now());
+                    return r;
+                }
+                let w = self
                     .client
-                    .write(fh, *offset, data, stable_how::UNSTABLE)
+                    .write_stable(fh, *offset, data, stable_how::UNSTABLE)
                     .await
                     .map_err(|e| op_error("WRITE", &e))?;
                 inst.first_byte = Some(Instant::now());
+                let n = w.count;
                 *offset += u64::from(n);
-                if *offset >= WRITE_WRAP {
-                    *offset = 0;
+                if w.committed == stable_how::UNSTABLE {
+                    *uncommitted += u64::from(n);
+                    verf.get_or_insert(w.verf);
                 }
                 Ok(OpOk {
                     op: "WRITE",
@@ -301,9 +351,23 @@ impl Worker for NfsWorker {
         // Leave the export as it was: remove what this worker created.
         match &self.state {
             State::Read { .. } => None,
-            State::Write { dir, name, .. } => {
+            State::Write {
+                dir,
+                name,
+                fh,
+                uncommitted,
+                verf,
+                ..
+            } => {
+                // The last file's end: what it holds uncommitted is COMMITted and counted.
+                let (mut left, mut v) = (*uncommitted, *verf);
+                let r = (left > 0).then_some(());
+                let r = match r {
+                    Some(()) => Some(commit(&self.client, &fh.clone(), &mut left, &mut v).await),
+                    None => None,
+                };
                 let _ = self.client.remove(dir, name).await;
-                None
+                r
             }
             State::Metadata { dir, handles, .. } => {
                 for (i, h) in handles.iter().enumerate() {

@@ -482,6 +482,10 @@ impl Report {
             let _ = writeln!(o, "   {}: {n}", k.name());
         }
         let _ = writeln!(o, "Bytes transferred:      {} bytes", self.body_bytes);
+        if let Some(c) = self.latency.combined("COMMIT", "total") {
+            let n = c.histogram.len();
+            let _ = writeln!(o, "Bytes committed:        {} bytes ({n} COMMITs)", c.bytes);
+        }
         let _ = writeln!(
             o,
             "Operations per second:  {:.2} [#/sec] (mean)",

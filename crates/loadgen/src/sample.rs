@@ -130,6 +130,9 @@ pub struct OpOk {
     pub server_timing: Option<String>,
     /// Answered, but counted as failed anyway (length mismatch, bad checksum).
     pub failure: Option<ErrorKind>,
+    /// Bytes an NFS COMMIT made stable: recorded in its op's byte count (the report's
+    /// "Bytes committed"), not in the payload total, which counts them once as WRITEs.
+    pub committed_bytes: u64,
     /// `Server:` header (ab's "Server Software").
     pub server_software: Option<String>,
 }
@@ -241,7 +244,9 @@ impl Collector {
         if inst.connected.is_none() && outcome.is_ok() {
             self.keepalive_reused += 1;
         }
-        let bytes = outcome.as_ref().map_or(0, |o| o.body_bytes);
+        let bytes = outcome
+            .as_ref()
+            .map_or(0, |o| o.body_bytes + o.committed_bytes);
         let set = self.set(op, status);
         let split = split_delay(inst);
         let behind = split.map_or(Duration::ZERO, |(b, _)| b);

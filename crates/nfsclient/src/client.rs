@@ -12,9 +12,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use nfs3_client::nfs3_types::nfs3::{
-    self, CREATE3args, FSINFO3args, GETATTR3args, LOOKUP3args, MKDIR3args, Nfs3Option, Nfs3Result,
-    READ3args, READDIR3args, READDIRPLUS3args, READLINK3args, REMOVE3args, RMDIR3args, WRITE3args,
-    cookieverf3, createhow3, diropargs3, filename3, nfs_fh3, nfsstat3, sattr3, stable_how,
+    self, COMMIT3args, CREATE3args, FSINFO3args, GETATTR3args, LOOKUP3args, MKDIR3args, Nfs3Option,
+    Nfs3Result, READ3args, READDIR3args, READDIRPLUS3args, READLINK3args, REMOVE3args, RMDIR3args,
+    WRITE3args, cookieverf3, createhow3, diropargs3, filename3, nfs_fh3, nfsstat3, sattr3,
+    stable_how,
 };
 use nfs3_client::nfs3_types::rpc::{auth_unix, opaque_auth};
 use nfs3_client::nfs3_types::xdr_codec::Opaque;
@@ -27,6 +28,14 @@ use crate::pool::{Conn, Pool, connect_tcp, pool_call};
 use crate::splice::{PipedData, PipedOutcome};
 use crate::{Attr, DirEntry, Error, NfsUrl};
 use bytes::Bytes;
+
+/// A WRITE's answer: bytes written, how stable they are, the server's write verifier.
+#[derive(Debug, Clone, Copy)]
+pub struct Written {
+    pub count: u32,
+    pub committed: stable_how,
+    pub verf: [u8; 8],
+}
 
 pub use crate::pool::ClientConfig;
 
@@ -309,6 +318,20 @@ impl Client {
         data: &[u8],
         stable: stable_how,
     ) -> Result<u32, Error> {
+        self.write_stable(fh, offset, data, stable)
+            .await
+            .map(|w| w.count)
+    }
+
+    /// WRITE of `data` at `offset`, with how stable the server says it is and its write
+    /// verifier (a client holding UNSTABLE data resends it when the verifier changes).
+    pub async fn write_stable(
+        &self,
+        fh: &nfs_fh3,
+        offset: u64,
+        data: &[u8],
+        stable: stable_how,
+    ) -> Result<Written, Error> {
         let count = u32::try_from(data.len()).map_err(|_| Error::BadPath {
             path: String::new(),
             reason: "write larger than 4 GiB".into(),
@@ -322,8 +345,27 @@ impl Client {
         };
         // A WRITE of the same bytes at the same offset is idempotent.
         match nfs_call!(self, "WRITE", true, |c| c.write(&args))? {
-            Nfs3Result::Ok(ok) => Ok(ok.count),
+            Nfs3Result::Ok(ok) => Ok(Written {
+                count: ok.count,
+                committed: ok.committed,
+                verf: ok.verf.0,
+            }),
             Nfs3Result::Err((s, _)) => status_err("WRITE", s),
+        }
+    }
+
+    /// COMMIT of the whole file (offset 0, count 0): everything written UNSTABLE is
+    /// stable when it returns; returns the server's write verifier, to compare with the
+    /// WRITEs' (a different one means the server restarted and the data must be resent).
+    pub async fn commit(&self, fh: &nfs_fh3) -> Result<[u8; 8], Error> {
+        let args = COMMIT3args {
+            file: fh.clone(),
+            offset: 0,
+            count: 0,
+        };
+        match nfs_call!(self, "COMMIT", true, |c| c.commit(&args))? {
+            Nfs3Result::Ok(ok) => Ok(ok.verf.0),
+            Nfs3Result::Err((s, _)) => status_err("COMMIT", s),
         }
     }
 

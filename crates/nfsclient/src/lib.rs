@@ -29,7 +29,7 @@ mod splice;
 pub mod url;
 
 pub use attr::{Attr, DirEntry, FileKind};
-pub use client::{Client, ClientConfig, PipedReply, ReadReply};
+pub use client::{Client, ClientConfig, PipedReply, ReadReply, Written};
 pub use nfs3_client::nfs3_types;
 pub use nfs3_client::nfs3_types::nfs3::{nfs_fh3 as FileHandle, nfsstat3};
 pub use splice::{PipePart, PipedData};

@@ -31,7 +31,8 @@ declare -A url
 start_rustnfs() { # name binary
   local port; port=$(free_port)
   mkdir -p "$work/www/scratch-$1"
-  "$2" --export "$work/www" --listen "127.0.0.1:$port" > "$work/$1.out" 2> "$work/$1.log" &
+  # As Ganesha below (No_Root_Squash): the load runs as root.
+  "$2" --export "$work/www" --listen "127.0.0.1:$port" --no-root-squash > "$work/$1.out" 2> "$work/$1.log" &
   pids+=("$!")
   wait_port "$port"
   url[$1]="nfs://127.0.0.1:$port//scratch-$1"

@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::Parser;
 
 use crate::Error;
-use crate::config::{Config, parse_allow, parse_bool, parse_squash};
+use crate::config::{Config, Squash, parse_allow, parse_bool, parse_squash};
 
 /// rustnfs: an instrumented userspace NFSv3 server exporting one directory.
 ///
@@ -34,9 +34,23 @@ pub struct Args {
     /// Client networks allowed to connect: comma-separated CIDRs or addresses; `*` = all.
     #[arg(long, env = "PERMITTED", default_value = "*")]
     pub allow: String,
-    /// Map every client to this owner: `UID:GID` (e.g. 65534:65534).
-    #[arg(long, env = "SQUASH")]
+    /// Act as this `UID:GID` for every client (all_squash; e.g. 1000:1000): new files
+    /// get this owner and permissions are this identity's.
+    #[arg(long, env = "SQUASH", conflicts_with = "no_root_squash")]
     pub squash: Option<String>,
+    /// Let client root act as root. By default uid/gid 0 act as 65534 (root_squash).
+    #[arg(long, env = "NO_ROOT_SQUASH", default_value = "false", num_args = 0..=1,
+          default_missing_value = "true", value_parser = parse_bool)]
+    pub no_root_squash: bool,
+    /// Let MKNOD make character and block devices (refused with NFS3ERR_PERM otherwise).
+    #[arg(long, env = "ALLOW_DEVICE_NODES", default_value = "false", num_args = 0..=1,
+          default_missing_value = "true", value_parser = parse_bool)]
+    pub allow_device_nodes: bool,
+    /// Make every WRITE stable before its reply (FILE_SYNC), as if clients asked for it;
+    /// by default UNSTABLE writes are answered from the page cache until COMMIT.
+    #[arg(long, env = "SYNC", default_value = "false", num_args = 0..=1,
+          default_missing_value = "true", value_parser = parse_bool)]
+    pub sync: bool,
     /// Serve Prometheus `/metrics` and `/metrics.json` on this address.
     #[arg(long, env = "RUSTNFS_METRICS")]
     pub metrics: Option<SocketAddr>,
@@ -83,7 +97,13 @@ impl Args {
         let mut server = Config::new(export);
         server.read_only = self.read_only;
         server.allow = parse_allow(&self.allow)?;
-        server.squash = self.squash.as_deref().map(parse_squash).transpose()?;
+        server.squash = match self.squash.as_deref().map(parse_squash).transpose()? {
+            Some((uid, gid)) => Squash::All(uid, gid),
+            None if self.no_root_squash => Squash::None,
+            None => Squash::Root,
+        };
+        server.allow_device_nodes = self.allow_device_nodes;
+        server.sync_writes = self.sync;
         server.max_connections = self.max_connections;
         if self.max_buffer_bytes < 2 << 20 {
             return Err(Error::Config(format!(
@@ -162,11 +182,27 @@ mod tests {
         .unwrap();
         let rc = a.into_run_config().unwrap();
         assert!(rc.server.read_only);
-        assert_eq!(rc.server.squash, Some((1, 2)));
+        assert_eq!(rc.server.squash, Squash::All(1, 2));
         assert_eq!(rc.server.allow.len(), 1);
         assert!(rc.listen.is_ipv6());
         let a = Args::try_parse_from(["rustnfs", "--export", d, "--read-only", "no"]).unwrap();
         assert!(!a.read_only);
+        let rc = a.into_run_config().unwrap();
+        assert_eq!(rc.server.squash, Squash::Root, "root_squash by default");
+        assert!(!rc.server.sync_writes && !rc.server.allow_device_nodes);
+        let a = Args::try_parse_from(["rustnfs", "--export", d, "--no-root-squash", "--sync"]);
+        let rc = a.unwrap().into_run_config().unwrap();
+        assert_eq!(rc.server.squash, Squash::None);
+        assert!(rc.server.sync_writes);
+        let both = [
+            "rustnfs",
+            "--export",
+            d,
+            "--no-root-squash",
+            "--squash",
+            "1:1",
+        ];
+        assert!(Args::try_parse_from(both).is_err());
         let bad = Args::try_parse_from(["rustnfs", "--export", "/nonexistent/x"]).unwrap();
         assert!(bad.into_run_config().is_err());
         // The probe needs no export.

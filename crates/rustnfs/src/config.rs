@@ -6,6 +6,7 @@ use std::time::Duration;
 use ipnet::IpNet;
 
 use crate::Error;
+pub use crate::identity::Squash;
 
 /// How one export is served. Build with [`Config::new`] and adjust the fields.
 #[derive(Debug, Clone)]
@@ -16,8 +17,20 @@ pub struct Config {
     pub read_only: bool,
     /// Client networks allowed to connect; empty means everyone. Checked at accept.
     pub allow: Vec<IpNet>,
-    /// Map every caller to this `(uid, gid)`: new objects and ownership changes get it.
-    pub squash: Option<(u32, u32)>,
+    /// How callers' identities map to the identity each call acts with
+    /// ([`Squash::Root`] is the binary's default; [`Config::new`] leaves it
+    /// [`Squash::None`] for embedders on loopback, such as the test harnesses).
+    pub squash: Squash,
+    /// Act as the caller (per-thread fsuid/fsgid/groups, see `identity`) when the
+    /// process can; when it cannot, the server acts as itself and says so once.
+    pub act_as_caller: bool,
+    /// Let MKNOD create character and block devices (refused with `NFS3ERR_PERM`
+    /// otherwise: a device node in an export is a way into the host).
+    pub allow_device_nodes: bool,
+    /// `--sync`: every WRITE reaches stable storage before its reply (FILE_SYNC), whatever
+    /// the client asked; otherwise UNSTABLE writes are answered from the page cache and
+    /// made stable by COMMIT (RFC 1813 §3.3.7).
+    pub sync_writes: bool,
     /// Connections served at once; further ones are closed at accept.
     pub max_connections: usize,
     /// A connection that sends no request for this long is closed.
@@ -36,13 +49,18 @@ pub struct Config {
 }
 
 impl Config {
-    /// Defaults: read-write, everyone allowed, no squash, 4096 connections, 5 min idle.
+    /// Defaults: read-write, everyone allowed, no squash, acting as the caller when the
+    /// process can, no device nodes, UNSTABLE writes honoured, 4096 connections, 5 min
+    /// idle.
     pub fn new(export: impl Into<PathBuf>) -> Self {
         Config {
             export: export.into(),
             read_only: false,
             allow: Vec::new(),
-            squash: None,
+            squash: Squash::None,
+            act_as_caller: true,
+            allow_device_nodes: false,
+            sync_writes: false,
             max_connections: 4096,
             idle_timeout: Duration::from_secs(300),
             request_timeout: Duration::from_secs(30),
@@ -80,7 +98,7 @@ pub fn parse_allow(text: &str) -> Result<Vec<IpNet>, Error> {
     Ok(nets)
 }
 
-/// Parses `--squash` as `UID:GID` (or `UID`, group equal to it).
+/// Parses `--squash` as `UID:GID` (or `UID`, group equal to it): all_squash.
 pub fn parse_squash(text: &str) -> Result<(u32, u32), Error> {
     let bad = || Error::Config(format!("--squash: {text:?} is not UID:GID"));
     let (u, g) = text.split_once(':').unwrap_or((text, text));

@@ -11,6 +11,8 @@
 //! - [`fs`]: the exported directory — a jail resolved beneath fds, with restart-stable
 //!   handles and an open-file LRU.
 //! - [`health`]: `--healthcheck`, an RPC NULL call to the running server.
+//! - [`identity`]: acting as the caller — squashing, and the per-thread file-system
+//!   identity each change runs with.
 //! - [`rpc`]: this server's programs, procedure names and reply status labels (the wire
 //!   format is the `oncrpc` crate's). `sys`: Linux call wrappers.
 //! - [`serve_metrics`]: `/metrics` and `/metrics.json` (the `service` crate's endpoint,
@@ -28,6 +30,7 @@ pub mod fs;
 pub mod fuzzing;
 mod guard;
 pub mod health;
+pub mod identity;
 mod nfs;
 pub mod rpc;
 mod sys;
@@ -52,12 +55,16 @@ pub async fn serve(
     registry: Arc<Registry>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Error> {
+    check_identity(&config)?;
     let fs = fs::DirFs::open(&config, registry.clone())?;
     let local = listener.local_addr()?;
     info!(
         listen = %local,
         export = %fs.export().display(),
         read_only = config.read_only,
+        squash = ?config.squash,
+        acts_as_caller = fs.acts_as_caller(),
+        sync = config.sync_writes,
         "serving NFSv3 (mount with port={p},mountport={p})",
         p = local.port()
     );
@@ -87,6 +94,33 @@ pub async fn serve(
         permits.acquire_many(all),
     )
     .await;
+    Ok(())
+}
+
+/// Says once, in one line, when the export cannot act as its callers (and serves as
+/// itself), and refuses a `--squash` to another identity that could then not be kept:
+/// files would be created as the server and left half-made when the chown fails.
+fn check_identity(config: &Config) -> Result<(), Error> {
+    if !config.act_as_caller {
+        return Ok(());
+    }
+    let Err(why) = identity::capability() else {
+        return Ok(());
+    };
+    // SAFETY: plain queries of this process's identity.
+    let own = unsafe { (libc::geteuid(), libc::getegid()) };
+    if let identity::Squash::All(uid, gid) = config.squash
+        && (uid, gid) != own
+    {
+        return Err(Error::Config(format!(
+            "--squash {uid}:{gid} needs acting as the caller, which this process cannot:              {why} (run as root with the default capabilities, or squash to {}:{})",
+            own.0, own.1
+        )));
+    }
+    tracing::warn!(
+        "cannot act as the caller ({why}): serving as uid {}, the clients check permissions",
+        own.0
+    );
     Ok(())
 }
 

@@ -356,10 +356,10 @@ pub fn linkat(
     .map(drop)
 }
 
-/// `mknodat(dir, name, mode, 0)` for fifos and sockets (`mode` carries the type bits).
-pub fn mknodat(dir: BorrowedFd<'_>, name: &CStr, mode: u32) -> io::Result<()> {
-    // SAFETY: valid fd and NUL-terminated name; device 0 (no device node).
-    cvt(unsafe { libc::mknodat(dir.as_raw_fd(), name.as_ptr(), mode, 0) }).map(drop)
+/// `mknodat(dir, name, mode, dev)` (`mode` carries the type bits; `dev` only for devices).
+pub fn mknodat(dir: BorrowedFd<'_>, name: &CStr, mode: u32, dev: libc::dev_t) -> io::Result<()> {
+    // SAFETY: valid fd and NUL-terminated name.
+    cvt(unsafe { libc::mknodat(dir.as_raw_fd(), name.as_ptr(), mode, dev) }).map(drop)
 }
 
 /// File system figures (statvfs) for FSSTAT and FSINFO.

@@ -66,7 +66,14 @@ struct Inner {
     nodes: Nodes,
     fds: FdCache,
     read_only: bool,
-    squash: Option<(u32, u32)>,
+    squash: crate::identity::Squash,
+    /// Changes run as the caller (see `identity`): the export asks for it and the
+    /// process can. When false the server acts as itself.
+    switching: bool,
+    /// MKNOD of character and block devices allowed (`--allow-device-nodes`).
+    allow_device_nodes: bool,
+    /// Every WRITE is made stable before its reply (`--sync`).
+    sync_writes: bool,
     registry: Arc<Registry>,
     /// Export walks for handles the inode map does not know (see `resolve`).
     walks: resolve::Walks,
@@ -154,6 +161,9 @@ impl DirFs {
                 fds: FdCache::new(config.fd_cache),
                 read_only: config.read_only,
                 squash: config.squash,
+                switching: config.act_as_caller && crate::identity::capability().is_ok(),
+                allow_device_nodes: config.allow_device_nodes,
+                sync_writes: config.sync_writes,
                 registry,
                 walks: resolve::Walks::default(),
             }),
@@ -182,6 +192,29 @@ impl DirFs {
         self.inner
             .registry
             .record_op(op, "vfs", status, start.elapsed(), bytes);
+    }
+
+    /// Whether changes run with the caller's identity (see `identity`).
+    pub fn acts_as_caller(&self) -> bool {
+        self.inner.switching
+    }
+
+    /// Runs one change as the current call's caller (when this export switches
+    /// identity), the server's own identity restored before it returns.
+    fn act<T>(&self, f: impl FnOnce() -> NfsResult<T>) -> NfsResult<T> {
+        crate::identity::act(self.inner.switching, f).map_err(|e| {
+            tracing::warn!("cannot act as the caller: {e}");
+            nfsstat3::NFS3ERR_PERM
+        })?
+    }
+
+    /// Whether the current caller may write an object with this stat (mode bits, with
+    /// the owner override); always true when the server acts as itself.
+    fn may_write(&self, st: &Stat) -> bool {
+        if !self.inner.switching {
+            return true;
+        }
+        crate::identity::current().is_none_or(|c| c.may_write(st.uid, st.gid, st.mode))
     }
 
     /// Whether every change is refused (`--read-only`).

@@ -9,11 +9,12 @@ use nfs3_types::mount::mountstat3;
 use nfs3_types::nfs3::{
     FSF3_CANSETTIME, FSF3_HOMOGENEOUS, FSF3_LINK, FSF3_SYMLINK, FSINFO3resok, Nfs3Option,
     PATHCONF3resok, createhow3, createverf3, fattr3, mknoddata3, nfsstat3, nfstime3, post_op_attr,
-    pre_op_attr, sattr3, wcc_data,
+    pre_op_attr, sattr3, stable_how, wcc_data,
 };
 
 use super::attr::{set_time, set_time_m, wcc_of};
 use super::{DirFs, Fh, Loc, MAX_IO, NfsResult, blocking, check_name, io_err};
+use crate::identity::Squash;
 use crate::sys::{self, Stat};
 
 /// A change's result with the directory's (or file's) before/after attributes.
@@ -48,10 +49,20 @@ impl DirFs {
         (r, wcc_data { before, after })
     }
 
-    /// Gives a new object the squash owner, when squashing.
+    /// Gives a new object the squash owner, when squashing without acting as the caller
+    /// (acting as the caller, the kernel already made the squash identity its owner).
+    /// An object that cannot be given its owner is removed again: nothing half-created.
     fn squash_new(&self, dir: &OwnedFd, name: &CString) -> NfsResult<()> {
-        if let Some((uid, gid)) = self.inner.squash {
-            sys::lchownat(dir.as_fd(), name, uid, gid).map_err(io_err)?;
+        if self.inner.switching {
+            return Ok(());
+        }
+        if let Squash::All(uid, gid) = self.inner.squash
+            && let Err(e) = sys::lchownat(dir.as_fd(), name, uid, gid)
+        {
+            if sys::unlinkat(dir.as_fd(), name, false).is_err() {
+                let _ = sys::unlinkat(dir.as_fd(), name, true);
+            }
+            return Err(io_err(e));
         }
         Ok(())
     }
@@ -86,9 +97,10 @@ impl DirFs {
     fn setattr_sync(&self, fh: &Fh, attr: &sattr3) -> NfsResult<()> {
         let loc = self.locate(fh)?;
         let st = *loc.stat();
-        if st.is_symlink() {
-            // A link's own owner and times (never its target's); a link has no size or
-            // mode of its own to set.
+        if !st.is_dir() && !st.is_reg() {
+            // Symlinks, fifos, sockets, devices: changed by name, never opened (opening a
+            // fifo or a device may have side effects), never followed. A symlink has no
+            // mode of its own on Linux; none of them has a size to set.
             let Loc::Child { dir, name, .. } = &loc else {
                 return Err(nfsstat3::NFS3ERR_INVAL);
             };
@@ -96,29 +108,39 @@ impl DirFs {
                 return Err(nfsstat3::NFS3ERR_INVAL);
             }
             let (uid, gid) = self.owner_change(attr);
-            if uid != u32::MAX || gid != u32::MAX {
-                sys::lchownat(dir.as_fd(), name, uid, gid).map_err(io_err)?;
-            }
             let (a, m) = (set_time(attr.atime), set_time_m(attr.mtime));
-            if a.is_some() || m.is_some() {
-                sys::lutimensat(dir.as_fd(), name, a, m).map_err(io_err)?;
-            }
-            return Ok(());
+            return self.act(|| {
+                if let Nfs3Option::Some(mode) = attr.mode
+                    && !st.is_symlink()
+                {
+                    sys::lchmodat(dir.as_fd(), name, mode & 0o7777).map_err(io_err)?;
+                }
+                if uid != u32::MAX || gid != u32::MAX {
+                    sys::lchownat(dir.as_fd(), name, uid, gid).map_err(io_err)?;
+                }
+                if a.is_some() || m.is_some() {
+                    sys::lutimensat(dir.as_fd(), name, a, m).map_err(io_err)?;
+                }
+                Ok(())
+            });
         }
+        let sized = matches!(attr.size, Nfs3Option::Some(_));
         let flags = if st.is_dir() {
             libc::O_RDONLY | libc::O_DIRECTORY
-        } else if st.is_reg() {
-            if matches!(attr.size, Nfs3Option::Some(_)) {
-                libc::O_WRONLY | libc::O_NONBLOCK
-            } else {
-                libc::O_RDONLY | libc::O_NONBLOCK
-            }
+        } else if sized {
+            libc::O_WRONLY | libc::O_NONBLOCK
         } else {
-            // Devices, fifos, sockets: opening them may have side effects.
-            return Err(nfsstat3::NFS3ERR_NOTSUPP);
+            libc::O_RDONLY | libc::O_NONBLOCK
         };
+        // Opened as the server (the owner may change the attributes of a file it cannot
+        // read); the change itself runs as the caller, so the kernel checks ownership,
+        // clears SUID/SGID as it would locally. ftruncate on a writable descriptor checks
+        // nothing more, so the caller's right to truncate is checked here.
         let (fd, st) = self.open_obj(fh, flags)?;
-        self.apply_sattr(&fd, &st, attr)
+        if sized && !self.may_write(&st) {
+            return Err(nfsstat3::NFS3ERR_ACCES);
+        }
+        self.act(|| self.apply_sattr(&fd, &st, attr))
     }
 
     /// The `(uid, gid)` a SETATTR asks for (`u32::MAX` = keep), mapped by `--squash`.
@@ -131,7 +153,9 @@ impl DirFs {
             Nfs3Option::Some(g) => g,
             Nfs3Option::None => u32::MAX,
         };
-        if let Some((su, sg)) = self.inner.squash {
+        // Acting as the caller, the kernel decides (a squashed caller may not give a file
+        // away, as with knfsd); otherwise the requested owner is mapped to the squash one.
+        if let (Squash::All(su, sg), false) = (self.inner.squash, self.inner.switching) {
             if uid != u32::MAX {
                 uid = su;
             }
@@ -142,9 +166,19 @@ impl DirFs {
         (uid, gid)
     }
 
-    /// WRITE: `pwrite` then `fsync` — the reply always says FILE_SYNC, so the data and
-    /// metadata are on stable storage before it leaves.
-    pub fn write(&self, fh: &Fh, offset: u64, data: &[u8]) -> Changed<()> {
+    /// WRITE as the client asked (RFC 1813 §3.3.7): UNSTABLE is answered once the data
+    /// is in the page cache (COMMIT makes it stable), DATA_SYNC after `fdatasync`,
+    /// FILE_SYNC after `fsync`; with `--sync` every WRITE is FILE_SYNC. Returns how stable
+    /// the data is. The caller's right to write is checked by the mode bits with the
+    /// owner override (knfsd's rule), and the write runs as the caller, so a write by
+    /// anyone but a privileged caller clears SUID/SGID as it would locally.
+    pub fn write(
+        &self,
+        fh: &Fh,
+        offset: u64,
+        data: &[u8],
+        stable: stable_how,
+    ) -> Changed<stable_how> {
         use std::os::unix::fs::FileExt;
         if let Err(s) = self.check_writable() {
             return (Err(s), wcc_data::default());
@@ -162,20 +196,48 @@ impl DirFs {
             Ok(f) => f,
             Err(s) => return (Err(s), wcc_data::default()),
         };
-        let before = sys::fstat(file.as_fd()).map_or(pre_op_attr::None, |s| {
-            pre_op_attr::Some(wcc_of(&self.fattr(&s)))
-        });
-        let r = blocking(|| {
-            file.write_all_at(data, offset).map_err(io_err)?;
-            file.sync_all().map_err(io_err)
-        });
+        let st = match sys::fstat(file.as_fd()) {
+            Ok(s) => s,
+            Err(e) => return (Err(io_err(e)), wcc_data::default()),
+        };
+        let before = pre_op_attr::Some(wcc_of(&self.fattr(&st)));
+        if !self.may_write(&st) {
+            return (
+                Err(nfsstat3::NFS3ERR_ACCES),
+                wcc_data {
+                    before,
+                    after: post_op_attr::Some(self.fattr(&st)),
+                },
+            );
+        }
+        let stable = if self.inner.sync_writes {
+            stable_how::FILE_SYNC
+        } else {
+            stable
+        };
+        // Only the write itself runs as the caller; the flush runs as the server, outside
+        // `act`, because `block_in_place` may start a runtime thread, and a thread started
+        // while this one is switched would inherit the caller's identity for good.
+        let r = self
+            .act(|| file.write_all_at(data, offset).map_err(io_err))
+            .and_then(|()| match stable {
+                stable_how::UNSTABLE => Ok(stable),
+                stable_how::DATA_SYNC => blocking(|| file.sync_data())
+                    .map_err(io_err)
+                    .map(|()| stable),
+                _ => blocking(|| file.sync_all())
+                    .map_err(io_err)
+                    .map(|()| stable_how::FILE_SYNC),
+            });
         let after = sys::fstat(file.as_fd())
             .map_or(post_op_attr::None, |s| post_op_attr::Some(self.fattr(&s)));
         (r, wcc_data { before, after })
     }
 
-    /// COMMIT: every WRITE is already on disk; this `fsync`s anyway (cheap when clean),
-    /// so a client that wrote by other means gets the guarantee it asks for.
+    /// COMMIT: makes every WRITE of the file stable — `fdatasync`, which also writes the
+    /// metadata needed to read the data back (the size), as RFC 1813 asks. Cheap when
+    /// nothing is dirty (every WRITE was FILE_SYNC). The whole file is flushed whatever
+    /// range the client names, which is what the range means at most.
     pub fn commit(&self, fh: &Fh) -> Changed<()> {
         let file = match self.file(fh, false) {
             Ok(f) => f,
@@ -184,7 +246,7 @@ impl DirFs {
         let before = sys::fstat(file.as_fd()).map_or(pre_op_attr::None, |s| {
             pre_op_attr::Some(wcc_of(&self.fattr(&s)))
         });
-        let r = blocking(|| file.sync_all()).map_err(io_err);
+        let r = blocking(|| file.sync_data()).map_err(io_err);
         let after = sys::fstat(file.as_fd())
             .map_or(post_op_attr::None, |s| post_op_attr::Some(self.fattr(&s)));
         (r, wcc_data { before, after })
@@ -218,32 +280,37 @@ impl DirFs {
             Nfs3Option::None => 0o644,
         };
         let excl = if guarded { libc::O_EXCL } else { 0 };
-        let fd = sys::openat(
-            dir.as_fd(),
-            cname,
-            libc::O_CREAT | excl | libc::O_WRONLY | libc::O_NONBLOCK,
-            mode,
-        )
-        .map_err(|e| match e.raw_os_error() {
-            // An existing directory or symlink under that name.
-            Some(libc::EISDIR) | Some(libc::ELOOP) => nfsstat3::NFS3ERR_EXIST,
-            _ => io_err(e),
-        })?;
-        let st = sys::fstat(fd.as_fd()).map_err(io_err)?;
-        if !st.is_reg() {
-            return Err(nfsstat3::NFS3ERR_EXIST);
-        }
-        let mut rest = attr.clone();
-        rest.mode = Nfs3Option::None;
-        if let Nfs3Option::Some(m) = attr.mode
-            && st.mode & 0o7777 != m & 0o7777
-        {
-            // The process umask trimmed it; the client already applied its own.
-            rest.mode = Nfs3Option::Some(m & 0o7777);
-        }
-        self.apply_sattr(&fd, &st, &rest)?;
+        // As the caller: the new file is theirs, and an existing one (UNCHECKED) is only
+        // opened, and its attributes set, when they may write it.
+        self.act(|| {
+            let fd = sys::openat(
+                dir.as_fd(),
+                cname,
+                libc::O_CREAT | excl | libc::O_WRONLY | libc::O_NONBLOCK,
+                mode,
+            )
+            .map_err(|e| match e.raw_os_error() {
+                // An existing directory or symlink under that name.
+                Some(libc::EISDIR) | Some(libc::ELOOP) => nfsstat3::NFS3ERR_EXIST,
+                _ => io_err(e),
+            })?;
+            let st = sys::fstat(fd.as_fd()).map_err(io_err)?;
+            if !st.is_reg() {
+                return Err(nfsstat3::NFS3ERR_EXIST);
+            }
+            let mut rest = attr.clone();
+            rest.mode = Nfs3Option::None;
+            if let Nfs3Option::Some(m) = attr.mode
+                && st.mode & 0o7777 != m & 0o7777
+            {
+                // The process umask trimmed it; the client already applied its own.
+                rest.mode = Nfs3Option::Some(m & 0o7777);
+            }
+            self.apply_sattr(&fd, &st, &rest)?;
+            Ok(st)
+        })
+        .map(|st| self.inner.fds.remove(st.ino))?;
         self.squash_new(dir, cname)?;
-        self.inner.fds.remove(st.ino);
         self.new_entry(dir, dst.ino, cname)
     }
 
@@ -259,15 +326,19 @@ impl DirFs {
         verf: &createverf3,
     ) -> NfsResult<(Fh, fattr3)> {
         let (v0, v1) = verifier_times(verf);
-        match sys::openat(
-            dir.as_fd(),
-            cname,
-            libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_NONBLOCK,
-            0o644,
-        ) {
-            Ok(fd) => {
+        let made = self.act(|| {
+            let fd = sys::openat(
+                dir.as_fd(),
+                cname,
+                libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_NONBLOCK,
+                0o644,
+            );
+            Ok(fd.and_then(|fd| {
                 sys::lutimensat(fd.as_fd(), c"", Some(Some((v0, 0))), Some(Some((v1, 0))))
-                    .map_err(io_err)?;
+            }))
+        })?;
+        match made {
+            Ok(()) => {
                 self.squash_new(dir, cname)?;
                 self.new_entry(dir, dst.ino, cname)
             }
@@ -294,8 +365,10 @@ impl DirFs {
                 Nfs3Option::Some(m) => m & 0o7777,
                 Nfs3Option::None => 0o755,
             };
-            sys::mkdirat(dir.as_fd(), &cname, mode).map_err(io_err)?;
-            self.fix_mode(dir, &cname, mode)?;
+            self.act(|| {
+                sys::mkdirat(dir.as_fd(), &cname, mode).map_err(io_err)?;
+                self.fix_mode(dir, &cname, mode)
+            })?;
             self.squash_new(dir, &cname)?;
             self.new_entry(dir, dst.ino, &cname)
         })
@@ -321,35 +394,41 @@ impl DirFs {
                 return Err(nfsstat3::NFS3ERR_INVAL);
             }
             let ctarget = CString::new(target).map_err(|_| nfsstat3::NFS3ERR_INVAL)?;
-            sys::symlinkat(&ctarget, dir.as_fd(), &cname).map_err(io_err)?;
+            self.act(|| sys::symlinkat(&ctarget, dir.as_fd(), &cname).map_err(io_err))?;
             self.squash_new(dir, &cname)?;
             self.new_entry(dir, dst.ino, &cname)
         })
     }
 
     /// MKNOD: fifos and sockets (the server never opens them). Device nodes are refused
-    /// with `NOTSUPP`: a device node in an export is a way into the host for anyone who
-    /// can also reach the export directory there.
+    /// with `PERM` unless `--allow-device-nodes`: a device node in an export is a way
+    /// into the host for anyone who can also reach the export directory there. Allowed,
+    /// they are made as the caller (so only an unsquashed root gets one, CAP_MKNOD).
+    /// Other types are `BADTYPE` (decided by the dispatcher, which reads the type).
     pub fn mknod(&self, dirfh: &Fh, name: &[u8], what: &mknoddata3) -> Changed<(Fh, fattr3)> {
         let cname = match check_name(name) {
             Ok(c) => c,
             Err(s) => return (Err(s), wcc_data::default()),
         };
         self.in_dir(dirfh, |dir, dst| {
-            let (kind, attr) = match what {
-                mknoddata3::NF3FIFO(a) => (libc::S_IFIFO, a),
-                mknoddata3::NF3SOCK(a) => (libc::S_IFSOCK, a),
-                mknoddata3::NF3CHR(_) | mknoddata3::NF3BLK(_) => {
-                    return Err(nfsstat3::NFS3ERR_NOTSUPP);
+            let (kind, attr, dev) = match what {
+                mknoddata3::NF3FIFO(a) => (libc::S_IFIFO, a, 0),
+                mknoddata3::NF3SOCK(a) => (libc::S_IFSOCK, a, 0),
+                mknoddata3::NF3CHR(_) | mknoddata3::NF3BLK(_) if !self.inner.allow_device_nodes => {
+                    return Err(nfsstat3::NFS3ERR_PERM);
                 }
+                mknoddata3::NF3CHR(d) => (libc::S_IFCHR, &d.dev_attributes, device(d)),
+                mknoddata3::NF3BLK(d) => (libc::S_IFBLK, &d.dev_attributes, device(d)),
                 mknoddata3::default => return Err(nfsstat3::NFS3ERR_BADTYPE),
             };
             let mode = match attr.mode {
                 Nfs3Option::Some(m) => m & 0o7777,
                 Nfs3Option::None => 0o644,
             };
-            sys::mknodat(dir.as_fd(), &cname, kind | mode).map_err(io_err)?;
-            self.fix_mode(dir, &cname, mode)?;
+            self.act(|| {
+                sys::mknodat(dir.as_fd(), &cname, kind | mode, dev).map_err(io_err)?;
+                self.fix_mode(dir, &cname, mode)
+            })?;
             self.squash_new(dir, &cname)?;
             self.new_entry(dir, dst.ino, &cname)
         })
@@ -364,7 +443,7 @@ impl DirFs {
         };
         self.in_dir(dirfh, |dir, _| {
             let st = sys::statx(dir.as_fd(), &cname).map_err(io_err)?;
-            sys::unlinkat(dir.as_fd(), &cname, rmdir).map_err(io_err)?;
+            self.act(|| sys::unlinkat(dir.as_fd(), &cname, rmdir).map_err(io_err))?;
             self.inner.fds.remove(st.ino);
             if st.nlink <= 1 || st.is_dir() {
                 self.inner.nodes.remove(st.ino);
@@ -405,7 +484,7 @@ impl DirFs {
         let r = (|| {
             let st = sys::statx(fdir.as_fd(), &cfrom).map_err(io_err)?;
             let replaced = sys::statx(tdir.as_fd(), &cto).ok();
-            sys::renameat(fdir.as_fd(), &cfrom, tdir.as_fd(), &cto).map_err(io_err)?;
+            self.act(|| sys::renameat(fdir.as_fd(), &cfrom, tdir.as_fd(), &cto).map_err(io_err))?;
             if let Some(old) = replaced
                 && old.ino != st.ino
             {
@@ -454,7 +533,7 @@ impl DirFs {
             Err(s) => return (Err(s), post_op_attr::None, wcc_data::default()),
         };
         let (r, wcc) = self.in_dir(dirfh, |tdir, _| {
-            sys::linkat(src.0.as_fd(), &src.1, tdir.as_fd(), &cname).map_err(io_err)?;
+            self.act(|| sys::linkat(src.0.as_fd(), &src.1, tdir.as_fd(), &cname).map_err(io_err))?;
             let st = sys::statx(tdir.as_fd(), &cname).map_err(io_err)?;
             if !Self::matches(file, &st) {
                 // The source name was replaced between resolution and link: undo.
@@ -564,6 +643,11 @@ fn verifier_times(verf: &createverf3) -> (i64, i64) {
         i64::from(u32::from_be_bytes(w))
     };
     (half(&verf.0[..4]), half(&verf.0[4..]))
+}
+
+/// The device number a MKNOD of a device asks for.
+fn device(d: &nfs3_types::nfs3::devicedata3) -> libc::dev_t {
+    libc::makedev(d.spec.specdata1, d.spec.specdata2)
 }
 
 /// MOUNT's status for a failed lookup on the way.

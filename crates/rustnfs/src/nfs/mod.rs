@@ -49,29 +49,8 @@ impl From<Garbage> for Refused {
 
 type Answer = Result<&'static str, Refused>;
 
-/// Who is calling, from the AUTH_SYS credential (AUTH_NONE: nobody).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Caller {
-    pub uid: u32,
-    pub gid: u32,
-    pub gids: Vec<u32>,
-}
-
-impl Caller {
-    const NOBODY: u32 = 65_534;
-
-    fn nobody() -> Caller {
-        Caller {
-            uid: Self::NOBODY,
-            gid: Self::NOBODY,
-            gids: Vec::new(),
-        }
-    }
-
-    fn in_group(&self, gid: u32) -> bool {
-        self.gid == gid || self.gids.contains(&gid)
-    }
-}
+pub use crate::identity::Caller;
+use crate::identity::{Scope, Squash};
 
 /// Answers every call that reaches it. Cheap to clone.
 #[derive(Clone)]
@@ -81,14 +60,15 @@ pub struct Dispatcher {
     /// The public port, for the portmapper's GETPORT and DUMP.
     port: u16,
     /// The WRITE/COMMIT verifier: this server instance's start time. It changes on every
-    /// restart, which tells a client holding UNSTABLE data to send it again (RFC 1813
-    /// §3.3.7); ours never is (every WRITE is answered FILE_SYNC), so it is informative.
+    /// restart, which tells a client holding UNSTABLE data that was not committed to
+    /// send it again (RFC 1813 §3.3.7).
     verf: writeverf3,
-    squash: Option<(u32, u32)>,
+    /// How callers are mapped before they act (root_squash, all_squash, none).
+    squash: Squash,
 }
 
 impl Dispatcher {
-    pub fn new(fs: DirFs, registry: Arc<Registry>, port: u16, squash: Option<(u32, u32)>) -> Self {
+    pub fn new(fs: DirFs, registry: Arc<Registry>, port: u16, squash: Squash) -> Self {
         let started = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
@@ -121,14 +101,11 @@ impl Dispatcher {
     }
 
     fn answer(&self, call: &CallHeader<'_>, record: &[u8], out: &mut Vec<u8>) -> &'static str {
-        let caller = match self.squash {
-            Some((uid, gid)) => Caller {
-                uid,
-                gid,
-                gids: Vec::new(),
-            },
-            None => credential(call.cred.flavor, call.cred.body),
-        };
+        let caller = credential(call.cred.flavor, call.cred.body).squashed(self.squash);
+        // The caller this thread acts as for this call's changes (`identity::act`). The
+        // call is answered synchronously on this thread, so the scope cannot leak to
+        // another call: it ends with this function.
+        let _scope = Scope::enter(caller.clone());
         let accept_at = out.len();
         rpcmsg::accepted(out, call.xid, AcceptStat::Success);
         let mut args = Args::new(&record[call.args..]);

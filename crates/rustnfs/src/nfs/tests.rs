@@ -13,7 +13,7 @@ use crate::config::Config;
 fn server(dir: &std::path::Path) -> Dispatcher {
     let registry = Registry::new("t");
     let fs = DirFs::open(&Config::new(dir), registry.clone()).unwrap();
-    Dispatcher::new(fs, registry, 2049, None)
+    Dispatcher::new(fs, registry, 2049, crate::identity::Squash::None)
 }
 
 /// A call record: header (RPC version `rpcvers`), credential `cred` (flavour + body),
@@ -193,4 +193,247 @@ fn getport_answers_the_public_port_for_nfs_and_mount_only() {
         run(&d, &call_with(2, PMAP_PROG, 2, 3, &[0; 8], &short)).1,
         4
     );
+}
+
+/// AUTH_SYS as `uid`/`gid` with `gids`.
+fn sys_cred(uid: u32, gid: u32, gids: &[u32]) -> Vec<u8> {
+    let mut body = Vec::new();
+    for w in [0u32, 0, uid, gid, gids.len() as u32] {
+        word(&mut body, w);
+    }
+    for &g in gids {
+        word(&mut body, g);
+    }
+    let mut c = Vec::new();
+    word(&mut c, 1);
+    word(&mut c, body.len() as u32);
+    c.extend_from_slice(&body);
+    c
+}
+
+/// The export as a dispatcher with `squash`, on a fresh 0755 directory owned by root
+/// with a 0777 `pub` and a sticky 01777 `tmp` inside.
+fn acting_server(squash: Squash) -> Option<(tempfile::TempDir, Dispatcher)> {
+    use std::os::unix::fs::PermissionsExt;
+    if let Err(why) = crate::identity::capability() {
+        eprintln!("SKIP: cannot act as a caller here: {why}");
+        return None;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path();
+    let mode = |path: &std::path::Path, m| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(m)).unwrap()
+    };
+    mode(p, 0o755);
+    std::fs::create_dir(p.join("pub")).unwrap();
+    mode(&p.join("pub"), 0o777);
+    std::fs::create_dir(p.join("tmp")).unwrap();
+    mode(&p.join("tmp"), 0o1777);
+    std::fs::write(p.join("rootfile"), b"r").unwrap();
+    mode(&p.join("rootfile"), 0o644);
+    let registry = Registry::new("t");
+    let fs = DirFs::open(&Config::new(p), registry.clone()).unwrap();
+    assert!(fs.acts_as_caller());
+    Some((tmp, Dispatcher::new(fs, registry, 2049, squash)))
+}
+
+fn dirop(d: &Dispatcher, dir: &[u8], name: &str) -> Vec<u8> {
+    use nfs3_types::nfs3::{diropargs3, filename3, nfs_fh3};
+    use nfs3_types::xdr_codec::Opaque;
+    let mut a = Vec::new();
+    super::xdr::put(
+        &mut a,
+        &diropargs3 {
+            dir: nfs_fh3 {
+                data: Opaque::owned(dir.to_vec()),
+            },
+            name: filename3(Opaque::owned(name.as_bytes().to_vec())),
+        },
+    );
+    let _ = d;
+    a
+}
+
+fn wire(d: &Dispatcher, path: &str) -> Vec<u8> {
+    let mut fh = d.fs.root_fh();
+    for c in path.split('/').filter(|c| !c.is_empty()) {
+        fh = d.fs.lookup(&fh, c.as_bytes()).0.unwrap().0;
+    }
+    fh.to_wire(d.fs.generation()).to_vec()
+}
+
+/// The nfsstat3 of a reply body.
+fn status(body: &[u8]) -> u32 {
+    u32::from_be_bytes(body[..4].try_into().unwrap())
+}
+
+#[test]
+fn changes_run_as_the_caller() {
+    use nfs3_types::nfs3::{createhow3, sattr3};
+    use std::os::unix::fs::MetadataExt;
+    let Some((tmp, d)) = acting_server(Squash::Root) else {
+        return;
+    };
+    let p = tmp.path();
+    let root = wire(&d, "");
+    let public = wire(&d, "pub");
+    let create = |cred: &[u8], dir: &[u8], name: &str| {
+        let mut a = dirop(&d, dir, name);
+        super::xdr::put(&mut a, &createhow3::UNCHECKED(sattr3::default()));
+        run(&d, &call_with(2, NFS_PROG, 3, 8, cred, &a)).2
+    };
+    let u1000 = sys_cred(1000, 1000, &[1000]);
+    // Not in a root-owned 0755 directory; in a 0777 one, the file is the caller's.
+    assert_eq!(status(&create(&u1000, &root, "x")), 13, "ACCES");
+    assert!(!p.join("x").exists());
+    assert_eq!(status(&create(&u1000, &public, "mine")), 0);
+    let m = std::fs::metadata(p.join("pub/mine")).unwrap();
+    assert_eq!((m.uid(), m.gid()), (1000, 1000));
+    // root_squash: client root creates as 65534.
+    assert_eq!(status(&create(&root_cred(), &public, "squashed")), 0);
+    let m = std::fs::metadata(p.join("pub/squashed")).unwrap();
+    assert_eq!((m.uid(), m.gid()), (65534, 65534));
+    // Another user may not remove it (sticky rules aside: 1001 does not own it, but
+    // pub is 0777 so removal is allowed there); in the sticky tmp it may not.
+    let u1001 = sys_cred(1001, 1001, &[]);
+    let tmpdir = wire(&d, "tmp");
+    assert_eq!(status(&create(&u1000, &tmpdir, "t")), 0);
+    let rm = |cred: &[u8], dir: &[u8], name: &str| {
+        run(
+            &d,
+            &call_with(2, NFS_PROG, 3, 12, cred, &dirop(&d, dir, name)),
+        )
+        .2
+    };
+    assert_eq!(
+        status(&rm(&u1001, &tmpdir, "t")),
+        1,
+        "PERM: sticky directory"
+    );
+    assert_eq!(status(&rm(&u1001, &root, "rootfile")), 13, "ACCES");
+    assert!(p.join("rootfile").exists() && p.join("tmp/t").exists());
+    assert_eq!(status(&rm(&u1000, &tmpdir, "t")), 0, "the owner may");
+    // SETATTR mode of root's file by a user: PERM; the owner may set SUID on its own.
+    let chmod = |cred: &[u8], path: &str, mode: u32| {
+        use nfs3_types::nfs3::{Nfs3Option, SETATTR3args, nfs_fh3, sattrguard3};
+        use nfs3_types::xdr_codec::Opaque;
+        let mut a = Vec::new();
+        let args = SETATTR3args {
+            object: nfs_fh3 {
+                data: Opaque::owned(wire(&d, path)),
+            },
+            new_attributes: sattr3 {
+                mode: Nfs3Option::Some(mode),
+                ..Default::default()
+            },
+            guard: sattrguard3::None,
+        };
+        super::xdr::put(&mut a, &args);
+        status(&run(&d, &call_with(2, NFS_PROG, 3, 2, cred, &a)).2)
+    };
+    assert_eq!(chmod(&u1000, "rootfile", 0o4755), 1, "PERM");
+    assert_eq!(
+        std::fs::metadata(p.join("rootfile")).unwrap().mode() & 0o7777,
+        0o644
+    );
+    assert_eq!(chmod(&u1000, "pub/mine", 0o4755), 0);
+    // A write by someone else clears SUID (1001 may write: make it 0666 + SUID).
+    assert_eq!(chmod(&u1000, "pub/mine", 0o4666), 0);
+    let write = |cred: &[u8], path: &str, stable: u32| {
+        let mut a = Vec::new();
+        let fh = wire(&d, path);
+        word(&mut a, fh.len() as u32);
+        a.extend_from_slice(&fh);
+        a.extend_from_slice(&0u64.to_be_bytes());
+        for w in [3, stable, 3] {
+            word(&mut a, w);
+        }
+        a.extend_from_slice(b"abc\0");
+        run(&d, &call_with(2, NFS_PROG, 3, 7, cred, &a)).2
+    };
+    let body = write(&u1001, "pub/mine", 0);
+    assert_eq!(status(&body), 0);
+    let mode = std::fs::metadata(p.join("pub/mine")).unwrap().mode() & 0o7777;
+    assert_eq!(mode, 0o666, "SUID cleared by a non-owner's write");
+    // Not writable by 1001 once 0644; the owner override lets 1000 write its 0444 file.
+    assert_eq!(chmod(&u1000, "pub/mine", 0o444), 0);
+    assert_eq!(status(&write(&u1001, "pub/mine", 2)), 13);
+    assert_eq!(status(&write(&u1000, "pub/mine", 2)), 0);
+    assert_eq!(std::fs::read(p.join("pub/mine")).unwrap(), b"abc");
+    // No identity left behind on this thread.
+    // SAFETY: setfsuid(-1) changes nothing and returns the current fsuid.
+    assert_eq!(unsafe { libc::syscall(libc::SYS_setfsuid, u32::MAX) }, 0);
+}
+
+#[test]
+fn writes_are_as_stable_as_asked_and_special_files_are_changed_by_name() {
+    use nfs3_types::nfs3::{Nfs3Option, SETATTR3args, WRITE3res, nfs_fh3, sattr3, sattrguard3};
+    use nfs3_types::xdr_codec::Opaque;
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("f"), b"").unwrap();
+    let d = server(tmp.path());
+    let cred = root_cred();
+    let f = wire(&d, "f");
+    for (asked, answered) in [(0, 0), (1, 1), (2, 2)] {
+        let mut a = Vec::new();
+        word(&mut a, f.len() as u32);
+        a.extend_from_slice(&f);
+        a.extend_from_slice(&0u64.to_be_bytes());
+        for w in [1, asked, 1] {
+            word(&mut a, w);
+        }
+        a.extend_from_slice(b"z\0\0\0");
+        let (_, _, body) = run(&d, &call_with(2, NFS_PROG, 3, 7, &cred, &a));
+        let res = WRITE3res::unpack(&mut Cursor::new(&body)).unwrap().0;
+        let Nfs3Result::Ok(ok) = res else {
+            panic!("WRITE failed")
+        };
+        assert_eq!(ok.committed as u32, answered, "asked {asked}");
+        assert_eq!(ok.verf, d.verf);
+    }
+    // MKNOD: a fifo; REG and an unknown type are BADTYPE; a device is PERM.
+    let root = wire(&d, "");
+    let mknod = |name: &str, ty: u32, extra: &[u8]| {
+        let mut a = dirop(&d, &root, name);
+        word(&mut a, ty);
+        a.extend_from_slice(extra);
+        run(&d, &call_with(2, NFS_PROG, 3, 11, &cred, &a))
+    };
+    let mut attrs = Vec::new();
+    super::xdr::put(&mut attrs, &sattr3::default());
+    assert_eq!(status(&mknod("p", 7, &attrs).2), 0);
+    let (rs, accept, body) = mknod("r", 1, &[]);
+    assert_eq!(
+        (rs, accept, status(&body)),
+        (0, 0, 10_007),
+        "BADTYPE, not GARBAGE_ARGS"
+    );
+    assert_eq!(status(&mknod("u", 99, &[]).2), 10_007);
+    let mut dev = attrs.clone();
+    dev.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 3]);
+    assert_eq!(
+        status(&mknod("c", 4, &dev).2),
+        1,
+        "PERM without --allow-device-nodes"
+    );
+    // chmod of the fifo, by name, never opened (an open would block: no writer).
+    let mut a = Vec::new();
+    let args = SETATTR3args {
+        object: nfs_fh3 {
+            data: Opaque::owned(wire(&d, "p")),
+        },
+        new_attributes: sattr3 {
+            mode: Nfs3Option::Some(0o600),
+            ..Default::default()
+        },
+        guard: sattrguard3::None,
+    };
+    super::xdr::put(&mut a, &args);
+    assert_eq!(
+        status(&run(&d, &call_with(2, NFS_PROG, 3, 2, &cred, &a)).2),
+        0
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let m = std::fs::symlink_metadata(tmp.path().join("p")).unwrap();
+    assert_eq!(m.permissions().mode() & 0o7777, 0o600);
 }

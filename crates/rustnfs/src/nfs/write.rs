@@ -42,13 +42,14 @@ impl Dispatcher {
         Ok(label(&res))
     }
 
-    /// WRITE: the data is on stable storage before the reply, which always says
-    /// FILE_SYNC whatever the client asked.
+    /// WRITE: as stable as the client asked (UNSTABLE, DATA_SYNC, FILE_SYNC; all
+    /// FILE_SYNC with `--sync`); the reply says how stable it is, with this instance's
+    /// verifier.
     pub(super) fn write(&self, a: &mut Args<'_>, out: &mut Vec<u8>) -> Answer {
         let fh = a.fh()?;
         let offset = a.u64()?;
         let count = a.u32()?;
-        let _stable: stable_how = a.xdr()?;
+        let stable: stable_how = a.xdr()?;
         let data = a.opaque(MAX_IO as usize)?;
         a.end()?;
         let t = Instant::now();
@@ -56,22 +57,22 @@ impl Dispatcher {
             (Err(nfsstat3::NFS3ERR_INVAL), wcc_data::default())
         } else {
             match self.handle(fh) {
-                Ok(fh) => self.fs.write(&fh, offset, data),
+                Ok(fh) => self.fs.write(&fh, offset, data, stable),
                 Err(s) => (Err(s), wcc_data::default()),
             }
         };
         let status = match &r {
-            Ok(()) => "ok",
+            Ok(_) => "ok",
             Err(s) => crate::error::status_label(*s),
         };
         let bytes = if r.is_ok() { data.len() as u64 } else { 0 };
         self.registry
             .record_op("WRITE", "vfs", status, t.elapsed(), bytes);
         let res: WRITE3res = match r {
-            Ok(()) => Nfs3Result::Ok(WRITE3resok {
+            Ok(committed) => Nfs3Result::Ok(WRITE3resok {
                 file_wcc,
                 count,
-                committed: stable_how::FILE_SYNC,
+                committed,
                 verf: self.verf,
             }),
             Err(s) => Nfs3Result::Err((s, WRITE3resfail { file_wcc })),
@@ -154,8 +155,19 @@ impl Dispatcher {
     pub(super) fn mknod(&self, a: &mut Args<'_>, out: &mut Vec<u8>) -> Answer {
         let dir = a.fh()?;
         let name = a.string()?;
-        let what: mknoddata3 = a.xdr()?;
-        a.end()?;
+        // The type is read first: REG, DIR, LNK and unknown types carry nothing more and
+        // are BADTYPE (RFC 1813 §3.3.11), not undecodable arguments.
+        let ty = a.u32()?;
+        let what = match ty {
+            3 => mknoddata3::NF3BLK(a.xdr()?),
+            4 => mknoddata3::NF3CHR(a.xdr()?),
+            6 => mknoddata3::NF3SOCK(a.xdr()?),
+            7 => mknoddata3::NF3FIFO(a.xdr()?),
+            _ => mknoddata3::default,
+        };
+        if !matches!(what, mknoddata3::default) {
+            a.end()?;
+        }
         let t = Instant::now();
         let (r, dir_wcc) = self.in_dir(dir, |d| self.fs.mknod(d, name, &what));
         self.vfs("MKNOD", t, &r);

@@ -83,7 +83,8 @@ impl Servers {
         let rustnfs = ServerProcess::start(
             RUSTNFS,
             "rustnfs",
-            &["--export".into(), root_s.clone()],
+            // As the Ganesha peer (No_Root_Squash): the load runs as root.
+            &["--export".into(), root_s.clone(), "--no-root-squash".into()],
             log_dir,
         )?;
         let idle_rustnfs = settle_rss(rustnfs.pid());

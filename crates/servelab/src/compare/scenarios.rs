@@ -290,7 +290,12 @@ fn start_rustnfs_inside(
         },
         &exe,
         "rustnfs",
-        &["--export".into(), env.root.display().to_string()],
+        // As the Ganesha peer (No_Root_Squash): the load runs as root.
+        &[
+            "--export".into(),
+            env.root.display().to_string(),
+            "--no-root-squash".into(),
+        ],
         env.log_dir,
         SocketAddr::from((wire.ns_ip, 2049)),
         SocketAddr::from((wire.ns_ip, 9100)),

@@ -157,6 +157,7 @@ pub fn run(
             let child = Command::new(bin)
                 .args(["--export"])
                 .arg(dir)
+                .arg("--no-root-squash")
                 .args(["--listen", &format!("127.0.0.1:{port}")])
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())

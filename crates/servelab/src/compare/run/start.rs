@@ -16,7 +16,8 @@ impl RunContext<'_> {
         match ServerProcess::start(
             "rustnfs",
             "rustnfs",
-            &["--export".into(), root],
+            // As the Ganesha peer (No_Root_Squash): the load runs as root.
+            &["--export".into(), root, "--no-root-squash".into()],
             &self.log_dir,
         ) {
             Ok(p) => self.rustnfs = Some(p),

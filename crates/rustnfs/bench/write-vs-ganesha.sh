@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Writes with COMMIT (`servelab load --nfs-workload write`: UNSTABLE WRITEs of 1 MiB, a
+# COMMIT at each 64 MiB file's end and at the end of the run, as a kernel client's close)
+# at 1 and 4 clients, and the metadata mix (CREATE / GETATTR / REMOVE over 200 names) at
+# 1 client, against rustnfs and NFS-Ganesha 4.3 (VFS), interleaved ROUNDS times in one
+# run with the order rotated each round. Both export directories of one WORK_BASE (same
+# file system), both without root squash (the load runs as root). Loopback only, free
+# ports, a temporary directory; everything started here is stopped at the end. Prints
+# one row per measurement, then the medians and ratios.
+#
+#   cargo build --release -p rustnfs -p servelab
+#   crates/rustnfs/bench/write-vs-ganesha.sh target/release/rustnfs
+set -euo pipefail
+BIN=${1:-${CARGO_TARGET_DIR:-target}/release/rustnfs}
+LOAD=${LOAD:-$(dirname "$BIN")/servelab}
+ROUNDS=${ROUNDS:-5}
+SECS=${SECS:-5}
+work=$(mktemp -d "${WORK_BASE:-/tmp}/rustnfs-write.XXXXXX")
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  [ -f "$work/ganesha.pid" ] && kill "$(cat "$work/ganesha.pid")" 2>/dev/null || true
+  sleep 0.5
+  rm -rf "$work"
+}
+trap cleanup EXIT
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() { for _ in $(seq 100); do (echo >/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.1; done; echo "port $1 never opened" >&2; return 1; }
+
+mkdir -p "$work/www/scratch-rustnfs" "$work/www/scratch-ganesha"
+declare -A url
+port=$(free_port)
+"$BIN" --export "$work/www" --listen "127.0.0.1:$port" --no-root-squash \
+  > "$work/rustnfs.out" 2> "$work/rustnfs.log" &
+pids+=("$!")
+wait_port "$port"
+url[rustnfs]="nfs://127.0.0.1:$port//scratch-rustnfs"
+
+gport=$(free_port); mport=$(free_port)
+cat > "$work/ganesha.conf" <<CONF
+NFS_CORE_PARAM { Protocols = 3; NFS_Port = $gport; MNT_Port = $mport; NLM_Port = $(free_port);
+  Rquota_Port = $(free_port); Bind_addr = 127.0.0.1; Enable_NLM = false; Enable_RQUOTA = false; }
+NFSV4 { Graceless = true; }
+NFS_KRB5 { Active_krb5 = false; }
+EXPORT { Export_Id = 1; Path = $work/www; Pseudo = /www; Access_Type = RW; Squash = No_Root_Squash;
+  Protocols = 3; Transports = TCP; SecType = sys; FSAL { Name = VFS; } }
+LOG { Default_Log_Level = WARN; }
+CONF
+if ! pgrep -x rpcbind >/dev/null; then rpcbind -w; fi
+ganesha.nfsd -f "$work/ganesha.conf" -L "$work/ganesha.log" -p "$work/ganesha.pid"
+wait_port "$gport"; wait_port "$mport"; sleep 1
+url[ganesha]="nfs://127.0.0.1:$gport$work/www//scratch-ganesha?mountport=$mport"
+servers=(rustnfs ganesha)
+
+echo "loadavg before: $(cat /proc/loadavg)"
+echo "| round | server | workload | clients | MB/s or ops/s | bytes committed | failed |"
+echo "| --- | --- | --- | --- | --- | --- | --- |"
+rows=$work/rows
+for r in $(seq "$ROUNDS"); do
+  for i in 0 1; do
+    s=${servers[$(( (i + r) % 2 ))]}
+    for spec in "write 1" "write 4" "metadata 1"; do
+      set -- $spec
+      out=$("$LOAD" load "${url[$s]}" --nfs-workload "$1" --nfs-files 200 --nfs-block 1048576 \
+              -c "$2" -z "${SECS}s" --no-progress 2>&1 || true)
+      if [ "$1" = write ]; then
+        fig=$(awk '/^Throughput:/ {print $2+0}' <<<"$out")
+      else
+        fig=$(awk -F: '/Operations per second/ {print $2+0}' <<<"$out")
+      fi
+      committed=$(awk '/^Bytes committed:/ {print $3}' <<<"$out")
+      failed=$(awk -F: '/Failed operations/ {print $2+0}' <<<"$out")
+      echo "| $r | $s | $1 | $2 | ${fig:-none} | ${committed:--} | ${failed:-?} |"
+      echo "$s $1 $2 ${fig:-0}" >> "$rows"
+    done
+  done
+done
+echo "loadavg after: $(cat /proc/loadavg)"
+echo
+echo "| workload | clients | rustnfs median | Ganesha median | rustnfs / Ganesha |"
+echo "| --- | --- | --- | --- | --- |"
+for spec in "write 1" "write 4" "metadata 1"; do
+  set -- $spec
+  med() { awk -v s="$1" -v w="$2" -v c="$3" '$1==s && $2==w && $3==c {print $4}' "$rows" | sort -g |
+          awk '{a[NR]=$1} END {if (NR==0) print 0; else if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+  a=$(med rustnfs "$1" "$2"); b=$(med ganesha "$1" "$2")
+  echo "| $1 | $2 | $a | $b | $(awk -v a="$a" -v b="$b" 'BEGIN {if (b>0) printf "%.2f", a/b; else print "-"}') |"
+done
