@@ -18,7 +18,8 @@ pub struct Config {
     pub allow: Vec<IpNet>,
     /// Map every caller to this `(uid, gid)`: new objects and ownership changes get it.
     pub squash: Option<(u32, u32)>,
-    /// Connections served at once; further ones are closed at accept.
+    /// Connections served at once; at the cap the oldest idle one is closed to make
+    /// room, and a newcomer is closed at accept only when none is idle.
     pub max_connections: usize,
     /// A connection that sends no request for this long is closed.
     pub idle_timeout: Duration,
