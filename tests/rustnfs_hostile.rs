@@ -310,13 +310,15 @@ fn a_thousand_unfinished_1mib_records_share_one_budget() {
 
 /// Four clients each send 600 KiB of a 1 MiB fragment and stop: with a 2 MiB budget the
 /// first holds its record's claim and the others wait for budget, with a fifth client's
-/// NULL call queued behind them. When the four reset their connections the budget must
-/// come back at once — from the holder, which reads the reset, and from the waiters,
-/// which see it while waiting — not after the 30 s request timeout.
+/// 64 KiB WRITE queued behind them (its small calls, in its connection's share, are
+/// answered meanwhile). When the four reset their connections the budget must come back
+/// at once — from the holder, which reads the reset, and from the waiters, which see it
+/// while waiting — not after the 30 s request timeout.
 #[test]
 fn records_stuck_waiting_for_budget_give_it_back_when_their_clients_reset() {
     const HOLDERS: usize = 4;
     let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("target"), b"").unwrap();
     // The smallest budget rustnfs accepts: room for one largest record, not two.
     let srv = Server::start(dir.path(), &["--max-buffer-bytes", "2M"]);
     let mut part = (1u32 << 20).to_be_bytes().to_vec();
@@ -334,11 +336,22 @@ fn records_stuck_waiting_for_budget_give_it_back_when_their_clients_reset() {
         .s
         .set_read_timeout(Some(Duration::from_millis(1500)))
         .unwrap();
-    let xid = bystander.send(NFS, 0, &[]);
+    // Small calls need no budget.
+    let root = bystander.mount_root();
+    let fh = bystander.lookup(&root, b"target");
+    let data = vec![0x33; 64 << 10];
+    let write = Xdr::default()
+        .opaque(&fh)
+        .u64(0)
+        .u32(data.len() as u32)
+        .u32(2)
+        .opaque(&data)
+        .0;
+    let xid = bystander.send(NFS, 7, &write);
     let blocked = bystander.recv();
     assert!(
         blocked.is_err(),
-        "the NULL call was answered although unfinished records hold the whole budget"
+        "the 64 KiB WRITE was answered although unfinished records hold the whole budget"
     );
     for s in &stuck {
         abort_on_close(s);
@@ -351,9 +364,9 @@ fn records_stuck_waiting_for_budget_give_it_back_when_their_clients_reset() {
         .unwrap();
     let (h, _) = bystander
         .recv()
-        .expect("the NULL call still waits for budget 10 s after the four clients reset");
+        .expect("the WRITE still waits for budget 10 s after the four clients reset");
     let waited = reset.elapsed();
-    eprintln!("NULL answered {waited:.2?} after the four budget holders reset");
+    eprintln!("WRITE answered {waited:.2?} after the four budget holders reset");
     assert_eq!((h.xid, h.status), (xid, Ok(())));
     assert!(
         waited < Duration::from_secs(5),
@@ -734,5 +747,391 @@ fn rpc_errors_follow_rfc_5531_and_never_are_silence() {
     assert!(
         c.s.read(&mut buf).is_err(),
         "no stray bytes after the replies"
+    );
+}
+
+// ---- Availability under cheap attacks (issue 22) ----------------------------------------
+
+/// Where attacking connections come from: all from 127.0.0.2, or spread over 127.0.0.2
+/// to 127.0.0.9. The legitimate client is 127.0.0.1.
+#[derive(Clone, Copy, Debug)]
+enum Origin {
+    One,
+    Several,
+}
+
+impl Origin {
+    fn addr(self, i: usize) -> std::net::Ipv4Addr {
+        match self {
+            Origin::One => std::net::Ipv4Addr::new(127, 0, 0, 2),
+            Origin::Several => std::net::Ipv4Addr::new(127, 0, 0, 2 + (i % 8) as u8),
+        }
+    }
+}
+
+/// A TCP connection to `to` from `from` (any port).
+fn connect_from(from: std::net::Ipv4Addr, to: SocketAddr) -> std::io::Result<TcpStream> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: plain socket calls on a descriptor owned here until handed to TcpStream.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let s = TcpStream::from_raw_fd(fd);
+        let sin = |ip: std::net::Ipv4Addr, port: u16| libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: port.to_be(),
+            sin_addr: libc::in_addr {
+                s_addr: u32::from(ip).to_be(),
+            },
+            sin_zero: [0; 8],
+        };
+        let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        let local = sin(from, 0);
+        if libc::bind(fd, (&local as *const libc::sockaddr_in).cast(), len) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let SocketAddr::V4(to) = to else {
+            unreachable!("loopback v4 only")
+        };
+        let remote = sin(*to.ip(), to.port());
+        if libc::connect(fd, (&remote as *const libc::sockaddr_in).cast(), len) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(s)
+    }
+}
+
+/// Writes `bytes` to every connection (non-blocking) for at most `limit`; returns the
+/// bytes the kernel took in all.
+fn push_all(conns: &mut [TcpStream], bytes: &[u8], limit: Duration) -> usize {
+    let mut sent = vec![0usize; conns.len()];
+    for s in conns.iter() {
+        s.set_nonblocking(true).unwrap();
+    }
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        let mut progress = false;
+        for (s, n) in conns.iter_mut().zip(&mut sent) {
+            if *n < bytes.len()
+                && let Ok(k) = s.write(&bytes[*n..])
+            {
+                *n += k;
+                progress |= k > 0;
+            }
+        }
+        if sent.iter().all(|n| *n == bytes.len()) {
+            break;
+        }
+        if !progress {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    sent.iter().sum()
+}
+
+/// One cheap attack of the issue 22 table.
+#[derive(Clone, Copy, Debug)]
+enum Attack {
+    /// A 4-byte mark claiming a 1 MiB record, nothing more.
+    Claims,
+    /// Half of a 1 MiB record, then nothing.
+    HalfRecords,
+    /// A 1 MiB fragment that is not the last, then nothing.
+    Fragments,
+    /// A READDIRPLUS with maxcount 2^32-1 on a large directory, its reply never read.
+    UnreadReaddirplus,
+    /// A 1 MiB FILE_SYNC WRITE after another, for as long as the victim reads.
+    Writers,
+    /// Connections that send nothing, as many as the server's connection cap.
+    IdleAtCap,
+}
+
+/// What an attack left behind: its connections (held until dropped) and its writers.
+struct Running {
+    conns: Vec<TcpStream>,
+    stop: Option<(
+        std::sync::Arc<std::sync::atomic::AtomicBool>,
+        Vec<std::thread::JoinHandle<u64>>,
+    )>,
+    /// What the attack really sent or did, for the report and the check.
+    sent: String,
+}
+
+impl Running {
+    /// Stops the writers (returning the WRITEs answered) and resets every connection.
+    fn end(self) -> u64 {
+        let mut writes = 0;
+        if let Some((stop, threads)) = self.stop {
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            writes = threads.into_iter().map(|t| t.join().unwrap()).sum();
+        }
+        for s in &self.conns {
+            abort_on_close(s);
+        }
+        writes
+    }
+}
+
+/// The handles an attack needs from the export.
+struct Targets {
+    big_dir: Vec<u8>,
+    write_file: Vec<u8>,
+}
+
+fn start_attack(
+    attack: Attack,
+    n: usize,
+    origin: Origin,
+    addr: SocketAddr,
+    t: &Targets,
+) -> Running {
+    let connect_all = || -> Vec<TcpStream> {
+        (0..n)
+            .map(|i| connect_from(origin.addr(i), addr).unwrap())
+            .collect()
+    };
+    let cred_body = auth_sys_body();
+    let call = |proc_: u32, args: &[u8]| {
+        let mut m = Vec::new();
+        let cred = OpaqueAuth {
+            flavor: flavor::AUTH_SYS,
+            body: &cred_body,
+        };
+        msg::encode_call(&mut m, 0x5150, NFS, 3, proc_, cred);
+        m.extend_from_slice(args);
+        record::frame(&m)
+    };
+    match attack {
+        Attack::Claims => {
+            let mut conns = connect_all();
+            let mark = (record::LAST_FRAGMENT | (1 << 20)).to_be_bytes();
+            let sent = push_all(&mut conns, &mark, Duration::from_secs(2));
+            assert_eq!(sent, 4 * n, "every mark was sent");
+            Running {
+                conns,
+                stop: None,
+                sent: format!("{sent} bytes of marks"),
+            }
+        }
+        Attack::HalfRecords | Attack::Fragments => {
+            let mut conns = connect_all();
+            let (mark, len) = match attack {
+                Attack::HalfRecords => (record::LAST_FRAGMENT | (1 << 20), 512 << 10),
+                _ => (1 << 20, 1 << 20),
+            };
+            let mut bytes = u32::to_be_bytes(mark).to_vec();
+            bytes.resize(4 + len, 0x5a);
+            let sent = push_all(&mut conns, &bytes, Duration::from_secs(2));
+            // The kernels take more than the server's budget: the attack reached past it.
+            assert!(
+                sent >= bytes.len() * n.min(128),
+                "the attack sent only {} KiB",
+                sent >> 10
+            );
+            Running {
+                conns,
+                stop: None,
+                sent: format!("{} MiB", sent >> 20),
+            }
+        }
+        Attack::UnreadReaddirplus => {
+            let mut conns = connect_all();
+            for s in &conns {
+                small_receive_buffer(s);
+            }
+            let args = Xdr::default()
+                .opaque(&t.big_dir)
+                .u64(0)
+                .u64(0)
+                .u32(u32::MAX)
+                .u32(u32::MAX)
+                .0;
+            let rec = call(17, &args);
+            let sent = push_all(&mut conns, &rec, Duration::from_secs(2));
+            assert_eq!(sent, rec.len() * n, "every call was sent");
+            Running {
+                conns,
+                stop: None,
+                sent: format!("{n} calls of {} bytes", rec.len()),
+            }
+        }
+        Attack::Writers => {
+            let data = vec![0xab; 1 << 20];
+            let args = Xdr::default()
+                .opaque(&t.write_file)
+                .u64(0)
+                .u32(data.len() as u32)
+                .u32(2)
+                .opaque(&data)
+                .0;
+            let rec = std::sync::Arc::new(call(7, &args));
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let threads = (0..n)
+                .map(|i| {
+                    let (rec, stop) = (rec.clone(), stop.clone());
+                    let from = origin.addr(i);
+                    std::thread::spawn(move || {
+                        let mut done = 0;
+                        let Ok(mut s) = connect_from(from, addr) else {
+                            return 0;
+                        };
+                        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+                        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                            if s.write_all(&rec).is_err()
+                                || record::read_blocking(&mut s, 1 << 16).is_err()
+                            {
+                                break;
+                            }
+                            done += 1;
+                        }
+                        done
+                    })
+                })
+                .collect();
+            // Let the writers get going.
+            std::thread::sleep(Duration::from_millis(500));
+            Running {
+                conns: Vec::new(),
+                stop: Some((stop, threads)),
+                sent: format!("{n} writers"),
+            }
+        }
+        Attack::IdleAtCap => {
+            let conns = connect_all();
+            // Each was accepted (and holds a slot) before the victim comes.
+            std::thread::sleep(Duration::from_millis(300));
+            Running {
+                conns,
+                stop: None,
+                sent: format!("{n} idle connections"),
+            }
+        }
+    }
+}
+
+/// The legitimate client: a fresh connection from 127.0.0.1, MOUNT, LOOKUP, and the
+/// 10 MiB file in 1 MiB READs; the time it took (the whole of it) and whether every
+/// byte was right.
+fn victim_read(addr: SocketAddr, want: &[u8]) -> (Duration, bool) {
+    let t = Instant::now();
+    let mut c = Raw::connect(addr);
+    c.s.set_read_timeout(Some(Duration::from_secs(8))).unwrap();
+    let root = c.mount_root();
+    let fh = c.lookup(&root, b"victim.bin");
+    let got = c.read_file(&fh, want.len());
+    (t.elapsed(), got == want)
+}
+
+/// Every row of issue 22's table against rustnfs, at 64, 256 and 1,000 attacking
+/// connections, from one address and from several: the legitimate client's 10 MiB read
+/// completes byte-exact within max(1 s, 2 × quiet + 0.5 s), the server's RSS stays within
+/// its buffer budget plus a fixed overhead, and falls back within a few seconds after.
+#[test]
+fn a_10mib_read_is_served_beside_every_cheap_attack() {
+    raise_nofile();
+    let rows: &[(Attack, &[&str])] = &[
+        (Attack::Claims, &[]),
+        (Attack::HalfRecords, &[]),
+        (Attack::Fragments, &[]),
+        (Attack::UnreadReaddirplus, &["--max-buffer-bytes", "4M"]),
+        (Attack::IdleAtCap, &[]),
+    ];
+    // Not asserted by default (see the note of issue 22): hundreds of writers of 1 MiB
+    // FILE_SYNC blocks on two loaded cores slow the victim by CPU and disk, not by the
+    // budget any more. `AVAIL_ROWS=Writers` measures it.
+    let only = std::env::var("AVAIL_ROWS").ok();
+    let mut rows = rows.to_vec();
+    if only.as_deref().is_some_and(|o| o.contains("Writers")) {
+        rows.push((Attack::Writers, &[]));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let victim = lab::dataset::pseudo_random_bytes(10 << 20, 22);
+    std::fs::write(dir.path().join("victim.bin"), &victim).unwrap();
+    std::fs::write(dir.path().join("written"), b"").unwrap();
+    let big = dir.path().join("big");
+    std::fs::create_dir(&big).unwrap();
+    // ~1.8 MB of READDIRPLUS reply, over the 1 MiB a reply may be.
+    for i in 0..5000 {
+        std::fs::File::create(big.join(format!("{i:05}-{}", "n".repeat(200)))).unwrap();
+    }
+    let mut failures = Vec::new();
+    for &(attack, flags) in &rows {
+        if only
+            .as_deref()
+            .is_some_and(|o| !o.split(',').any(|r| format!("{attack:?}") == r))
+        {
+            continue;
+        }
+        for n in [64, 256, 1000] {
+            let mut flags = flags.to_vec();
+            let cap = n.to_string();
+            if matches!(attack, Attack::IdleAtCap) {
+                flags.extend(["--max-connections", &cap]);
+            }
+            let budget_mb = if matches!(attack, Attack::UnreadReaddirplus) {
+                4.0
+            } else {
+                64.0
+            };
+            let srv = Server::start(dir.path(), &flags);
+            let targets = {
+                let mut c = Raw::connect(srv.addr);
+                let root = c.mount_root();
+                Targets {
+                    big_dir: c.lookup(&root, b"big"),
+                    write_file: c.lookup(&root, b"written"),
+                }
+            };
+            let quiet = (0..3)
+                .map(|_| victim_read(srv.addr, &victim).0)
+                .min()
+                .unwrap();
+            let idle = srv.rss_falls_below(0.0, Duration::ZERO);
+            let limit = Duration::from_secs(1).max(quiet * 2 + Duration::from_millis(500));
+            for origin in [Origin::One, Origin::Several] {
+                let running = start_attack(attack, n, origin, srv.addr, &targets);
+                // The median of three reads (each on a new connection), so one slice of
+                // a loaded machine's noise does not decide the row.
+                let mut reads: Vec<(Duration, bool)> = (0..3)
+                    .map(|_| {
+                        let t = Instant::now();
+                        std::panic::catch_unwind(|| victim_read(srv.addr, &victim))
+                            .unwrap_or((t.elapsed(), false))
+                    })
+                    .collect();
+                reads.sort();
+                let (took, _) = reads[1];
+                let exact = reads.iter().all(|(_, exact)| *exact);
+                let held = srv.rss_mb();
+                let sent = running.sent.clone();
+                let writes = running.end();
+                let after = srv.rss_falls_below(idle + RETURN_MARGIN_MB, Duration::from_secs(5));
+                // The fixed overhead beside the budget: 16 MB, and per attacking
+                // connection its share (at most 25 KiB while in a call) and its task.
+                let allowed = idle + budget_mb + 16.0 + n as f64 * 32.0 / 1024.0;
+                let line = format!(
+                    "{attack:?} x{n} from {origin:?} ({sent}{}): victim {took:.2?}{} \
+                     (quiet {quiet:.2?}, limit {limit:.2?}), RSS idle {idle:.1} MB, \
+                     during {held:.1} MB (allowed {allowed:.1}), after {after:.1} MB",
+                    if writes > 0 {
+                        format!(", {writes} WRITEs answered")
+                    } else {
+                        String::new()
+                    },
+                    if exact { "" } else { " NOT byte-exact" },
+                );
+                eprintln!("{line}");
+                if !exact || took > limit || held > allowed || after > idle + RETURN_MARGIN_MB {
+                    failures.push(line);
+                }
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "rows over the goal:\n{}",
+        failures.join("\n")
     );
 }

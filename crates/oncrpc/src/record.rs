@@ -5,7 +5,10 @@
 //! a byte is allocated, fragments are summed against the same limit, and the buffer grows
 //! only as bytes actually arrive (doubling, so memory stays within twice what was sent).
 //! With a shared [`Budget`], a record's claimed length is granted before its bytes are
-//! read, so no record ever waits for budget while holding part of it.
+//! read, so no record ever waits for budget while holding part of it. A record no longer
+//! than the connection's own share ([`RecordReader::share`]) takes nothing from the
+//! budget: however many marks claim the whole budget, every small call (a LOOKUP, a READ
+//! call) is still read and answered.
 
 use std::io::{Read, Write};
 use std::time::Duration;
@@ -119,6 +122,12 @@ pub struct RecordReader {
     pub record_timeout: Option<Duration>,
     /// Where the record buffers' bytes come from (`None`: unaccounted).
     pub budget: Option<Budget>,
+    /// A record of at most this many bytes (one fragment, all its bytes claimed by its
+    /// mark) is read into the connection's own share, outside the budget: the budget is
+    /// for large records, so marks claiming all of it cannot stop the small calls of
+    /// everyone else. The cost is at most this per connection, and only while such a
+    /// record is in (its buffer grows with the bytes that arrive).
+    pub share: usize,
     /// Allocate each fragment's whole (checked) length at once instead of growing with
     /// the bytes that arrive: for a client reading its own server's replies, where the
     /// copies of growing cost more than a lying peer could.
@@ -133,6 +142,7 @@ impl RecordReader {
             idle_timeout: None,
             record_timeout: None,
             budget: None,
+            share: 0,
             trust_lengths: false,
         }
     }
@@ -210,7 +220,8 @@ impl RecordReader {
             // arrived, records half-way through could hold all of it between them and
             // each wait for the others, until the record timeout closed them all.) A
             // record in several fragments takes the most a record may be at its first.
-            if let Some(g) = grant.as_mut() {
+            let own_share = data.is_empty() && m & LAST_FRAGMENT != 0 && total <= self.share;
+            if let Some(g) = grant.as_mut().filter(|_| !own_share) {
                 let whole = if m & LAST_FRAGMENT != 0 {
                     total
                 } else {
@@ -238,7 +249,7 @@ impl RecordReader {
             }
             if m & LAST_FRAGMENT != 0 {
                 // Keep what the buffer holds (reserve_exact may round up), no more.
-                if let Some(g) = grant.as_mut() {
+                if let Some(g) = grant.as_mut().filter(|_| !own_share) {
                     if data.capacity() > g.bytes() {
                         let _ = g.try_grow(data.capacity() - g.bytes());
                     }
@@ -425,6 +436,40 @@ mod tests {
                 Some(LEN)
             );
         }
+    }
+
+    #[tokio::test]
+    async fn a_small_record_is_read_in_its_connections_share_when_the_budget_is_spent() {
+        // Marks claiming the whole budget (held here by one grant) must not stop a small
+        // call: it takes nothing from the budget. A larger one still waits for it.
+        let budget = Budget::new(1 << 20);
+        let all = budget.try_acquire(1 << 20).unwrap();
+        let mut r = RecordReader::new(1 << 20);
+        r.budget = Some(budget.clone());
+        r.share = 1024;
+        let wire = fragments(&[(&[3; 1000], true)]);
+        let rec = tokio::time::timeout(Duration::from_secs(1), r.read(&mut &wire[..]))
+            .await
+            .expect("a small record does not wait for budget")
+            .unwrap()
+            .unwrap();
+        assert_eq!((rec.len(), budget.in_use()), (1000, 1 << 20));
+        let wire = fragments(&[(&[3; 2000], true)]);
+        assert!(
+            tokio::time::timeout(Duration::from_millis(100), r.read(&mut &wire[..]))
+                .await
+                .is_err(),
+            "a record over the share waits for budget"
+        );
+        // A small record in several fragments claims the most a record may be: not
+        // in the share.
+        let wire = fragments(&[(&[3; 10], false), (&[3; 10], true)]);
+        assert!(
+            tokio::time::timeout(Duration::from_millis(100), r.read(&mut &wire[..]))
+                .await
+                .is_err()
+        );
+        drop(all);
     }
 
     #[tokio::test]

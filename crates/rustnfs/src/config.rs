@@ -31,7 +31,8 @@ pub struct Config {
     /// the client asked; otherwise UNSTABLE writes are answered from the page cache and
     /// made stable by COMMIT (RFC 1813 §3.3.7).
     pub sync_writes: bool,
-    /// Connections served at once; further ones are closed at accept.
+    /// Connections served at once; at the cap the oldest idle one is closed to make
+    /// room, and a newcomer is closed at accept only when none is idle.
     pub max_connections: usize,
     /// A connection that sends no request for this long is closed.
     pub idle_timeout: Duration,

@@ -118,6 +118,7 @@ impl Export {
             buffers: crate::buffers::ReplyBuffers::new(budget.clone()),
             budget,
             closed: Default::default(),
+            slots: Default::default(),
         };
         Ok(Export { guard, handles })
     }

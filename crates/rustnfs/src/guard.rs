@@ -50,6 +50,91 @@ pub(crate) struct Guard {
     pub buffers: ReplyBuffers,
     /// Connections closed so far; the allocator is trimmed after some close.
     pub closed: std::sync::atomic::AtomicU64,
+    /// Every open connection, for closing the oldest idle one at the cap.
+    pub slots: Slots,
+}
+
+/// One open connection as the connection cap sees it.
+pub(crate) struct Slot {
+    ip: std::net::IpAddr,
+    /// When it began waiting for its next call (ms since [`Slots::epoch`]), or
+    /// [`BUSY`] while a call is being read or answered.
+    idle_since_ms: std::sync::atomic::AtomicU64,
+    /// Told to close (it is the one that has waited longest for a call, and the cap is
+    /// reached).
+    evict: tokio::sync::Notify,
+}
+
+const BUSY: u64 = u64::MAX;
+
+/// The open connections: at the cap, the oldest idle one is closed to make room (as
+/// kernel nfsd's `svc_check_conn_limits` does) instead of refusing the newcomer, taken
+/// from the address that holds the most connections, so one address cannot keep the
+/// slots of everyone else.
+#[derive(Default)]
+pub(crate) struct Slots {
+    epoch: std::sync::OnceLock<Instant>,
+    next: std::sync::atomic::AtomicU64,
+    open: parking_lot::Mutex<std::collections::HashMap<u64, Arc<Slot>>>,
+}
+
+impl Slots {
+    fn now_ms(&self) -> u64 {
+        self.epoch.get_or_init(Instant::now).elapsed().as_millis() as u64
+    }
+
+    /// Registers a connection from `ip` (busy until it first waits for a call).
+    fn open(&self, ip: std::net::IpAddr) -> (u64, Arc<Slot>) {
+        let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let slot = Arc::new(Slot {
+            ip: ip.to_canonical(),
+            idle_since_ms: BUSY.into(),
+            evict: tokio::sync::Notify::new(),
+        });
+        self.open.lock().insert(id, slot.clone());
+        (id, slot)
+    }
+
+    fn close(&self, id: u64) {
+        self.open.lock().remove(&id);
+    }
+
+    fn set_idle(&self, slot: &Slot, idle: bool) {
+        let v = if idle { self.now_ms() } else { BUSY };
+        slot.idle_since_ms
+            .store(v, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Tells the idle connection to close that the cap should take back first: of the
+    /// address holding the most connections, the one idle longest. `false` if none is
+    /// idle.
+    fn evict_one(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        let open = self.open.lock();
+        let mut per_ip: std::collections::HashMap<std::net::IpAddr, usize> =
+            std::collections::HashMap::new();
+        for s in open.values() {
+            *per_ip.entry(s.ip).or_default() += 1;
+        }
+        let chosen = open
+            .values()
+            .filter_map(|s| {
+                let since = s.idle_since_ms.load(Ordering::Relaxed);
+                (since != BUSY).then(|| (per_ip[&s.ip], std::cmp::Reverse(since), s))
+            })
+            .max_by_key(|(n, since, _)| (*n, *since))
+            .map(|(_, _, s)| s.clone());
+        drop(open);
+        match chosen {
+            Some(s) => {
+                // Marked busy so the next newcomer picks another one.
+                s.idle_since_ms.store(BUSY, Ordering::Relaxed);
+                s.evict.notify_one();
+                true
+            }
+            None => false,
+        }
+    }
 }
 
 /// Why a connection was closed by the guard.
@@ -63,6 +148,8 @@ enum Close {
     NoBudget(Duration),
     #[error("not an ONC RPC call")]
     Garbage,
+    #[error("idle longest when --max-connections was reached")]
+    Evicted,
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }
@@ -86,11 +173,17 @@ pub(crate) async fn accept_loop(
                         drop(sock);
                         continue;
                     }
-                    let Ok(permit) = guard.permits.clone().try_acquire_owned() else {
-                        warn!(%peer, limit = guard.config.max_connections,
-                              "connection refused: --max-connections reached");
-                        drop(sock);
-                        continue;
+                    let permit = match guard.permits.clone().try_acquire_owned() {
+                        Ok(p) => p,
+                        Err(_) => match make_room(&guard).await {
+                            Some(p) => p,
+                            None => {
+                                warn!(%peer, limit = guard.config.max_connections,
+                                      "connection refused: --max-connections reached, none idle");
+                                drop(sock);
+                                continue;
+                            }
+                        },
                     };
                     tokio::spawn(connection(guard.clone(), sock, peer, permit));
                 }
@@ -103,6 +196,22 @@ pub(crate) async fn accept_loop(
         }
     }
     housekeeping.abort();
+}
+
+/// At the connection cap: closes the oldest idle connection (see [`Slots`]) and waits,
+/// briefly, for its permit. `None` when no connection is idle (all are in a call).
+async fn make_room(guard: &Guard) -> Option<OwnedSemaphorePermit> {
+    if !guard.slots.evict_one() {
+        return None;
+    }
+    debug!("--max-connections reached: closing the oldest idle connection");
+    tokio::time::timeout(
+        Duration::from_secs(2),
+        guard.permits.clone().acquire_owned(),
+    )
+    .await
+    .ok()?
+    .ok()
 }
 
 /// Once a second: frees warm READ buffers nobody used lately and, when memory was given
@@ -123,8 +232,20 @@ async fn release_idle_memory(guard: Arc<Guard>) {
     }
 }
 
+/// Each connection's own share, outside the budget: a call record of up to this many
+/// bytes, and its reply up to [`crate::nfs::SMALL_REPLY`] (+ RPC header). Every call but
+/// a large WRITE fits, so records claiming the whole budget (64 marks of 1 MiB, 256
+/// bytes in all, stopped every client for 29 s) no longer stop anyone's small calls.
+/// The fixed cost: at most 16 + 9 KiB per connection while it is in a call, nothing
+/// while idle.
+pub(crate) const CONNECTION_SHARE: usize = 16 * 1024;
+/// The reply part of the connection's share.
+const REPLY_SHARE: usize =
+    crate::nfs::SMALL_REPLY + oncrpc::record::MARK_LEN + rpcmsg::ACCEPTED_HEADER_LEN;
+
 /// How this server reads client records: bounded by `--max-record`, the idle and request
-/// timeouts, and every byte drawn from the shared budget as it arrives.
+/// timeouts; a record larger than the connection's share has its claim granted from the
+/// shared budget before its first byte.
 pub(crate) fn record_reader(guard: &Guard) -> RecordReader {
     let cfg = &guard.config;
     RecordReader {
@@ -132,6 +253,7 @@ pub(crate) fn record_reader(guard: &Guard) -> RecordReader {
         idle_timeout: Some(cfg.idle_timeout),
         record_timeout: Some(cfg.request_timeout),
         budget: Some(guard.budget.clone()),
+        share: CONNECTION_SHARE,
         trust_lengths: false,
     }
 }
@@ -143,6 +265,7 @@ async fn connection(
     _permit: OwnedSemaphorePermit,
 ) {
     debug!(%peer, "connection accepted");
+    let (slot_id, slot) = guard.slots.open(peer.ip());
     let _ = sock.set_nodelay(true);
     {
         use std::os::fd::AsFd;
@@ -172,6 +295,22 @@ async fn connection(
     let cfg = guard.config.clone();
     let result: Result<(), Close> = async {
         loop {
+            // Waiting for a call: idle, the first to be closed at the cap.
+            guard.slots.set_idle(&slot, true);
+            let mut one = [0u8; 1];
+            tokio::select! {
+                // A peek, not `readable()`: readiness can outlive the bytes of the last
+                // call, and a connection that looks busy is never taken back.
+                r = tokio::time::timeout(cfg.idle_timeout, rd.peek(&mut one)) => match r {
+                    Err(_) => return Err(Close::Record(RecordError::Idle(cfg.idle_timeout))),
+                    Ok(r) => {
+                        r?;
+                    }
+                },
+                _ = slot.evict.notified() => return Err(Close::Evicted),
+                _ = stopping.wait_for(|s| *s) => return Ok(()),
+            }
+            guard.slots.set_idle(&slot, false);
             let record = tokio::select! {
                 r = reader.read_watching(&mut rd, peer_gone) => r?,
                 _ = stopping.wait_for(|s| *s) => return Ok(()),
@@ -197,21 +336,40 @@ async fn connection(
             };
             // Every other call: answered in process, on this task. A client that stops
             // reading is closed when a reply cannot be sent within the request timeout,
-            // so it never holds more than one reply.
-            let mut reply = Vec::new();
-            guard.nfs.dispatch(&header, &record, &mut reply);
+            // so it never holds more than one reply. A reply larger than the
+            // connection's share (READDIR, READDIRPLUS) has its budget granted before it
+            // is built, at its bound: built first, 200 unread READDIRPLUS replies held
+            // 166 MB against a 4 MiB budget.
+            let bound = crate::nfs::Dispatcher::reply_bound(&header, &record);
+            let mut grant = None;
+            if bound > REPLY_SHARE {
+                grant = Some(
+                    match tokio::time::timeout(cfg.request_timeout, guard.budget.acquire(bound))
+                        .await
+                    {
+                        Ok(Ok(g)) => g,
+                        Ok(Err(e)) => return Err(Close::Record(e.into())),
+                        Err(_) => return Err(Close::NoBudget(cfg.request_timeout)),
+                    },
+                );
+            }
+            let mut reply = Vec::with_capacity(if grant.is_some() { bound } else { 0 });
+            off_the_workers(slow_call(&header), || {
+                guard.nfs.dispatch(&header, &record, &mut reply)
+            });
             drop(record);
-            // The reply's bytes count against the budget while it waits to be sent.
-            let _grant = match tokio::time::timeout(
-                cfg.request_timeout,
-                guard.budget.acquire(reply.capacity()),
-            )
-            .await
-            {
-                Ok(Ok(g)) => g,
-                Ok(Err(e)) => return Err(Close::Record(e.into())),
-                Err(_) => return Err(Close::NoBudget(cfg.request_timeout)),
-            };
+            match grant.as_mut() {
+                Some(g) if reply.capacity() > g.bytes() => {
+                    let _ = g.try_grow(reply.capacity() - g.bytes());
+                }
+                Some(g) => g.shrink_to(reply.capacity()),
+                None => {}
+            }
+            debug_assert!(
+                reply.len() <= bound,
+                "reply of {} > bound {bound}",
+                reply.len()
+            );
             send(&out, &reply, cfg.request_timeout).await?;
         }
     }
@@ -222,15 +380,39 @@ async fn connection(
             debug!(%peer, "connection closed: {e}")
         }
         Err(Close::Record(RecordError::Io(e))) => debug!(%peer, "connection closed: {e}"),
+        Err(e @ Close::Evicted) => debug!(%peer, "connection closed: {e}"),
         Err(e) => warn!(%peer, "connection closed by the guard: {e}"),
     }
     let _ = tokio::time::timeout(Duration::from_secs(1), async {
         out.lock().await.shutdown().await
     })
     .await;
+    guard.slots.close(slot_id);
     guard
         .closed
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Calls whose file-system work can take long (a directory listed and every entry
+/// stat'ed, data written and synced): run where they do not hold up a runtime worker.
+/// On the workers, 64 READDIRPLUS of 1 MiB (each ~3,000 entries stat'ed) or a few
+/// hundred 1 MiB FILE_SYNC WRITEs kept both workers busy, and every other client's calls
+/// waited behind them for seconds.
+fn slow_call(h: &CallHeader<'_>) -> bool {
+    h.prog == NFS_PROG && matches!(h.proc_, 7 | 16 | 17 | 21)
+}
+
+/// Runs `f` with the worker handing its other tasks to another thread while it runs
+/// (`block_in_place`), when `slow` and the runtime has several workers; else inline.
+fn off_the_workers<R>(slow: bool, f: impl FnOnce() -> R) -> R {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    let multi =
+        Handle::try_current().is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread);
+    if slow && multi {
+        tokio::task::block_in_place(f)
+    } else {
+        f()
+    }
 }
 
 /// Why [`admit`] refused a record.

@@ -84,6 +84,7 @@ pub async fn serve(
         buffers: buffers::ReplyBuffers::new(budget.clone()),
         budget,
         closed: Default::default(),
+        slots: Default::default(),
     });
     guard::accept_loop(listener, guard, shutdown).await;
     info!("shutting down: finishing calls in flight");

@@ -52,6 +52,11 @@ type Answer = Result<&'static str, Refused>;
 pub use crate::identity::Caller;
 use crate::identity::{Scope, Squash};
 
+/// What every reply but READ, READDIR and READDIRPLUS fits in, RPC header aside: the
+/// largest, READLINK, carries attributes and a path of at most 4 KiB; a refusal or
+/// failure of any procedure is smaller still.
+pub const SMALL_REPLY: usize = 8 * 1024;
+
 /// Answers every call that reaches it. Cheap to clone.
 #[derive(Clone)]
 pub struct Dispatcher {
@@ -79,6 +84,34 @@ impl Dispatcher {
             verf: writeverf3(started.to_be_bytes()),
             squash,
         }
+    }
+
+    /// The most bytes [`dispatch`](Self::dispatch) puts in its reply record to `call`
+    /// (mark and RPC header included), known before anything is built, so the guard can
+    /// take the reply's budget first: READDIR and READDIRPLUS within their capped count,
+    /// READ within its capped count, every other reply within [`SMALL_REPLY`].
+    pub fn reply_bound(call: &CallHeader<'_>, record: &[u8]) -> usize {
+        const HEAD: usize = record::MARK_LEN + rpcmsg::ACCEPTED_HEADER_LEN;
+        let mut a = Args::new(record.get(call.args..).unwrap_or_default());
+        let body = match (call.prog, call.proc_) {
+            (NFS_PROG, 6) => read3::ReadArgs::decode(&mut a)
+                .ok()
+                .map(|r| read3::ok_head_len() + r.max_data() as usize + 3),
+            (NFS_PROG, 16 | 17) => (|| {
+                a.fh()?;
+                let _cookie = a.u64()?;
+                let _verf = a.u64()?;
+                if call.proc_ == 17 {
+                    let _dircount = a.u32()?;
+                }
+                let count = a.u32()?;
+                a.end()?;
+                Ok::<_, Garbage>(read::dir_reply_limit(count))
+            })()
+            .ok(),
+            _ => None,
+        };
+        HEAD + body.unwrap_or(SMALL_REPLY).max(SMALL_REPLY)
     }
 
     /// Answers one call the front door admitted (its header decoded and checked by

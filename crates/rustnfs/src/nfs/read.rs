@@ -22,6 +22,15 @@ use crate::fs::{DirIter, Entry};
 const POST_OP_ATTR: usize = 4 + 84;
 /// status + dir attributes + cookie verifier + end-of-list + eof.
 const DIR_REPLY_BASE: usize = 4 + POST_OP_ATTR + 8 + 4 + 4;
+/// The largest READDIR/READDIRPLUS result built, whatever count the client asks: kernel
+/// nfsd caps it at its largest payload (1 MiB) too. One call with maxcount 2^32-1 on a
+/// 100k-entry directory built a reply the size of the whole buffer budget.
+pub(super) const MAX_DIR_REPLY: usize = 1 << 20;
+
+/// The result size a READDIR/READDIRPLUS asking `count` bytes is built within.
+pub(super) fn dir_reply_limit(count: u32) -> usize {
+    (count as usize).min(MAX_DIR_REPLY)
+}
 
 impl Dispatcher {
     pub(super) fn getattr(&self, a: &mut Args<'_>, out: &mut Vec<u8>) -> Answer {
@@ -119,7 +128,7 @@ impl Dispatcher {
         let dir = a.fh()?;
         let cookie = a.u64()?;
         let _verf: cookieverf3 = a.xdr()?;
-        let count = a.u32()? as usize;
+        let count = dir_reply_limit(a.u32()?);
         a.end()?;
         let t = Instant::now();
         let res: READDIR3res<'_> = match self
@@ -164,7 +173,7 @@ impl Dispatcher {
         let cookie = a.u64()?;
         let _verf: cookieverf3 = a.xdr()?;
         let _dircount = a.u32()?;
-        let maxcount = a.u32()? as usize;
+        let maxcount = dir_reply_limit(a.u32()?);
         a.end()?;
         let t = Instant::now();
         let res: READDIRPLUS3res<'_> = match self
