@@ -10,6 +10,7 @@ mod common;
 mod crash;
 mod deploy;
 mod faults;
+mod http_conformance;
 mod httpd;
 mod kernel_nfs;
 mod loadgen;

@@ -35,6 +35,12 @@ fuzz_target!(|data: &[u8]| {
             };
             match range(value, size) {
                 Range::Part(s, e) => assert!(s <= e && e < size, "{value:?} on {size}: {s}-{e}"),
+                Range::Parts(parts) => {
+                    assert!(parts.len() > 1, "{value:?} on {size}: {parts:?}");
+                    for (s, e) in parts {
+                        assert!(s <= e && e < size, "{value:?} on {size}: {s}-{e}");
+                    }
+                }
                 Range::Full | Range::Unsatisfiable => {}
             }
         }

@@ -197,6 +197,9 @@ type PermitWait =
 enum Kind {
     Empty,
     Once(Option<Bytes>),
+    /// Bodies sent one after the other (`multipart/byteranges`, or an NFS body whose
+    /// first READ was made before the status line).
+    Parts(VecDeque<FileBody>),
     Sendfile {
         file: Arc<OpenFile>,
         offset: u64,
@@ -412,7 +415,24 @@ impl FileBody {
         }
     }
 
+    /// `parts` sent in order as one body.
+    pub(crate) fn parts(parts: Vec<FileBody>) -> FileBody {
+        FileBody {
+            kind: Kind::Parts(parts.into()),
+            timing: None,
+        }
+    }
+
     pub(crate) fn with_timing(mut self, timing: Arc<Timing>) -> FileBody {
+        if let Kind::Parts(parts) = &mut self.kind {
+            // Sendfile and streamed parts hand the timer to their jobs and frames; bytes
+            // parts get it when their frame passes through (see `poll_frame`).
+            for p in parts {
+                if matches!(p.kind, Kind::Sendfile { .. } | Kind::Stream { .. }) {
+                    p.timing = Some(timing.clone());
+                }
+            }
+        }
         self.timing = Some(timing);
         self
     }
@@ -443,6 +463,34 @@ impl http_body::Body for FileBody {
         let this = self.get_mut();
         match &mut this.kind {
             Kind::Empty => Poll::Ready(None),
+            Kind::Parts(parts) => loop {
+                let Some(front) = parts.front_mut() else {
+                    // A part may have marked the timer complete already (sendfile and
+                    // streamed parts do at their own end); this covers the rest.
+                    if let Some(t) = &this.timing {
+                        t.set_complete();
+                    }
+                    return Poll::Ready(None);
+                };
+                match Pin::new(&mut *front).poll_frame(cx) {
+                    Poll::Ready(None) => {
+                        parts.pop_front();
+                    }
+                    Poll::Ready(Some(Ok(frame))) if front.timing.is_none() => {
+                        // A bytes part: its frame keeps the request's timer alive too.
+                        let frame = match frame.into_data() {
+                            Ok(data) => Frame::data(Bytes::from_owner(Owned {
+                                data,
+                                _timing: this.timing.clone(),
+                                _budget: None,
+                            })),
+                            Err(frame) => frame,
+                        };
+                        return Poll::Ready(Some(Ok(frame)));
+                    }
+                    other => return other,
+                }
+            },
             Kind::Once(data) => match data.take() {
                 Some(d) => {
                     this.complete();
@@ -608,6 +656,7 @@ impl http_body::Body for FileBody {
         match &self.kind {
             Kind::Empty => true,
             Kind::Once(d) => d.is_none(),
+            Kind::Parts(parts) => parts.iter().all(|p| p.is_end_stream()),
             Kind::Sendfile { offset, end, .. } => offset >= end,
             Kind::Stream { remaining, .. } => *remaining == 0,
         }
@@ -617,6 +666,7 @@ impl http_body::Body for FileBody {
         let n = match &self.kind {
             Kind::Empty => 0,
             Kind::Once(d) => d.as_ref().map_or(0, |d| d.len() as u64),
+            Kind::Parts(parts) => parts.iter().map(|p| p.size_hint().lower()).sum(),
             Kind::Sendfile { offset, end, .. } => end - offset,
             Kind::Stream { remaining, .. } => *remaining,
         };

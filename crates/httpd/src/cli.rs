@@ -36,10 +36,52 @@ pub struct Args {
     /// Write one JSON line per request with phase times to FILE, or `-` for stdout.
     #[arg(long, value_name = "FILE|-", env = "HTTPD_ACCESS_LOG")]
     pub access_log: Option<String>,
+    /// Access log line format: json (one object per request, with phase times) or
+    /// combined (the Combined Log Format of Apache and nginx, for log tools).
+    #[arg(long, value_name = "json|combined", default_value = "json",
+          env = "HTTPD_ACCESS_LOG_FORMAT", value_parser = parse_log_format)]
+    pub access_log_format: crate::config::AccessLogFormat,
+    /// Serve F.br, F.zst or F.gz beside F when the client's Accept-Encoding allows it,
+    /// with Content-Encoding, Vary: Accept-Encoding and an ETag per encoding.
+    #[arg(long, env = "HTTPD_PRECOMPRESSED",
+          num_args = 0..=1, default_value = "false", default_missing_value = "true",
+          value_parser = parse_bool)]
+    pub precompressed: bool,
+    /// Cache-Control of successful file responses (200, 206, 304), e.g. "max-age=3600".
+    #[arg(long, value_name = "VALUE", env = "HTTPD_CACHE_CONTROL")]
+    pub cache_control: Option<String>,
+    /// Cache-Control for one file extension, before --cache-control (repeatable; several
+    /// in the environment variable go on separate lines), e.g. html=no-cache.
+    #[arg(long, value_name = "EXT=VALUE", env = "HTTPD_CACHE_CONTROL_FOR",
+          value_delimiter = '\n', value_parser = crate::respond::parse_ext_arg)]
+    pub cache_control_for: Vec<(String, String)>,
+    /// A header for every response (repeatable; several in the environment variable go
+    /// on separate lines), e.g. "X-Content-Type-Options: nosniff". Replaces httpd's own
+    /// header of that name; framing headers (Content-Length, ...) are refused.
+    #[arg(long, value_name = "NAME:VALUE", env = "HTTPD_HEADER",
+          value_delimiter = '\n', value_parser = crate::respond::parse_header_arg)]
+    pub header: Vec<(String, String)>,
+    /// Send Server-Timing (the meta and read phase times) with every response; turn off
+    /// in production to say less about the server's internals.
+    #[arg(long, env = "HTTPD_SERVER_TIMING",
+          num_args = 0..=1, default_value = "true", default_missing_value = "true",
+          value_parser = parse_bool)]
+    pub server_timing: bool,
+    /// Answer 404 for any path with a component starting with "." (.git, .env, ...),
+    /// and leave such entries out of listings.
+    #[arg(long, env = "HTTPD_HIDE_DOTFILES",
+          num_args = 0..=1, default_value = "false", default_missing_value = "true",
+          value_parser = parse_bool)]
+    pub hide_dotfiles: bool,
+    /// Most parts of a multipart/byteranges answer (after coalescing overlapping or
+    /// unsorted ranges); a request for more gets the whole file.
+    #[arg(long, default_value_t = 16, env = "HTTPD_MAX_RANGES")]
+    pub max_ranges: usize,
     /// Tokio worker threads (default: one per CPU).
     #[arg(long, env = "HTTPD_WORKERS")]
     pub workers: Option<usize>,
-    /// List directories that have no index.html (otherwise 403).
+    /// List directories that have no index.html (otherwise 403): HTML, or JSON with
+    /// ?format=json.
     #[arg(long, env = "HTTPD_LIST",
           num_args = 0..=1, default_value = "false", default_missing_value = "true",
           value_parser = parse_bool)]
@@ -143,6 +185,16 @@ impl Args {
             }
         };
         cfg.list_dirs = args.list;
+        cfg.access_log_format = args.access_log_format;
+        cfg.http = crate::config::HttpOptions {
+            precompressed: args.precompressed,
+            cache_control: args.cache_control.clone(),
+            cache_control_by_ext: args.cache_control_for.clone(),
+            headers: args.header.clone(),
+            server_timing: args.server_timing,
+            hide_dotfiles: args.hide_dotfiles,
+            max_ranges: args.max_ranges,
+        };
         cfg.follow_symlinks = args.follow_symlinks;
         cfg.max_connections = args.max_connections;
         cfg.header_timeout = Duration::from_secs(args.header_timeout);
@@ -236,6 +288,14 @@ fn parse_bool(text: &str) -> Result<bool, String> {
     }
 }
 
+fn parse_log_format(text: &str) -> Result<crate::config::AccessLogFormat, String> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "json" => Ok(crate::config::AccessLogFormat::Json),
+        "combined" => Ok(crate::config::AccessLogFormat::Combined),
+        _ => Err(format!("{text:?}: give json or combined")),
+    }
+}
+
 /// Keeps glibc from `mmap`ing and unmapping every 1 MiB NFS READ buffer (and trimming the
 /// heap after each): with the defaults, page faults and zeroing of fresh pages took a
 /// quarter of the CPU of a large NFS-backed download (perf), and the fix gave +40 % req/s
@@ -277,6 +337,50 @@ mod tests {
         assert!(Args::try_parse_from(["httpd", "--root", "/", "--list=maybe"]).is_err());
         let h = Args::try_parse_from(["httpd", "--healthcheck"]).unwrap();
         assert!(h.healthcheck);
+    }
+
+    #[test]
+    fn response_shaping_flags_reach_the_config() {
+        let a = Args::try_parse_from([
+            "httpd",
+            "--root",
+            "/",
+            "--precompressed",
+            "--cache-control",
+            "max-age=60",
+            "--cache-control-for",
+            "html=no-cache",
+            "--header",
+            "X-Frame-Options: DENY",
+            "--header",
+            "X-Content-Type-Options:nosniff",
+            "--server-timing=off",
+            "--hide-dotfiles",
+            "--access-log-format",
+            "combined",
+        ])
+        .unwrap();
+        let cfg = a.to_config().unwrap();
+        assert!(cfg.http.precompressed && cfg.http.hide_dotfiles && !cfg.http.server_timing);
+        assert_eq!(cfg.http.headers.len(), 2);
+        assert_eq!(cfg.http.cache_control_by_ext[0].1, "no-cache");
+        assert_eq!(
+            cfg.access_log_format,
+            crate::config::AccessLogFormat::Combined
+        );
+        let d = Args::try_parse_from(["httpd", "--root", "/"]).unwrap();
+        let cfg = d.to_config().unwrap();
+        assert!(cfg.http.server_timing && !cfg.http.precompressed && cfg.http.headers.is_empty());
+        let bad = |flag: &str, v: &str| {
+            Args::try_parse_from(["httpd", "--root", "/", flag, v])
+                .map_err(|e| e.to_string())
+                .and_then(|a| a.to_config().map_err(|e| e.to_string()))
+                .unwrap_err()
+        };
+        assert!(bad("--header", "Content-Length: 3").contains("content-length"));
+        assert!(bad("--header", "nocolon").contains("NAME:VALUE"));
+        assert!(bad("--access-log-format", "xml").contains("json or combined"));
+        assert!(bad("--max-ranges", "0").contains("max_ranges"));
     }
 
     #[test]

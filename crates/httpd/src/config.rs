@@ -34,6 +34,51 @@ impl std::fmt::Debug for AccessLog {
     }
 }
 
+/// How access log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AccessLogFormat {
+    /// One JSON object per request, with the phase times (the default).
+    #[default]
+    Json,
+    /// The Combined Log Format (Apache's and nginx's default), which log tools read.
+    Combined,
+}
+
+/// How responses are shaped beyond the protocol: what nginx users set in a `location`.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// Serve `F.br`, `F.zst` or `F.gz` beside `F` when the request's `Accept-Encoding`
+    /// allows it (`--precompressed`).
+    pub precompressed: bool,
+    /// `Cache-Control` of successful file responses (`--cache-control`).
+    pub cache_control: Option<String>,
+    /// `Cache-Control` by file extension (without the dot), before `cache_control`.
+    pub cache_control_by_ext: Vec<(String, String)>,
+    /// Headers added to every response (`--header NAME:VALUE`), after httpd's own.
+    pub headers: Vec<(String, String)>,
+    /// Send `Server-Timing` (phase times); off for production (`--server-timing=false`).
+    pub server_timing: bool,
+    /// Answer 404 for any path with a component starting with `.` (`--hide-dotfiles`).
+    pub hide_dotfiles: bool,
+    /// Most parts of a `multipart/byteranges` answer, after coalescing; a request with
+    /// more gets the whole file.
+    pub max_ranges: usize,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        HttpOptions {
+            precompressed: false,
+            cache_control: None,
+            cache_control_by_ext: Vec::new(),
+            headers: Vec::new(),
+            server_timing: true,
+            hide_dotfiles: false,
+            max_ranges: 16,
+        }
+    }
+}
+
 /// Server configuration; [`Config::local`] and [`Config::nfs`] give the defaults.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -54,6 +99,9 @@ pub struct Config {
     /// Largest request head (request line + headers) accepted; larger gets 431.
     pub max_header_bytes: usize,
     pub access_log: Option<AccessLog>,
+    pub access_log_format: AccessLogFormat,
+    /// Response shaping (precompressed files, cache and custom headers, ranges).
+    pub http: HttpOptions,
     /// Send local file bodies above `inline_limit` with `sendfile(2)` (zero copy) instead
     /// of read + write.
     pub sendfile: bool,
@@ -110,6 +158,8 @@ impl Config {
             idle_timeout: Duration::from_secs(60),
             max_header_bytes: 16 * 1024,
             access_log: None,
+            access_log_format: AccessLogFormat::Json,
+            http: HttpOptions::default(),
             sendfile: true,
             inline_limit: 64 * 1024,
             chunk_size: 1 << 20,
@@ -147,6 +197,10 @@ impl Config {
         if self.header_timeout.is_zero() || self.idle_timeout.is_zero() {
             return bad("timeouts must be positive");
         }
+        if self.http.max_ranges == 0 {
+            return bad("max_ranges must be at least 1");
+        }
+        crate::respond::Shaping::new(&self.http).map_err(crate::Error::Config)?;
         Ok(())
     }
 }

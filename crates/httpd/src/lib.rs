@@ -38,7 +38,7 @@ mod timing;
 pub use respond::fuzzing;
 
 pub use body::MARKER_LEN as SENDFILE_FRAME_MAX;
-pub use config::{AccessLog, Backend, Config};
+pub use config::{AccessLog, AccessLogFormat, Backend, Config, HttpOptions};
 pub use server::{run, serve, serve_metrics};
 
 /// Errors that stop the server from starting or running. Each `Display` is one line

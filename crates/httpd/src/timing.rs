@@ -21,6 +21,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use latency::{Key, Registry, SeriesHandle};
+
+use crate::config::AccessLogFormat;
 use parking_lot::RwLock;
 
 /// Series handles per (op, status), so the hot path skips the registry's map scan.
@@ -34,6 +36,7 @@ pub(crate) struct Recorder {
     registry: Arc<Registry>,
     handles: RwLock<HashMap<(&'static str, u16), HandleSet>>,
     log: Option<std::sync::mpsc::Sender<String>>,
+    format: AccessLogFormat,
 }
 
 impl Recorder {
@@ -45,7 +48,19 @@ impl Recorder {
             registry,
             handles: RwLock::new(HashMap::new()),
             log,
+            format: AccessLogFormat::Json,
         }
+    }
+
+    /// Writes access log lines in `format`.
+    pub(crate) fn with_format(mut self, format: AccessLogFormat) -> Self {
+        self.format = format;
+        self
+    }
+
+    /// Whether an access log is written (so requests collect its fields).
+    pub(crate) fn logs(&self) -> bool {
+        self.log.is_some()
     }
 
     fn handles(&self, op: &'static str, status: u16) -> HandleSet {
@@ -83,6 +98,22 @@ pub(crate) struct RequestInfo {
     pub method: &'static str,
     pub path: String,
     pub peer: SocketAddr,
+    /// What only the access log needs; `None` when no log is written.
+    pub log: Option<Arc<LogFields>>,
+}
+
+/// Request headers and the request line as the access log shows them (each capped).
+#[derive(Debug, Default)]
+pub(crate) struct LogFields {
+    /// The method as sent (`method` above folds all but GET and HEAD into `OTHER`).
+    pub method: String,
+    /// Path and query as sent.
+    pub target: String,
+    /// `HTTP/1.1`, `HTTP/1.0`.
+    pub protocol: &'static str,
+    pub host: Option<String>,
+    pub user_agent: Option<String>,
+    pub referer: Option<String>,
 }
 
 /// One request's clock; records itself on drop.
@@ -158,25 +189,112 @@ impl Drop for Timing {
         }
         r.record(&h, self.op, status, 3, send, bytes);
         if let Some(log) = &self.recorder.log {
-            let ts = httpdate::fmt_http_date(self.wall);
-            let line = serde_json::json!({
-                "time": ts,
-                "peer": self.info.peer.to_string(),
-                "method": self.info.method,
-                "path": self.info.path,
-                "op": self.op,
-                "status": self.status,
-                "complete": complete,
-                "bytes": self.body_len,
-                "mode": self.mode,
-                "total_ms": ms(total),
-                "meta_ms": ms(self.meta),
-                "read_ms": ms(read),
-                "send_ms": ms(send),
-            });
-            let _ = log.send(line.to_string());
+            let none = LogFields::default();
+            let f = self.info.log.as_deref().unwrap_or(&none);
+            let line = match self.recorder.format {
+                AccessLogFormat::Json => serde_json::json!({
+                    "time": httpdate::fmt_http_date(self.wall),
+                    "peer": self.info.peer.to_string(),
+                    "method": self.info.method,
+                    "path": self.info.path,
+                    "protocol": f.protocol,
+                    "host": f.host,
+                    "user_agent": f.user_agent,
+                    "referer": f.referer,
+                    "op": self.op,
+                    "status": self.status,
+                    "complete": complete,
+                    "bytes": self.body_len,
+                    "mode": self.mode,
+                    "total_ms": ms(total),
+                    "meta_ms": ms(self.meta),
+                    "read_ms": ms(read),
+                    "send_ms": ms(send),
+                })
+                .to_string(),
+                AccessLogFormat::Combined => combined_line(
+                    self.info.peer,
+                    self.wall,
+                    f,
+                    self.status,
+                    if complete { self.body_len } else { 0 },
+                ),
+            };
+            let _ = log.send(line);
         }
     }
+}
+
+/// One line of the Combined Log Format:
+/// `HOST - - [10/Oct/2000:13:55:36 +0000] "GET /a HTTP/1.1" 200 2326 "REFERER" "UA"`.
+/// Quoted fields escape `"`, `\\` and bytes outside printable ASCII as `\xHH` (nginx's
+/// escaping), so a crafted header cannot forge a line or a field.
+fn combined_line(
+    peer: SocketAddr,
+    wall: SystemTime,
+    f: &LogFields,
+    status: u16,
+    bytes: u64,
+) -> String {
+    let bytes = if bytes == 0 {
+        "-".to_string()
+    } else {
+        bytes.to_string()
+    };
+    let opt = |v: &Option<String>| v.as_deref().map_or_else(|| "-".to_string(), escape_log);
+    format!(
+        "{} - - [{}] \"{} {} {}\" {status} {bytes} \"{}\" \"{}\"",
+        peer.ip(),
+        clf_time(wall),
+        escape_log(&f.method),
+        escape_log(&f.target),
+        f.protocol,
+        opt(&f.referer),
+        opt(&f.user_agent),
+    )
+}
+
+fn escape_log(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        match b {
+            b'"' | b'\\' => {
+                out.push('\\');
+                out.push(b as char);
+            }
+            0x20..=0x7e => out.push(b as char),
+            _ => out.push_str(&format!("\\x{b:02X}")),
+        }
+    }
+    out
+}
+
+/// `10/Oct/2000:13:55:36 +0000` (UTC).
+fn clf_time(t: SystemTime) -> String {
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let secs = t
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Days since 1970-01-01 to a civil date (H. Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{day:02}/{}/{year}:{:02}:{:02}:{:02} +0000",
+        MONTHS[(month - 1) as usize],
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
 }
 
 fn ms(d: Duration) -> f64 {
@@ -204,4 +322,33 @@ pub(crate) fn spawn_log_writer(
         })
         .expect("spawning the access-log thread");
     (tx, handle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn combined_lines_quote_and_escape() {
+        let wall = SystemTime::UNIX_EPOCH + Duration::from_secs(971_186_136);
+        assert_eq!(clf_time(wall), "10/Oct/2000:13:55:36 +0000");
+        assert_eq!(
+            clf_time(SystemTime::UNIX_EPOCH + Duration::from_secs(951_782_400)),
+            "29/Feb/2000:00:00:00 +0000"
+        );
+        let f = LogFields {
+            method: "GET".into(),
+            target: "/a b?x=1".into(),
+            protocol: "HTTP/1.1",
+            host: Some("h".into()),
+            user_agent: Some("curl \"x\"\n".into()),
+            referer: None,
+        };
+        let peer: SocketAddr = "127.0.0.1:5000".parse().unwrap();
+        assert_eq!(
+            combined_line(peer, wall, &f, 200, 2326),
+            "127.0.0.1 - - [10/Oct/2000:13:55:36 +0000] \"GET /a b?x=1 HTTP/1.1\" 200 2326 \"-\" \"curl \\\"x\\\"\\x0A\""
+        );
+        assert!(combined_line(peer, wall, &f, 304, 0).contains("\" 304 - \""));
+    }
 }

@@ -1,5 +1,5 @@
-//! Third-party peers started next to our servers when the machine has them: nginx and
-//! Apache serving the dataset over HTTP, NFS-Ganesha exporting it over NFSv3.
+//! Third-party peers started next to our servers when the machine has them: nginx, h2o
+//! and Apache serving the dataset over HTTP, NFS-Ganesha exporting it over NFSv3.
 //!
 //! Each is started in the foreground from a configuration written into a private
 //! directory, on free loopback ports, and stopped when its [`ExternalServer`] is dropped.
@@ -222,6 +222,53 @@ pub fn start_nginx(root: &Path) -> Result<ExternalServer> {
     finish_start("nginx", program, args, dir, root, (port, None), "error.log")
 }
 
+/// Where h2o is, or why it cannot run here. (Not a [`Baseline`] yet: `compare` and
+/// `bench` start it once the experiment layer knows it.)
+pub fn detect_h2o() -> Result<PathBuf> {
+    find_program("h2o")
+        .ok_or_else(|| LabError::Missing("h2o is not installed (apt-get install h2o)".into()))
+}
+
+/// The first line of `program --version` (h2o: `h2o version 2.2.5`), or `None` when it
+/// cannot be run or says nothing.
+pub fn program_version(program: &Path) -> Option<String> {
+    let out = Command::new(program)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .output()
+        .ok()?;
+    // nginx prints its version on stderr, h2o on stdout.
+    let text = [out.stdout, out.stderr].concat();
+    let line = String::from_utf8_lossy(&text)
+        .lines()
+        .next()?
+        .trim()
+        .to_string();
+    (!line.is_empty()).then_some(line)
+}
+
+/// Starts h2o serving `root` on a free loopback port: 2 threads (one per core here, as
+/// nginx's 2 workers), no access log, no on-the-fly compression, its defaults otherwise
+/// (sendfile for files, keep-alive). Run as root, it keeps root rather than switching to
+/// `nobody`, who could not read a test's private directory.
+pub fn start_h2o(root: &Path) -> Result<ExternalServer> {
+    let program = detect_h2o()?;
+    let dir = workdir("h2o")?;
+    let port = free_port()?;
+    let d = dir.path().display();
+    let user = if is_root() { "user: root\n" } else { "" };
+    let conf = format!(
+        "listen:\n  host: 127.0.0.1\n  port: {port}\nnum-threads: 2\n{user}\
+         pid-file: {d}/h2o.pid\nerror-log: {d}/error.log\ncompress: OFF\n\
+         hosts:\n  default:\n    paths:\n      /:\n        file.dir: {}\n",
+        root.display()
+    );
+    let conf_path = dir.path().join("h2o.conf");
+    write_config(&conf_path, &conf)?;
+    let args = vec!["-c".into(), conf_path.into()];
+    finish_start("h2o", program, args, dir, root, (port, None), "error.log")
+}
+
 /// Starts Apache 2.4 (event MPM, sendfile on) serving `root` on a free loopback port.
 pub fn start_apache(root: &Path) -> Result<ExternalServer> {
     let program = Baseline::Apache.detect()?;
@@ -412,6 +459,22 @@ fn make_traversable(dir: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn h2o_serves_the_root_when_installed() {
+        let Ok(program) = detect_h2o() else {
+            eprintln!("SKIP: h2o is not installed");
+            return;
+        };
+        let version = program_version(&program).expect("h2o --version");
+        assert!(version.starts_with("h2o version "), "{version}");
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.txt"), b"hello h2o").unwrap();
+        let server = start_h2o(dir.path()).unwrap();
+        let (status, body) =
+            crate::http::get(server.addr, "/a.txt", Duration::from_secs(5)).unwrap();
+        assert_eq!((status, body.as_slice()), (200, b"hello h2o".as_slice()));
+    }
 
     #[test]
     fn names_parse_back() {

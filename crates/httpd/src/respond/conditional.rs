@@ -1,5 +1,11 @@
 //! Conditional requests (RFC 9110 §13): validators (ETag, Last-Modified) and the
 //! preconditions evaluated against them, in the RFC's order.
+//!
+//! A list header sent on several lines (`If-Match`, `If-None-Match`) is one list, its
+//! lines joined with commas (RFC 9110 §5.3); a date header (`If-Modified-Since`,
+//! `If-Unmodified-Since`, `If-Range`) sent twice is not a valid date, so it is ignored
+//! as the RFC says of invalid dates (and an `If-Range` that cannot be evaluated serves
+//! the whole file).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -19,19 +25,19 @@ pub(super) enum Verdict {
 /// The preconditions of `headers` against entity tag `tag` and modification time
 /// `mtime` (whole seconds), in RFC 9110 §13.2.2 order.
 pub(super) fn evaluate(headers: &HeaderMap, tag: &str, mtime: u64) -> Verdict {
-    if let Some(im) = header_str(headers, header::IF_MATCH) {
-        if !etag_matches(im, tag, false) {
+    if let Some(im) = header_list(headers, header::IF_MATCH) {
+        if !etag_matches(&im, tag, false) {
             return Verdict::PreconditionFailed;
         }
-    } else if let Some(ius) = header_str(headers, header::IF_UNMODIFIED_SINCE)
+    } else if let Some(ius) = single(headers, header::IF_UNMODIFIED_SINCE)
         && let Ok(t) = httpdate::parse_http_date(ius)
         && mtime > secs(t)
     {
         return Verdict::PreconditionFailed;
     }
-    let not_modified = if let Some(inm) = header_str(headers, header::IF_NONE_MATCH) {
-        etag_matches(inm, tag, true)
-    } else if let Some(ims) = header_str(headers, header::IF_MODIFIED_SINCE) {
+    let not_modified = if let Some(inm) = header_list(headers, header::IF_NONE_MATCH) {
+        etag_matches(&inm, tag, true)
+    } else if let Some(ims) = single(headers, header::IF_MODIFIED_SINCE) {
         httpdate::parse_http_date(ims).is_ok_and(|t| mtime <= secs(t))
     } else {
         false
@@ -45,6 +51,9 @@ pub(super) fn evaluate(headers: &HeaderMap, tag: &str, mtime: u64) -> Verdict {
 
 /// Whether a range may be served: no If-Range, or one naming the current validator.
 pub(super) fn if_range_fresh(headers: &HeaderMap, tag: &str, mtime: u64) -> bool {
+    if headers.get_all(header::IF_RANGE).iter().count() > 1 {
+        return false;
+    }
     match header_str(headers, header::IF_RANGE) {
         None => true,
         Some(ir) if ir.starts_with('"') || ir.starts_with("W/") => etag_matches(ir, tag, false),
@@ -79,6 +88,27 @@ pub(super) fn header_str(h: &HeaderMap, name: header::HeaderName) -> Option<&str
     h.get(name).and_then(|v| v.to_str().ok())
 }
 
+/// All lines of a list header joined with `, ` (RFC 9110 §5.3); `None` when absent.
+/// A line that is not text is skipped.
+pub(super) fn header_list(h: &HeaderMap, name: header::HeaderName) -> Option<String> {
+    let mut lines = h.get_all(name).iter().filter_map(|v| v.to_str().ok());
+    let first = lines.next()?;
+    Some(lines.fold(first.to_string(), |mut all, l| {
+        all.push_str(", ");
+        all.push_str(l);
+        all
+    }))
+}
+
+/// A header that must appear once (a date): `None` when absent or sent several times.
+fn single(h: &HeaderMap, name: header::HeaderName) -> Option<&str> {
+    let mut all = h.get_all(name).iter();
+    match (all.next(), all.next()) {
+        (Some(v), None) => v.to_str().ok(),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -92,6 +122,28 @@ mod tests {
         assert!(!etag_matches(&format!("W/{t}"), &t, false));
         assert!(etag_matches("*", &t, false));
         assert!(!etag_matches("\"other\"", &t, true));
+    }
+
+    #[test]
+    fn list_headers_on_several_lines_are_one_list() {
+        let tag = etag(100, 5);
+        let mut m = HeaderMap::new();
+        m.append(header::IF_NONE_MATCH, "\"a\"".parse().unwrap());
+        m.append(header::IF_NONE_MATCH, tag.parse().unwrap());
+        assert_eq!(evaluate(&m, &tag, 100), Verdict::NotModified);
+        let mut m = HeaderMap::new();
+        m.append(header::IF_MATCH, "\"a\"".parse().unwrap());
+        m.append(header::IF_MATCH, tag.parse().unwrap());
+        assert_eq!(evaluate(&m, &tag, 100), Verdict::Proceed);
+        let date = httpdate::fmt_http_date(UNIX_EPOCH + std::time::Duration::from_secs(200));
+        let mut m = HeaderMap::new();
+        m.append(header::IF_MODIFIED_SINCE, date.parse().unwrap());
+        m.append(header::IF_MODIFIED_SINCE, date.parse().unwrap());
+        assert_eq!(evaluate(&m, &tag, 100), Verdict::Proceed);
+        let mut m = HeaderMap::new();
+        m.append(header::IF_RANGE, tag.parse().unwrap());
+        m.append(header::IF_RANGE, tag.parse().unwrap());
+        assert!(!if_range_fresh(&m, &tag, 100));
     }
 
     #[test]

@@ -24,19 +24,23 @@ pub fn path_components(raw: &str) -> Result<Vec<String>, &'static str> {
 }
 
 /// What a `Range` header asks of a file of a given size.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Range {
     Full,
     /// `start..=end`.
     Part(u64, u64),
+    /// Several `start..=end` ranges, as sent (`multipart/byteranges`).
+    Parts(Vec<(u64, u64)>),
     Unsatisfiable,
 }
 
-/// The server's `Range` parsing.
+/// The server's `Range` parsing, with its default bound on the number of parts.
 pub fn range(value: &str, size: u64) -> Range {
-    match super::range::parse_range(value, size) {
+    let max = crate::config::HttpOptions::default().max_ranges;
+    match super::range::parse_range(value, size, max) {
         RangeReq::Full => Range::Full,
         RangeReq::Part(s, e) => Range::Part(s, e),
+        RangeReq::Parts(p) => Range::Parts(p),
         RangeReq::Unsatisfiable => Range::Unsatisfiable,
     }
 }
@@ -70,6 +74,7 @@ impl Server {
             storage,
             recorder: Arc::new(Recorder::new(Registry::new("httpd_fuzz"), None)),
             list_dirs: true,
+            shaping: super::Shaping::default(),
             sendfile: false,
             inline_limit: 1024,
             chunk: 4096,

@@ -17,15 +17,14 @@ pub(super) struct Content {
 }
 
 /// A response of `status` with `body`: `Server`, then `content`'s Content-Type and
-/// Content-Length, then `extra` in order, then `Server-Timing` with the `meta` time (and
-/// the `read` time when the body was read before the headers).
+/// Content-Length, then `extra` in order, then (with `timing`) `Server-Timing` with the
+/// `meta` time (and the `read` time when the body was read before the headers).
 pub(super) fn response(
     status: StatusCode,
     body: FileBody,
     content: Option<Content>,
     extra: impl IntoIterator<Item = (HeaderName, HeaderValue)>,
-    meta: Duration,
-    read: Option<Duration>,
+    timing: Option<(Duration, Option<Duration>)>,
 ) -> Response<FileBody> {
     let mut resp = Response::new(body);
     *resp.status_mut() = status;
@@ -38,17 +37,24 @@ pub(super) fn response(
     for (k, v) in extra {
         h.insert(k, v);
     }
-    h.insert(
-        HeaderName::from_static("server-timing"),
-        server_timing(meta, read),
-    );
+    if let Some((meta, read)) = timing {
+        h.insert(
+            HeaderName::from_static("server-timing"),
+            server_timing(meta, read),
+        );
+    }
     resp
 }
 
+/// `meta;dur=0.012;desc="path lookup", read;dur=…;desc="storage read"`: the `desc`
+/// parameters name the phases for people reading a browser's timing panel.
 fn server_timing(meta: Duration, read: Option<Duration>) -> HeaderValue {
-    let text = match read {
-        Some(r) => latency::server_timing::format(&[("meta", meta), ("read", r)]),
-        None => latency::server_timing::format(&[("meta", meta)]),
-    };
+    let mut text = latency::server_timing::format(&[("meta", meta)]);
+    text.push_str(";desc=\"path lookup\"");
+    if let Some(r) = read {
+        text.push_str(", ");
+        text.push_str(&latency::server_timing::format(&[("read", r)]));
+        text.push_str(";desc=\"storage read\"");
+    }
     HeaderValue::from_str(&text).expect("Server-Timing text is ASCII")
 }

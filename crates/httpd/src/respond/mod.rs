@@ -1,9 +1,13 @@
-//! One request → one response: the pipeline of GET/HEAD (path, storage lookup,
-//! index.html, listing, preconditions, range, body mode), errors; every response carries
-//! its [`Timing`].
+//! One request → one response: the pipeline of GET/HEAD (request checks, path, storage
+//! lookup, index.html, listing, precompressed variant, preconditions, ranges, body
+//! mode), errors; every response carries its [`Timing`].
 //!
+//! - `request`: what a request must carry (one Host) and what its body means for the
+//!   connection.
 //! - `conditional`: validators and preconditions (RFC 9110 §13).
-//! - `range`: the `Range` header (one range, or the whole file).
+//! - `range`: the `Range` header (one range, several, or the whole file).
+//! - `encoding`: `Accept-Encoding` and the precompressed variants (`--precompressed`).
+//! - `shaping`: the user's headers (`--cache-control`, `--header`, Server-Timing switch).
 //! - `headers`: the one response builder every kind of response goes through.
 
 use std::net::SocketAddr;
@@ -18,21 +22,28 @@ use crate::body::{FileBody, SendQueue};
 use crate::storage::{Entry, Handle, Kind, Storage, StorageError};
 use crate::timing::{Recorder, RequestInfo, Timing};
 use crate::{listing, mime, path};
-use conditional::{Verdict, etag, header_str, secs};
+use conditional::{Verdict, etag, header_list, secs};
 use headers::{Content, response};
 use range::{RangeReq, parse_range};
+pub(crate) use shaping::Shaping;
+pub use shaping::{parse_ext_arg, parse_header_arg};
 
 mod conditional;
+mod encoding;
 #[doc(hidden)]
 pub mod fuzzing;
 mod headers;
 mod range;
+mod request;
+mod shaping;
 
 /// What every request handler shares.
 pub(crate) struct Shared {
     pub storage: Arc<dyn Storage>,
     pub recorder: Arc<Recorder>,
     pub list_dirs: bool,
+    /// The user's response shaping (`--precompressed`, `--cache-control`, ...).
+    pub shaping: Shaping,
     /// Send local bodies above `inline_limit` with sendfile.
     pub sendfile: bool,
     pub inline_limit: u64,
@@ -46,6 +57,11 @@ struct Ctx {
     info: RequestInfo,
     head: bool,
 }
+
+/// NFS bodies larger than this are streamed after a first READ of this many bytes, made
+/// before the status line: a server that died within the attribute cache's window then
+/// answers 5xx instead of `200` and a cut body.
+const FIRST_READ: u64 = 64 << 10;
 
 impl Ctx {
     fn op(&self, class: Class) -> &'static str {
@@ -76,6 +92,7 @@ impl Ctx {
                 method: self.info.method,
                 path: self.info.path.clone(),
                 peer: self.info.peer,
+                log: self.info.log.clone(),
             },
             self.op(class),
             status,
@@ -131,7 +148,21 @@ impl Ctx {
         let content = Content { ctype, len };
         let extra = extra.iter().cloned();
         let body = body.with_timing(timing);
-        response(status, body, Some(content), extra, meta, None)
+        self.respond(status, body, Some(content), extra, meta, None)
+    }
+
+    /// [`response`] with this server's Server-Timing switch.
+    fn respond(
+        &self,
+        status: StatusCode,
+        body: FileBody,
+        content: Option<Content>,
+        extra: impl IntoIterator<Item = (header::HeaderName, HeaderValue)>,
+        meta: Duration,
+        read: Option<Duration>,
+    ) -> Response<FileBody> {
+        let timing = self.shared.shaping.server_timing.then_some((meta, read));
+        response(status, body, content, extra, timing)
     }
 
     fn error(&self, e: &StorageError, meta: Duration) -> Response<FileBody> {
@@ -151,26 +182,101 @@ enum Class {
     Error,
 }
 
-/// Handles one request.
+/// Handles one request: checks what it must carry, answers it, and adds what every
+/// response gets (the user's `--header`s, `Connection: close` when the request's body
+/// was left unread).
 pub(crate) async fn handle<B>(
     shared: Arc<Shared>,
     req: Request<B>,
     peer: SocketAddr,
     queue: SendQueue,
-) -> Response<FileBody> {
+) -> Response<FileBody>
+where
+    B: http_body::Body + Unpin,
+{
     let start = Instant::now();
+    let (parts, body) = req.into_parts();
+    let req = Request::from_parts(parts, ());
+    let drained = request::drain_body(&req, body).await;
+    let mut resp = match request::check(&req) {
+        Ok(()) => answer(&shared, &req, start, peer, queue).await,
+        Err(why) => {
+            tracing::debug!(%peer, reason = why, "bad request");
+            let ctx = Ctx {
+                shared: shared.clone(),
+                start,
+                info: request_info(&shared, &req, "OTHER", peer),
+                head: req.method() == Method::HEAD,
+            };
+            ctx.text(Class::Error, StatusCode::BAD_REQUEST, Duration::ZERO, &[])
+        }
+    };
+    let h = resp.headers_mut();
+    for (name, value) in &shared.shaping.headers {
+        h.insert(name.clone(), value.clone());
+    }
+    if !drained {
+        // hyper cannot find the next request behind an unread body: say so and close,
+        // instead of dropping the connection after the response (and never answering
+        // `Expect: 100-continue` with a 100 for a body that is not read).
+        h.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    resp
+}
+
+/// The access log's view of `req` (only built when a log is written).
+fn request_info(
+    shared: &Shared,
+    req: &Request<()>,
+    method: &'static str,
+    peer: SocketAddr,
+) -> RequestInfo {
+    let log = shared.recorder.logs().then(|| {
+        let text = |name| {
+            conditional::header_str(req.headers(), name).map(|v: &str| truncate(v).to_string())
+        };
+        Arc::new(crate::timing::LogFields {
+            method: truncate(req.method().as_str()),
+            target: truncate(
+                req.uri()
+                    .path_and_query()
+                    .map_or(req.uri().path(), |pq| pq.as_str()),
+            ),
+            protocol: match req.version() {
+                http::Version::HTTP_10 => "HTTP/1.0",
+                http::Version::HTTP_09 => "HTTP/0.9",
+                _ => "HTTP/1.1",
+            },
+            host: text(header::HOST),
+            user_agent: text(header::USER_AGENT),
+            referer: text(header::REFERER),
+        })
+    });
+    RequestInfo {
+        method,
+        path: truncate(req.uri().path()),
+        peer,
+        log,
+    }
+}
+
+/// Answers a request that passed [`request::check`].
+async fn answer(
+    shared: &Arc<Shared>,
+    req: &Request<()>,
+    start: Instant,
+    peer: SocketAddr,
+    queue: SendQueue,
+) -> Response<FileBody> {
+    let shared = shared.clone();
     let (method, head) = match *req.method() {
         Method::GET => ("GET", false),
         Method::HEAD => ("HEAD", true),
         _ => {
             let ctx = Ctx {
+                info: request_info(&shared, req, "OTHER", peer),
                 shared,
                 start,
-                info: RequestInfo {
-                    method: "OTHER",
-                    path: truncate(req.uri().path()),
-                    peer,
-                },
                 head: false,
             };
             return ctx.text(
@@ -185,11 +291,7 @@ pub(crate) async fn handle<B>(
     let ctx = Ctx {
         shared: shared.clone(),
         start,
-        info: RequestInfo {
-            method,
-            path: truncate(raw_path),
-            peer,
-        },
+        info: request_info(&shared, req, method, peer),
         head,
     };
     let comps = match path::components(raw_path) {
@@ -199,6 +301,9 @@ pub(crate) async fn handle<B>(
             return ctx.text(Class::Error, StatusCode::BAD_REQUEST, Duration::ZERO, &[]);
         }
     };
+    if shared.shaping.hide_dotfiles && comps.iter().any(|c| c.starts_with('.')) {
+        return ctx.error(&StorageError::NotFound, Duration::ZERO);
+    }
     let storage = &shared.storage;
     let meta_start = Instant::now();
     let entry = match storage.open(&comps).await {
@@ -228,16 +333,39 @@ pub(crate) async fn handle<B>(
                 if !shared.list_dirs {
                     return ctx.error(&StorageError::Forbidden("no index"), meta_start.elapsed());
                 }
-                return listing_response(&ctx, raw_path, &entry, meta_start).await;
+                let json = req
+                    .uri()
+                    .query()
+                    .is_some_and(|q| q.split('&').any(|kv| kv == "format=json"));
+                return listing_response(&ctx, raw_path, &entry, meta_start, json).await;
             }
             Err(e) => return ctx.error(&e, meta_start.elapsed()),
         }
     } else {
+        if raw_path.ends_with('/') {
+            // `/file/` names a directory that does not exist (RFC 3986 path semantics;
+            // nginx and Apache answer 404 too).
+            return ctx.error(&StorageError::NotFound, meta_start.elapsed());
+        }
         let name = comps.last().map_or("", String::as_str);
         (entry, name)
     };
+    let (entry, coding) = if shared.shaping.precompressed {
+        let dir = &comps[..comps.len().saturating_sub(1)];
+        let dir: Vec<String> = if name == "index.html" && raw_path.ends_with('/') {
+            comps.clone()
+        } else {
+            dir.to_vec()
+        };
+        match encoding::variant(storage.as_ref(), req.headers(), &dir, name).await {
+            Some((variant, coding)) => (variant, Some(coding)),
+            None => (entry, None),
+        }
+    } else {
+        (entry, None)
+    };
     let meta = meta_start.elapsed();
-    serve_file(&ctx, req.headers(), entry, name, meta, queue).await
+    serve_file(&ctx, req.headers(), entry, name, coding, meta, queue).await
 }
 
 async fn listing_response(
@@ -245,36 +373,61 @@ async fn listing_response(
     raw_path: &str,
     dir: &Entry,
     meta_start: Instant,
+    json: bool,
 ) -> Response<FileBody> {
-    let entries = match ctx.shared.storage.list(dir).await {
+    let mut entries = match ctx.shared.storage.list(dir).await {
         Ok(e) => e,
         Err(e) => return ctx.error(&e, meta_start.elapsed()),
     };
+    if ctx.shared.shaping.hide_dotfiles {
+        entries.retain(|e| !e.name.starts_with('.'));
+    }
     let meta = meta_start.elapsed();
-    let html = listing::render(raw_path, entries);
-    let ctype = HeaderValue::from_static("text/html; charset=utf-8");
-    ctx.in_memory(Class::Dir, StatusCode::OK, ctype, html, meta, &[])
+    let (text, ctype) = if json {
+        (listing::render_json(entries), "application/json")
+    } else {
+        (
+            listing::render(raw_path, entries),
+            "text/html; charset=utf-8",
+        )
+    };
+    // The same URL answers HTML or JSON by its query, not by a request header, so no Vary.
+    let ctype = HeaderValue::from_static(ctype);
+    ctx.in_memory(Class::Dir, StatusCode::OK, ctype, text, meta, &[])
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn serve_file(
     ctx: &Ctx,
     headers: &HeaderMap,
     entry: Entry,
     name: &str,
+    coding: Option<&'static str>,
     meta: Duration,
     queue: SendQueue,
 ) -> Response<FileBody> {
+    let shaping = &ctx.shared.shaping;
     let size = entry.meta.size;
     let mtime = secs(entry.meta.mtime);
-    let tag = etag(mtime, size);
+    let tag = match coding {
+        Some(c) => encoding::tag(&etag(mtime, size), c),
+        None => etag(mtime, size),
+    };
     let last_modified = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(mtime));
-    let validators = [
+    // What a 304 must repeat of the 200 (RFC 9110 §15.4.5) besides the validators.
+    let mut validators = vec![
         (header::ETAG, HeaderValue::from_str(&tag).expect("ASCII")),
         (
             header::LAST_MODIFIED,
             HeaderValue::from_str(&last_modified).expect("ASCII"),
         ),
     ];
+    if shaping.precompressed {
+        validators.push((header::VARY, HeaderValue::from_static("Accept-Encoding")));
+    }
+    if let Some(cc) = shaping.cache_control(name) {
+        validators.push((header::CACHE_CONTROL, cc));
+    }
 
     match conditional::evaluate(headers, &tag, mtime) {
         Verdict::Proceed => {}
@@ -283,28 +436,44 @@ async fn serve_file(
                 Class::File,
                 StatusCode::PRECONDITION_FAILED,
                 meta,
-                &validators,
+                &validators[..2],
             );
         }
         Verdict::NotModified => {
             let timing = ctx.timing(Class::File, 304, meta, Duration::ZERO, 0, "none");
             let body = FileBody::empty().with_timing(timing);
-            return response(StatusCode::NOT_MODIFIED, body, None, validators, meta, None);
+            return ctx.respond(StatusCode::NOT_MODIFIED, body, None, validators, meta, None);
         }
     }
-    let mut range = match header_str(headers, header::RANGE) {
-        Some(r) => parse_range(r, size),
-        None => RangeReq::Full,
+    let mut range = match header_list(headers, header::RANGE) {
+        // Several Range lines cannot be combined into one valid value: ignored.
+        Some(r) if headers.get_all(header::RANGE).iter().count() == 1 => {
+            parse_range(&r, size, shaping.max_ranges)
+        }
+        _ => RangeReq::Full,
     };
     if range != RangeReq::Full && !conditional::if_range_fresh(headers, &tag, mtime) {
         range = RangeReq::Full;
     }
-    let (status, class, offset, len) = match range {
-        RangeReq::Full => (StatusCode::OK, Class::File, 0, size),
-        RangeReq::Part(s, e) => (StatusCode::PARTIAL_CONTENT, Class::Range, s, e - s + 1),
+    let ctype = HeaderValue::from_static(mime::content_type(name));
+    let mut extra = vec![(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"))];
+    if let Some(c) = coding {
+        extra.push((header::CONTENT_ENCODING, HeaderValue::from_static(c)));
+    }
+    let (status, class, parts) = match range {
+        RangeReq::Full => (StatusCode::OK, Class::File, vec![(0, size)]),
+        RangeReq::Part(s, e) => (
+            StatusCode::PARTIAL_CONTENT,
+            Class::Range,
+            vec![(s, e - s + 1)],
+        ),
+        RangeReq::Parts(ranges) => {
+            let parts = ranges.iter().map(|&(s, e)| (s, e - s + 1)).collect();
+            (StatusCode::PARTIAL_CONTENT, Class::Range, parts)
+        }
         RangeReq::Unsatisfiable => {
             let cr = HeaderValue::from_str(&format!("bytes */{size}")).expect("ASCII");
-            let mut extra = validators.to_vec();
+            let mut extra = validators[..2].to_vec();
             extra.push((header::CONTENT_RANGE, cr));
             extra.push((header::ACCEPT_RANGES, HeaderValue::from_static("bytes")));
             return ctx.text(
@@ -315,48 +484,75 @@ async fn serve_file(
             );
         }
     };
+    extra.extend(validators);
 
-    let shared = &ctx.shared;
-    let mut read_time = None;
-    let (body, mode) = if ctx.head || len == 0 {
-        (FileBody::empty(), "none")
-    } else if len <= shared.inline_limit {
-        let t = Instant::now();
-        match shared
-            .storage
-            .read(&entry.handle, offset, len as usize)
-            .await
-        {
-            Ok(data) => {
-                read_time = Some(t.elapsed());
-                (FileBody::bytes(data), "memory")
+    let multipart = parts.len() > 1;
+    let (body, mode, read_time, content) = if multipart {
+        let boundary = multipart_boundary();
+        let mut pieces = Vec::new();
+        let mut read_time = Duration::ZERO;
+        let mut mode = "memory";
+        let mut total = 0u64;
+        for (i, &(offset, len)) in parts.iter().enumerate() {
+            let head = format!(
+                "--{boundary}\r\nContent-Type: {}\r\nContent-Range: bytes {}-{}/{size}\r\n\r\n",
+                ctype.to_str().unwrap_or("application/octet-stream"),
+                offset,
+                offset + len - 1
+            );
+            total += head.len() as u64 + len + 2;
+            if ctx.head {
+                continue;
             }
-            Err(e) => return ctx.error(&e, meta),
+            pieces.push(FileBody::bytes(Bytes::from(head)));
+            match file_body(ctx, &entry, offset, len, i == 0, queue.clone()).await {
+                Ok((b, m, r)) => {
+                    pieces.push(b);
+                    (mode, read_time) = (m, read_time + r.unwrap_or_default());
+                }
+                Err(e) => return ctx.error(&e, meta),
+            }
+            pieces.push(FileBody::bytes(Bytes::from_static(b"\r\n")));
         }
+        let end = format!("--{boundary}--\r\n");
+        total += end.len() as u64;
+        pieces.push(FileBody::bytes(Bytes::from(end)));
+        let body = if ctx.head {
+            FileBody::empty()
+        } else {
+            FileBody::parts(pieces)
+        };
+        let ctype = format!("multipart/byteranges; boundary={boundary}");
+        let content = Content {
+            ctype: HeaderValue::from_str(&ctype).expect("ASCII"),
+            len: total,
+        };
+        (
+            body,
+            mode,
+            (!read_time.is_zero()).then_some(read_time),
+            content,
+        )
     } else {
-        match &entry.handle {
-            Handle::Local(file) if shared.sendfile => (
-                FileBody::sendfile(file.clone(), offset, len, queue),
-                "sendfile",
-            ),
-            handle => (
-                FileBody::stream(
-                    shared.storage.clone(),
-                    handle.clone(),
-                    offset,
-                    len,
-                    shared.chunk,
-                    queue,
-                ),
-                if shared.storage.splices() {
-                    "splice"
-                } else {
-                    "stream"
-                },
-            ),
+        let (offset, len) = parts[0];
+        if status == StatusCode::PARTIAL_CONTENT {
+            let cr = format!("bytes {}-{}/{}", offset, offset + len - 1, size);
+            extra.push((
+                header::CONTENT_RANGE,
+                HeaderValue::from_str(&cr).expect("ASCII"),
+            ));
         }
+        let (body, mode, read_time) = if ctx.head || len == 0 {
+            (FileBody::empty(), "none", None)
+        } else {
+            match file_body(ctx, &entry, offset, len, true, queue).await {
+                Ok(b) => b,
+                Err(e) => return ctx.error(&e, meta),
+            }
+        };
+        (body, mode, read_time, Content { ctype, len })
     };
-    let body_len = if ctx.head { 0 } else { len };
+    let body_len = if ctx.head { 0 } else { content.len };
     let timing = ctx.timing(
         class,
         status.as_u16(),
@@ -365,21 +561,76 @@ async fn serve_file(
         body_len,
         mode,
     );
-    let content = Content {
-        ctype: HeaderValue::from_static(mime::content_type(name)),
-        len,
-    };
-    let mut extra = vec![(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"))];
-    extra.extend(validators);
-    if status == StatusCode::PARTIAL_CONTENT {
-        let cr = format!("bytes {}-{}/{}", offset, offset + len - 1, size);
-        extra.push((
-            header::CONTENT_RANGE,
-            HeaderValue::from_str(&cr).expect("ASCII"),
-        ));
-    }
     let body = body.with_timing(timing);
-    response(status, body, Some(content), extra, meta, read_time)
+    ctx.respond(status, body, Some(content), extra, meta, read_time)
+}
+
+/// The body of `len > 0` bytes of `entry` at `offset`, its mode for the log, and the time
+/// spent reading before the status line. With `first`, an NFS body makes its first READ
+/// now, so a server that is gone answers with an error status, not a cut body.
+async fn file_body(
+    ctx: &Ctx,
+    entry: &Entry,
+    offset: u64,
+    len: u64,
+    first: bool,
+    queue: SendQueue,
+) -> Result<(FileBody, &'static str, Option<Duration>), StorageError> {
+    let shared = &ctx.shared;
+    let storage = &shared.storage;
+    let read = |off: u64, n: u64| async move {
+        let t = Instant::now();
+        let data = storage.read(&entry.handle, off, n as usize).await?;
+        Ok::<_, StorageError>((FileBody::bytes(data), t.elapsed()))
+    };
+    if len <= shared.inline_limit {
+        let (body, took) = read(offset, len).await?;
+        return Ok((body, "memory", Some(took)));
+    }
+    let mode = if storage.splices() {
+        "splice"
+    } else {
+        "stream"
+    };
+    let stream = |off: u64, n: u64| {
+        FileBody::stream(
+            storage.clone(),
+            entry.handle.clone(),
+            off,
+            n,
+            shared.chunk,
+            queue.clone(),
+        )
+    };
+    Ok(match &entry.handle {
+        Handle::Local(file) if shared.sendfile => (
+            FileBody::sendfile(file.clone(), offset, len, queue.clone()),
+            "sendfile",
+            None,
+        ),
+        Handle::Nfs(_) if first => {
+            let n = FIRST_READ.min(len);
+            let (head, took) = read(offset, n).await?;
+            let body = FileBody::parts(vec![head, stream(offset + n, len - n)]);
+            (body, mode, Some(took))
+        }
+        _ => (stream(offset, len), mode, None),
+    })
+}
+
+/// A boundary no file byte sequence is likely to contain: unique per response.
+fn multipart_boundary() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let t = std::time::SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    // A 64-bit mix (splitmix64) of time and count, so boundaries do not look sequential.
+    let mut z = t ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    format!("servelab-{:016x}", z ^ (z >> 31))
 }
 
 /// Paths in logs are capped so a huge URL cannot bloat the log.
