@@ -663,7 +663,7 @@ fn squash_gives_new_objects_the_squash_owner() {
         .uid()
         != 0
     {
-        eprintln!("SKIP: squashing to another uid needs root");
+        common::skip("squashing to another uid needs root");
         return;
     }
     let mut config = tree.config();
