@@ -193,7 +193,9 @@ fn under_load(
         Outcome::Ok,
         "{fault}: not working before the fault"
     );
-    let before = h.rss_kb_and_fds().unwrap_or((0, 0));
+    let before = h
+        .rss_kb_and_fds()
+        .expect("httpd's /proc/PID/status and fd/ are readable");
     let stop = Arc::new(AtomicBool::new(false));
     let l = load(h.addr(), want.clone(), stop.clone());
     std::thread::sleep(Duration::from_secs(1));
@@ -206,7 +208,9 @@ fn under_load(
     let reqs = l.join().unwrap();
     // Let finished connections close before counting descriptors.
     std::thread::sleep(Duration::from_millis(300));
-    let after = h.rss_kb_and_fds().unwrap_or((0, 0));
+    let after = h
+        .rss_kb_and_fds()
+        .expect("httpd's /proc/PID/status and fd/ are readable");
     Row::from_reqs(fault, &reqs, restored, before, after)
 }
 
@@ -322,7 +326,9 @@ fn replaced_during_download(h: &ServerProc, www: &Path, old: &Arc<Vec<u8>>) -> R
     std::fs::write(www.join("swap.bin"), old.as_slice()).unwrap();
     // Control: without a replacement the same download succeeds.
     let control = get(h.addr(), "/swap.bin", old);
-    let before = h.rss_kb_and_fds().unwrap_or((0, 0));
+    let before = h
+        .rss_kb_and_fds()
+        .expect("httpd's /proc/PID/status and fd/ are readable");
     let (mut n_old, mut n_new, mut n_err, mut n_mixed) = (0, 0, 0, 0);
     let mut err_bytes = Vec::new();
     let mut reqs = Vec::new();
@@ -367,7 +373,9 @@ fn replaced_during_download(h: &ServerProc, www: &Path, old: &Arc<Vec<u8>>) -> R
             outcome,
         });
     }
-    let after = h.rss_kb_and_fds().unwrap_or((0, 0));
+    let after = h
+        .rss_kb_and_fds()
+        .expect("httpd's /proc/PID/status and fd/ are readable");
     let mut row = Row::from_reqs(
         "file replaced (rename over) during download",
         &reqs,
@@ -469,7 +477,7 @@ impl Netns {
                 if lab::in_ci() {
                     panic!("network namespace setup failed in CI: {msg}");
                 }
-                eprintln!("SKIP: link-cut fault: {msg}");
+                lab::skip::skip(&format!("link-cut fault: {msg}"));
                 return None;
             }
         }
@@ -517,7 +525,7 @@ fn disk_full(tmp: &Path) -> Option<Row> {
         if lab::in_ci() {
             panic!("disk-full fault needs a tmpfs mount in CI: {msg}");
         }
-        eprintln!("SKIP: disk-full fault: {msg}");
+        lab::skip::skip(&format!("disk-full fault: {msg}"));
         return None;
     }
     struct Unmount(std::path::PathBuf);

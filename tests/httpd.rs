@@ -528,7 +528,7 @@ fn ipv6_listener() {
         return;
     }
     if std::net::TcpListener::bind("[::1]:0").is_err() {
-        eprintln!("SKIP: no IPv6 loopback");
+        common::skip("no IPv6 loopback (::1 cannot be bound)");
         return;
     }
     let (_dir, www) = dataset();
@@ -972,7 +972,7 @@ impl Drop for TinyTmpfs {
 #[test]
 fn nfs_data_cache_dir_out_of_space_serves_over_the_wire() {
     if !lab::is_root() {
-        eprintln!("SKIP: mounting a 1 MiB tmpfs to fill up needs root");
+        common::skip("mounting a 1 MiB tmpfs to fill up needs root");
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -257,7 +257,16 @@ fn json_report_matches_the_schema_and_merges_exactly() {
         "{}",
         open["schedule_lag"]
     );
-    assert!(open["schedule_lag"]["p50_seconds"].as_f64().unwrap() >= 0.0);
+    // The lag is a real distribution: ordered quantiles, and at 500/s against a local
+    // nginx a generator whose median start is 250 ms late is broken (a lag counted from
+    // the run's start instead of each ticket's intended start would be ~0.1 s and up).
+    let lag = &open["schedule_lag"];
+    let q = |k: &str| lag[k].as_f64().unwrap_or_else(|| panic!("no {k}: {lag}"));
+    assert!(
+        q("p50_seconds") <= q("p99_seconds") && q("p99_seconds") <= q("max_seconds"),
+        "{lag}"
+    );
+    assert!(q("p50_seconds") < 0.25, "median schedule lag: {lag}");
     assert_eq!(open["integrity_failures"], 0);
     assert!(open["stopped"].is_null());
     let v: serde_json::Value =
@@ -876,18 +885,25 @@ fn nfs_reads_writes_and_metadata_against_rustnfs() {
     assert!(matches!(err, loadgen::Error::Url { .. }), "{err}");
 }
 
-/// NFS-Ganesha needs rpcbind and root; this runs when `SERVELAB_GANESHA_URL` names a
+/// The same reads against NFS-Ganesha, started by the harness (rpcbind, root; skipped
+/// where Ganesha is not installed, a failure under CI). `SERVELAB_GANESHA_URL` naming a
 /// running Ganesha export's 10 MiB `testfile.bin` (`nfs://127.0.0.1/tmp/lab/www//testfile.bin
 /// ?version=3&nfsport=12049&mountport=12050`) and `SERVELAB_GANESHA_FILE` the same file on
-/// the local disk, as in the baseline notes.
+/// the local disk use that one instead, as in the baseline notes.
 #[test]
-fn nfs_reads_against_ganesha_when_configured() {
-    let (Ok(url), Ok(file)) = (
+fn nfs_reads_against_ganesha() {
+    if let (Ok(url), Ok(file)) = (
         std::env::var("SERVELAB_GANESHA_URL"),
         std::env::var("SERVELAB_GANESHA_FILE"),
-    ) else {
-        eprintln!("SKIP: SERVELAB_GANESHA_URL / SERVELAB_GANESHA_FILE not set");
+    ) {
+        nfs_read_checks(&url, Path::new(&file));
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let export = common::write_dataset(&tmp.path().join("export"));
+    let Some(g) = crate::support::ganesha::start(&export) else {
         return;
     };
-    nfs_read_checks(&url, Path::new(&file));
+    let url = crate::support::ganesha::url_on(&g, "127.0.0.1", "//testfile.bin");
+    nfs_read_checks(&url, &export.join("testfile.bin"));
 }

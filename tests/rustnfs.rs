@@ -672,7 +672,7 @@ fn squash_gives_new_objects_the_squash_owner() {
         .uid()
         != 0
     {
-        eprintln!("SKIP: squashing to another uid needs root");
+        common::skip("squashing to another uid needs root");
         return;
     }
     // Acting as 65534 (all_squash), the export must let 65534 create.

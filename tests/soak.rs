@@ -10,9 +10,11 @@
 //! check is for growth: a fall is reported (`fell`) but is not a failure — rustnfs
 //! closing the clients' idle second connections at its idle timeout halves its
 //! descriptors mid-run, which is the server doing its job, not a leak. RSS and
-//! descriptors gate the test; p99 is reported with the same verdict but only gates the
-//! long run (`SOAK_GATE_P99=1`), because on a shared 2-core CI machine it measures the
-//! neighbours as much as the server.
+//! descriptors gate the test; the per-interval p99's *flatness* is reported with the same
+//! verdict but only gates the long run (`SOAK_GATE_P99=1`), because on a shared 2-core CI
+//! machine it measures the neighbours as much as the server. Every run also needs zero
+//! failed requests and the whole run's client-side p99 below `SOAK_P99_BOUND_MS`
+//! (default 1,000 ms).
 //!
 //! The short version runs in CI (`soak::short_soak_stays_flat`, the three servers at once,
 //! ~50 s). The long one (`soak::long_soak`, ignored by default) is what ROBUSTNESS.md
@@ -37,6 +39,8 @@ struct Spec {
     rate: u32,
     connections: u32,
     gate_p99: bool,
+    /// The whole run's client-side p99 must stay below this (always gated).
+    p99_bound: Duration,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -260,6 +264,8 @@ struct Outcome {
     samples: Vec<Sample>,
     requests: u64,
     failed: u64,
+    /// p99 of every operation's total latency over the whole run, client side.
+    load_p99: Duration,
     rss: Trend,
     fds: Trend,
     p99: Option<Trend>,
@@ -298,7 +304,22 @@ fn soak(server: Server, spec: &Spec, data: &Path, out: &Path) -> Outcome {
     assert!(status.success(), "{}: servelab load failed", server.name());
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let field = |k: &str| report[k].as_u64().unwrap_or(0);
+    let field = |k: &str| {
+        report[k]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{}: no {k} in the load report", server.name()))
+    };
+    let parsed = loadgen::Report::from_json(&report).expect("servelab load's JSON reads back");
+    let op = if server == Server::Rustnfs {
+        "READ"
+    } else {
+        "GET"
+    };
+    let load_p99 = parsed
+        .latency
+        .combined(op, "total")
+        .map(|s| Duration::from_secs_f64(s.quantile_seconds(0.99)))
+        .unwrap_or_else(|| panic!("{}: no {op} latencies in the load report", server.name()));
     // Warm-up ends after `spec.warmup` and once the connections are all open (on a
     // loaded machine the last workers connect late: that ramp is not a leak). Counted as
     // sockets, not descriptors: a server that holds more than one descriptor per
@@ -321,6 +342,7 @@ fn soak(server: Server, spec: &Spec, data: &Path, out: &Path) -> Outcome {
         samples,
         requests: field("requests"),
         failed: field("failed"),
+        load_p99,
         rss,
         fds,
         p99,
@@ -481,10 +503,11 @@ fn run_all(spec: &Spec, parallel: bool, out: &Path) {
             format!("{:.2} -> {:.2} ms {}", t.first, t.last, t.verdict())
         });
         let line = format!(
-            "{}: {} requests, {} failed; RSS {:.1} -> {:.1} MiB {}; fds {:.0} -> {:.0} {}; p99 {p99}\n",
+            "{}: {} requests, {} failed, client p99 {:.1} ms; RSS {:.1} -> {:.1} MiB {}; fds {:.0} -> {:.0} {}; p99 {p99}\n",
             o.server.name(),
             o.requests,
             o.failed,
+            o.load_p99.as_secs_f64() * 1e3,
             o.rss.first / 1024.0,
             o.rss.last / 1024.0,
             o.rss.verdict(),
@@ -503,16 +526,37 @@ fn run_all(spec: &Spec, parallel: bool, out: &Path) {
         if spec.gate_p99 && o.p99.as_ref().is_some_and(|t| !t.flat) {
             failures.push(format!("{}: p99 not flat", o.server.name()));
         }
-        // The load must actually have been held: at least half of the scheduled requests
-        // answered without error (the rest are the CI machine's neighbours' doing: the
-        // failures are recorded in the summary, the growth of RSS and fds is the verdict).
+        // The load must actually have been held: every request answered, and nearly all
+        // that were scheduled ran. A failure within the 10 s timeout is the server's
+        // (connections refused, reset, a wrong answer), however busy the machine: none is
+        // allowed. The fixed-rate schedule releases rate × duration requests; a few at
+        // the end may still be in flight when the run stops.
         let expected = u64::from(spec.rate) * (spec.warmup + spec.measure).as_secs();
-        let ok = o.requests.saturating_sub(o.failed);
-        if ok < expected / 2 {
+        if o.failed > 0 {
             failures.push(format!(
-                "{}: {ok} of ~{expected} scheduled requests answered ({} failed)",
+                "{}: {} of {} requests failed",
                 o.server.name(),
-                o.failed
+                o.failed,
+                o.requests
+            ));
+        }
+        if o.requests < expected * 95 / 100 {
+            failures.push(format!(
+                "{}: {} of ~{expected} scheduled requests ran",
+                o.server.name(),
+                o.requests
+            ));
+        }
+        // p99 bounded: 64 KiB on loopback takes well under 10 ms; SOAK_P99_BOUND_MS
+        // (default 1,000) leaves two orders of magnitude for a shared 2-core machine
+        // running three soaks at once, and still catches a server that stalls requests
+        // for seconds (a blocked event loop, a lost wake-up) long before the 10 s timeout.
+        if o.load_p99 > spec.p99_bound {
+            failures.push(format!(
+                "{}: client p99 {:.0} ms above the {} ms bound",
+                o.server.name(),
+                o.load_p99.as_secs_f64() * 1e3,
+                spec.p99_bound.as_millis()
             ));
         }
         // Every connection was open: the measured server held at least that many fds
@@ -531,6 +575,18 @@ fn run_all(spec: &Spec, parallel: bool, out: &Path) {
     assert!(failures.is_empty(), "{failures:?}\n{summary}");
 }
 
+/// The client-side p99 bound, `SOAK_P99_BOUND_MS` (default 1,000 ms).
+fn p99_bound() -> Duration {
+    let ms = std::env::var("SOAK_P99_BOUND_MS")
+        .ok()
+        .map(|v| {
+            v.parse()
+                .unwrap_or_else(|_| panic!("SOAK_P99_BOUND_MS={v:?} is not a number"))
+        })
+        .unwrap_or(1000);
+    Duration::from_millis(ms)
+}
+
 #[test]
 fn short_soak_stays_flat() {
     let spec = Spec {
@@ -542,6 +598,7 @@ fn short_soak_stays_flat() {
         rate: 100,
         connections: 1000,
         gate_p99: false,
+        p99_bound: p99_bound(),
     };
     run_all(&spec, true, &out_dir("soak-short"));
 }
@@ -563,6 +620,7 @@ fn long_soak() {
             .unwrap_or(500),
         connections: 1000,
         gate_p99: std::env::var_os("SOAK_GATE_P99").is_some(),
+        p99_bound: p99_bound(),
     };
     run_all(&spec, false, &out_dir("soak"));
 }

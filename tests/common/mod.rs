@@ -6,6 +6,16 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// Skips the calling test, visibly: `SKIP: why` on stderr and a line in the skip log
+/// (`lab::skip`, printed at the end by scripts/test). Under CI (`CI=true`, root, .ci/run's
+/// packages installed) nothing may be skipped: the premise is missing, and that fails.
+pub fn skip(why: &str) {
+    if lab::in_ci() {
+        panic!("cannot be skipped under CI: {why}");
+    }
+    lab::skip::skip(why);
+}
+
 /// Finds an external program. Missing under CI is a failure (`.ci/run` installs it);
 /// missing on a developer's machine skips the test with a message.
 pub fn require_tool(name: &str) -> Option<PathBuf> {
@@ -14,7 +24,7 @@ pub fn require_tool(name: &str) -> Option<PathBuf> {
         if lab::in_ci() {
             panic!("{name} is required in CI (.ci/run installs it) but was not found");
         }
-        eprintln!("SKIP: {name} is not installed (see README: Testing)");
+        lab::skip::skip(&format!("{name} is not installed (see README: Testing)"));
     }
     found
 }
@@ -29,7 +39,7 @@ pub fn available<T>(started: lab::Result<T>) -> Option<T> {
             if lab::in_ci() {
                 panic!("required in CI (.ci/run installs it): {why}");
             }
-            eprintln!("SKIP: {why} (see README: Testing)");
+            lab::skip::skip(&format!("{why} (see README: Testing)"));
             None
         }
         Err(e) => panic!("{e}"),

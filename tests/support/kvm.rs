@@ -87,14 +87,14 @@ impl Vm {
             if lab::in_ci() {
                 panic!("{msg} is required in CI (.ci/run installs it)");
             }
-            eprintln!("SKIP: {msg}");
+            lab::skip::skip(msg);
             return None;
         };
         if let Err(e) = check_static(Path::new(BUSYBOX)) {
             if lab::in_ci() {
                 panic!("busybox-static is required in CI (.ci/run installs it): {e}");
             }
-            eprintln!("SKIP: busybox-static: {e}");
+            lab::skip::skip(&format!("busybox-static: {e}"));
             return None;
         }
         static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();

@@ -183,11 +183,13 @@ impl ServerProc {
     }
 }
 
-/// Resident memory (kB, VmRSS) and the number of open descriptors of `pid`.
+/// Resident memory (kB, VmRSS) and the number of open descriptors of `pid`; None when
+/// either cannot be read (`lab::sampler::open_fds` counts an unreadable fd/ as 0, which
+/// would make a descriptor-growth check pass without measuring anything).
 pub fn proc_rss_kb_and_fds(pid: i32) -> Option<(u64, usize)> {
-    let pid = pid as u32;
-    let rss = lab::sampler::rss_bytes(pid)? / 1024;
-    Some((rss, lab::sampler::open_fds(pid) as usize))
+    let rss = lab::sampler::rss_bytes(pid as u32)? / 1024;
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?.count();
+    Some((rss, fds))
 }
 
 impl Drop for ServerProc {

@@ -25,6 +25,7 @@ pub mod inproc;
 pub mod peers;
 pub mod process;
 pub mod sampler;
+pub mod skip;
 pub mod tools;
 
 use std::path::PathBuf;

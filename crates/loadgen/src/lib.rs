@@ -106,8 +106,9 @@ pub fn run(plan: LoadPlan) -> Result<Report, Error> {
         merged_runs: 1,
         checksum_crc32: None,
         stopped: None,
+        failed_before_first_success: 0,
     };
-    let (collector, elapsed, stopped) = match &plan.target {
+    let (collector, elapsed, ending) = match &plan.target {
         TargetUrl::Http { host, port, path } => {
             let addr = plan::resolve(host, *port)?;
             let target = Arc::new(http::HttpTarget::new(
@@ -169,7 +170,8 @@ pub fn run(plan: LoadPlan) -> Result<Report, Error> {
             out
         }
     };
-    report.stopped = stopped;
+    report.stopped = ending.stopped;
+    report.failed_before_first_success = ending.failed_before_first_success;
     report.duration = elapsed;
     report.requests = collector.completed;
     report.failures = collector.failures.clone();
@@ -190,12 +192,12 @@ pub fn run(plan: LoadPlan) -> Result<Report, Error> {
 
 /// Starts the workers (and, under a fixed rate, the pacer) for one target and waits for
 /// them, showing progress if asked. Returns what they collected, the wall time and why
-/// the run stopped early, if it did.
+/// the run stopped early and how it began ([`Ending`]).
 fn drive<T: worker::Target>(
     target: Arc<T>,
     plan: &LoadPlan,
     threads: usize,
-) -> Result<(sample::Collector, std::time::Duration, Option<String>), Error> {
+) -> Result<(sample::Collector, std::time::Duration, Ending), Error> {
     // Every worker may fail twice in a row before the run is taken to be pointless, so
     // one moment that breaks every connection at once (a server restart) does not end it.
     let failure_limit =
@@ -233,8 +235,21 @@ fn drive<T: worker::Target>(
     if let Some(bar) = bar {
         bar.finish();
     }
-    let stopped = dispenser.stop_reason.lock().take();
-    Ok((result?, elapsed, stopped))
+    let ending = Ending {
+        stopped: dispenser.stop_reason.lock().take(),
+        failed_before_first_success: dispenser
+            .failed_before_first_success
+            .load(std::sync::atomic::Ordering::Relaxed),
+    };
+    Ok((result?, elapsed, ending))
+}
+
+/// What the dispenser saw of a run's shape beyond the collected samples.
+struct Ending {
+    /// Why the run stopped before its schedule ended, if it did.
+    stopped: Option<String>,
+    /// Failures before the first success (the target was not ready).
+    failed_before_first_success: u64,
 }
 
 /// The fewest consecutive identical failures that stop a run (`--keep-going` disables).

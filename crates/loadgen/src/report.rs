@@ -67,6 +67,9 @@ pub struct Report {
     /// Why the run stopped before its schedule ended (consecutive identical failures);
     /// None when it ran to the end.
     pub stopped: Option<String>,
+    /// Operations that failed before any succeeded: the target was not ready when the
+    /// run began (summed over merged runs). `servelab load` exits 5 when this is not 0.
+    pub failed_before_first_success: u64,
 }
 
 /// The generator's own schedule lag under a fixed rate, in seconds: how late it started
@@ -117,6 +120,8 @@ struct ReportJson {
     integrity_failures: u64,
     #[serde(default)]
     stopped: Option<String>,
+    #[serde(default)]
+    failed_before_first_success: u64,
 }
 
 impl Report {
@@ -213,6 +218,7 @@ impl Report {
             schedule_lag: self.schedule_lag_summary(),
             integrity_failures: self.integrity_failures(),
             stopped: self.stopped.clone(),
+            failed_before_first_success: self.failed_before_first_success,
         })
         .expect("report serializes")
     }
@@ -255,6 +261,7 @@ impl Report {
             merged_runs: j.merged_runs,
             checksum_crc32: j.checksum_crc32,
             stopped: j.stopped,
+            failed_before_first_success: j.failed_before_first_success,
         })
     }
 
@@ -304,6 +311,7 @@ impl Report {
             (Some(a), Some(b)) if a != *b => Some(format!("{a}; {b}")),
             (a, b) => a.or_else(|| b.clone()),
         };
+        self.failed_before_first_success += other.failed_before_first_success;
         self.merged_runs += other.merged_runs;
         Ok(())
     }
@@ -332,6 +340,14 @@ impl Report {
         }
         if let Some(why) = &self.stopped {
             let _ = writeln!(out, "\nRun stopped early: {why}");
+        }
+        if self.failed_before_first_success > 0 && self.failed() < self.requests {
+            let _ = writeln!(
+                out,
+                "\nNot ready: the first {} operations failed before any succeeded; the \
+                 figures include them (wait for the target before loading it)",
+                self.failed_before_first_success
+            );
         }
         if let (Some(e), true) = (&self.first_error, self.failed() > 0) {
             let _ = writeln!(out, "\nFirst failure: {e}");

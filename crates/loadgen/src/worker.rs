@@ -67,6 +67,12 @@ pub(crate) struct Dispenser {
     failure_limit: Option<u64>,
     /// Why the run was stopped early, if it was.
     pub stop_reason: Mutex<Option<String>>,
+    /// Set by the first operation that succeeds.
+    any_success: AtomicBool,
+    /// Failures noted before any operation succeeded: a target that was not ready yet
+    /// (a server started with `&` a moment before the load), whose errors the figures
+    /// then include.
+    pub failed_before_first_success: AtomicU64,
 }
 
 impl Dispenser {
@@ -89,6 +95,8 @@ impl Dispenser {
             streak: AtomicU64::new(0),
             failure_limit,
             stop_reason: Mutex::new(None),
+            any_success: AtomicBool::new(false),
+            failed_before_first_success: AtomicU64::new(0),
         }
     }
 
@@ -150,8 +158,15 @@ impl Dispenser {
             if self.streak.load(Ordering::Relaxed) != 0 {
                 self.streak.store(0, Ordering::Relaxed);
             }
+            if !self.any_success.load(Ordering::Relaxed) {
+                self.any_success.store(true, Ordering::Relaxed);
+            }
             return;
         };
+        if !self.any_success.load(Ordering::Relaxed) {
+            self.failed_before_first_success
+                .fetch_add(1, Ordering::Relaxed);
+        }
         let Some(limit) = self.failure_limit else {
             return;
         };

@@ -21,6 +21,9 @@ Exit status:
      that differs from the first response's); takes precedence over 4
   4  stopped early: max(100, 2 x -c) consecutive failures of one kind (an
      unreachable or wrong target); --keep-going runs to the end instead
+  5  the target was not ready: operations failed before any succeeded (a
+     server started a moment before the load), so the figures include them;
+     wait until it answers (curl --retry-connrefused, nfs-ls) and run again
 The report is printed (and --json written) in every case but 1 before traffic
 and 2; non-zero statuses add one line on stderr saying why.";
 
@@ -233,6 +236,16 @@ pub fn run(args: LoadArgs) -> anyhow::Result<()> {
             report.requests,
             args.url
         );
+    }
+    if report.failed_before_first_success > 0 {
+        return Err(Exit {
+            code: 5,
+            message: format!(
+                "{} was not ready: the first {} operations failed before any succeeded{first}",
+                args.url, report.failed_before_first_success
+            ),
+        }
+        .into());
     }
     Ok(())
 }

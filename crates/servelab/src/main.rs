@@ -34,7 +34,8 @@ fn main() -> std::process::ExitCode {
         Err(e) => {
             // One line, each cause once (library errors already include theirs).
             eprintln!("servelab: {}", httpd::cli::error_line(e.as_ref()));
-            // `servelab load` distinguishes wrong data (3) and runaway loads (4).
+            // `servelab load` distinguishes wrong data (3), runaway loads (4) and a target
+            // that was not ready when the load began (5).
             e.downcast_ref::<load::Exit>()
                 .map_or(std::process::ExitCode::FAILURE, |x| x.code.into())
         }

@@ -21,7 +21,7 @@ fn have(tool: &str) -> bool {
 fn quick_suite_writes_csv_setup_and_summary() {
     if !have("wrk") {
         assert!(!in_ci(), "wrk is required in CI (.ci/run installs it)");
-        eprintln!("SKIP: wrk is not installed");
+        lab::skip::skip("wrk is not installed");
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -239,6 +239,87 @@ fn a_run_with_some_failures_still_exits_zero() {
     assert!(!text.contains("Failed requests:        6"), "{text}");
 }
 
+/// Issue 25 §1.3: a load started a moment before its server (`server & servelab load`)
+/// counted the early failures and exited 0. The first connections here are closed
+/// unanswered, the rest are served: some operations succeed, but only after failures.
+#[test]
+fn failures_before_the_first_success_exit_5_not_ready() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for (i, stream) in listener.incoming().flatten().enumerate() {
+            let mut s = stream;
+            if i < 3 {
+                continue; // dropped: the client sees the connection closed, no answer
+            }
+            let mut buf = [0u8; 1024];
+            let _ = s.read(&mut buf);
+            let _ =
+                s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+        }
+    });
+    let out = servelab()
+        .args([
+            "load",
+            &format!("http://127.0.0.1:{port}/x"),
+            "-n",
+            "8",
+            "-c",
+            "1",
+        ])
+        .args(["--no-keepalive", "--timeout", "5s"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{text}\n{err}");
+    assert!(text.contains("Complete requests:      8"), "{text}");
+    assert!(
+        text.contains("Not ready: the first 3 operations failed before any succeeded"),
+        "{text}"
+    );
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].contains("was not ready: the first 3 operations"),
+        "{err}"
+    );
+}
+
+/// The README tour's race as written: `servelab tcp-server ... & servelab load tcp://...`,
+/// here with the server 300 ms late (and `--keep-going`, so the refusals do not stop the
+/// run first): exit 5, where it used to be 0 with the refusals counted as failures.
+#[test]
+fn a_tcp_load_that_began_before_its_server_listened_exits_5() {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let load = servelab()
+        .args(["load", &format!("tcp://127.0.0.1:{port}"), "-z", "3s"])
+        .args(["--keep-going", "--no-progress"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut server = servelab()
+        .args(["tcp-server", "--listen", &format!("127.0.0.1:{port}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = load.wait_with_output().unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{text}\n{err}");
+    assert!(err.contains("was not ready"), "{err}");
+    assert!(text.contains("Not ready: the first "), "{text}");
+}
+
 /// A bitwise CRC-32 (IEEE), independent of the implementation under test.
 fn crc32(data: &[u8]) -> u32 {
     let mut crc = !0u32;
@@ -369,6 +450,7 @@ fn help_documents_the_exit_codes() {
         "Exit status:",
         "  3  data integrity failure",
         "  4  stopped early",
+        "  5  the target was not ready",
         "--keep-going",
         "--workload",
     ] {
