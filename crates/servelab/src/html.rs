@@ -139,8 +139,8 @@ fn figure_html(f: &Figure) -> String {
     )
 }
 
-/// One `## ` section of the Markdown (or the text before the first), code fences
-/// respected.
+/// One `## ` or `### ` section of the Markdown (or the text before the first), code
+/// fences respected.
 struct Section {
     heading: Option<String>,
     text: String,
@@ -156,7 +156,10 @@ fn split_sections(markdown: &str) -> Vec<Section> {
         if line.trim_start().starts_with("```") {
             fenced = !fenced;
         }
-        if !fenced && let Some(h) = line.strip_prefix("## ") {
+        let heading = line
+            .strip_prefix("## ")
+            .or_else(|| line.strip_prefix("### "));
+        if !fenced && let Some(h) = heading {
             out.push(Section {
                 heading: Some(h.trim().to_string()),
                 text: String::new(),

@@ -84,10 +84,12 @@ fn short_compare_reports_every_scenario() {
     for file in [
         "report.md",
         "report.json",
-        "throughput.svg",
+        "report.html",
+        "throughput-large.svg",
+        "throughput-small.svg",
         "latency-large.svg",
         "latency-small.svg",
-        "memory.svg",
+        "memory-large.svg",
     ] {
         assert!(
             run_dir.join(file).is_file(),

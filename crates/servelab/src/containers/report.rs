@@ -4,7 +4,8 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use plotters::prelude::*;
+use crate::chart::{Axis, LineChart, Point as ChartPoint, Series as ChartSeries};
+use crate::html::Figure;
 use serde::Serialize;
 
 #[derive(Debug, Clone, Copy, Default, Serialize)]
@@ -317,28 +318,50 @@ pub fn write(r: &ContainerReport, dir: &Path) -> anyhow::Result<String> {
     std::fs::write(dir.join("containers.md"), &md)?;
     let json = serde_json::to_string_pretty(r)?;
     std::fs::write(dir.join("containers.json"), json)?;
-    if !r.scaling.is_empty() {
-        plot(r, &dir.join("scaling-throughput.svg"), "req/s", |p| {
-            p.requests_per_sec
-        })?;
-        plot(r, &dir.join("scaling-p99.svg"), "p99 latency (ms)", |p| {
-            p.p99_ms
-        })?;
-    }
+    crate::html::write_figures(&figures(r), dir)?;
     Ok(md)
 }
 
-const PALETTE: [RGBColor; 6] = [
-    RGBColor(31, 119, 180),
-    RGBColor(255, 127, 14),
-    RGBColor(44, 160, 44),
-    RGBColor(214, 39, 40),
-    RGBColor(148, 103, 189),
-    RGBColor(140, 86, 75),
-];
+/// The heading (after `### `) of the scaling table, which its plots sit under.
+const SCALING_HEADING: &str = "Scaling: small file, keep-alive, against CPU limit and clients";
 
-/// One line per (scenario, place, CPU limit): the value against the client count.
-fn plot(r: &ContainerReport, path: &Path, label: &str, f: fn(&Point) -> f64) -> anyhow::Result<()> {
+/// The container comparison's plots, each naming the containers.md section it draws.
+pub fn figures(r: &ContainerReport) -> Vec<Figure> {
+    if r.scaling.is_empty() {
+        return Vec::new();
+    }
+    vec![
+        Figure {
+            file: "scaling-throughput.svg".into(),
+            heading: SCALING_HEADING.into(),
+            svg: scaling_chart(
+                r,
+                "Requests per second",
+                Axis::linear("requests per second"),
+                "req/s",
+                |p| p.requests_per_sec,
+            )
+            .to_svg(),
+        },
+        Figure {
+            file: "scaling-p99.svg".into(),
+            heading: SCALING_HEADING.into(),
+            svg: scaling_chart(r, "p99 latency", Axis::log("p99 latency (ms)"), "ms", |p| {
+                p.p99_ms
+            })
+            .to_svg(),
+        },
+    ]
+}
+
+/// One series per (scenario, place, CPU limit): the value against the client count.
+fn scaling_chart(
+    r: &ContainerReport,
+    what: &str,
+    y: Axis,
+    unit: &str,
+    f: fn(&Point) -> f64,
+) -> LineChart {
     let mut keys: Vec<(String, String, Option<u32>)> = Vec::new();
     for s in &r.scaling {
         let k = (s.scenario.clone(), s.place.clone(), s.cpus);
@@ -346,65 +369,36 @@ fn plot(r: &ContainerReport, path: &Path, label: &str, f: fn(&Point) -> f64) -> 
             keys.push(k);
         }
     }
-    let max_c = r
-        .scaling
+    let series = keys
         .iter()
-        .map(|s| s.clients)
-        .max()
-        .unwrap_or(1)
-        .max(2) as f64;
-    let max_y = r
-        .scaling
-        .iter()
-        .map(|s| f(&s.median))
-        .fold(0.0f64, f64::max)
-        .max(1e-3)
-        * 1.1;
-    let root = SVGBackend::new(path, (900, 520)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(
-            format!("{label} against clients and CPU limit"),
-            ("sans-serif", 20),
-        )
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(70)
-        .build_cartesian_2d((1.0f64..max_c).log_scale(), 0.0f64..max_y)?;
-    chart
-        .configure_mesh()
-        .x_desc("clients (log)")
-        .y_desc(label)
-        .draw()?;
-    for (i, (sc, place, cpus)) in keys.iter().enumerate() {
-        let color = PALETTE[i % PALETTE.len()];
-        let style = if cpus.is_some_and(|c| c == 1) {
-            ShapeStyle::from(&color).stroke_width(1)
-        } else {
-            ShapeStyle::from(&color).stroke_width(3)
-        };
-        let pts: Vec<(f64, f64)> = r
-            .scaling
-            .iter()
-            .filter(|s| &s.scenario == sc && &s.place == place && &s.cpus == cpus)
-            .map(|s| (s.clients as f64, f(&s.median)))
-            .collect();
-        let name = format!(
-            "{sc} {place} {}",
-            cpus.map_or("unlimited".into(), |c| format!("{c} CPU"))
-        );
-        chart
-            .draw_series(LineSeries::new(pts.clone(), style))?
-            .label(name)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color));
-        chart.draw_series(pts.iter().map(|p| Circle::new(*p, 3, color.filled())))?;
+        .map(|(sc, place, cpus)| ChartSeries {
+            name: format!(
+                "{sc}, {place}, {}",
+                cpus.map_or("no CPU limit".into(), |c| format!(
+                    "{c} CPU{}",
+                    if c == 1 { "" } else { "s" }
+                ))
+            ),
+            points: r
+                .scaling
+                .iter()
+                .filter(|s| &s.scenario == sc && &s.place == place && &s.cpus == cpus)
+                .map(|s| ChartPoint {
+                    x_label: Some(format!("{} clients", s.clients)),
+                    ..ChartPoint::new(s.clients as f64, f(&s.median))
+                })
+                .collect(),
+        })
+        .collect();
+    LineChart {
+        title: format!("{what} against clients and CPU limit"),
+        subtitle: Some("small file, keep-alive; median of the runs at each point".into()),
+        x: Axis::log("concurrent clients"),
+        y,
+        x_ticks: None,
+        y_unit: unit.into(),
+        series,
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()?;
-    root.present().map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 #[cfg(test)]
@@ -496,7 +490,10 @@ mod tests {
         let md = write(&r, dir.path()).unwrap();
         assert!(md.contains("| B | host | 2 | 100 | 10000 |"), "{md}");
         let svg = std::fs::read_to_string(dir.path().join("scaling-throughput.svg")).unwrap();
-        assert!(svg.contains("<svg") && svg.contains("B host 2 CPU"));
+        assert!(
+            svg.contains("<svg") && svg.contains("B, host, 2 CPUs"),
+            "{svg}"
+        );
         assert!(dir.path().join("containers.json").exists());
     }
 }
