@@ -11,6 +11,7 @@ mod crash;
 mod deploy;
 mod faults;
 mod httpd;
+mod httpd_hostile;
 mod kernel_nfs;
 mod loadgen;
 mod nfsclient;
