@@ -12,6 +12,7 @@ mod deploy;
 mod faults;
 mod http_conformance;
 mod httpd;
+mod httpd_hostile;
 mod kernel_nfs;
 mod loadgen;
 mod nfsclient;

@@ -70,6 +70,29 @@ pub(crate) struct ConnShared {
     waker: Mutex<Option<std::task::Waker>>,
     /// When the socket last moved a byte, in ms since [`epoch`].
     progress_ms: std::sync::atomic::AtomicU64,
+    /// Requests being answered on the connection, their bodies not yet dropped.
+    requests: std::sync::atomic::AtomicUsize,
+}
+
+/// A request in progress on a connection: held from the service call until hyper drops
+/// the response's body (after its last byte, or with the connection). While one is held
+/// the connection is not idle, and is not closed to make room at the connection cap.
+pub(crate) struct InRequest(SendQueue);
+
+impl InRequest {
+    pub(crate) fn new(conn: &SendQueue) -> InRequest {
+        conn.requests
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        InRequest(conn.clone())
+    }
+}
+
+impl Drop for InRequest {
+    fn drop(&mut self) {
+        self.0
+            .requests
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// The process's clock origin for [`ConnShared`]'s progress time.
@@ -85,7 +108,7 @@ impl ConnShared {
     }
 
     /// Asks the connection to close now (its next I/O fails).
-    fn abort(&self) {
+    pub(crate) fn abort(&self) {
         self.abort.store(true, std::sync::atomic::Ordering::Release);
         if let Some(w) = self.waker.lock().take() {
             w.wake();
@@ -105,6 +128,15 @@ impl ConnShared {
         epoch()
             .elapsed()
             .saturating_sub(Duration::from_millis(last))
+    }
+
+    /// How long the connection has been idle: no request in progress, nothing queued for
+    /// `sendfile`, no byte moved (waiting for a request's headers, before the first or
+    /// between keep-alive requests). `None` while it is busy.
+    pub(crate) fn idle(&self) -> Option<Duration> {
+        let busy = self.requests.load(std::sync::atomic::Ordering::Relaxed) > 0
+            || !self.jobs.lock().is_empty();
+        (!busy && !self.aborted()).then(|| self.idle_for())
     }
 
     pub(crate) fn aborted(&self) -> bool {
@@ -328,6 +360,8 @@ async fn watchdog(state: Arc<Mutex<StreamState>>) {
 pub struct FileBody {
     kind: Kind,
     timing: Option<Arc<Timing>>,
+    /// Marks the connection busy until the body is dropped.
+    request: Option<InRequest>,
 }
 
 /// A frame that keeps the request timer alive — and its share of the stream budget
@@ -349,6 +383,7 @@ impl FileBody {
         FileBody {
             kind: Kind::Empty,
             timing: None,
+            request: None,
         }
     }
 
@@ -360,6 +395,7 @@ impl FileBody {
                 Kind::Once(Some(data))
             },
             timing: None,
+            request: None,
         }
     }
 
@@ -377,6 +413,7 @@ impl FileBody {
                 queue,
             },
             timing: None,
+            request: None,
         }
     }
 
@@ -412,6 +449,7 @@ impl FileBody {
                 waiting_since: None,
             },
             timing: None,
+            request: None,
         }
     }
 
@@ -420,7 +458,14 @@ impl FileBody {
         FileBody {
             kind: Kind::Parts(parts.into()),
             timing: None,
+            request: None,
         }
+    }
+
+    /// Holds `request` (the connection counts as busy) until the body is dropped.
+    pub(crate) fn in_request(mut self, request: InRequest) -> FileBody {
+        self.request = Some(request);
+        self
     }
 
     pub(crate) fn with_timing(mut self, timing: Arc<Timing>) -> FileBody {

@@ -88,7 +88,9 @@ pub struct Config {
     /// Follow symlinks that leave the root (local backend). Symlinks that stay inside the
     /// root are always followed, on both backends; over NFS, leaving is always refused.
     pub follow_symlinks: bool,
-    /// Most connections open at once; further clients wait in the listen backlog.
+    /// Most connections open at once. At the cap the oldest idle connection (waiting for
+    /// headers or between keep-alive requests; of the address holding the most) is
+    /// closed for the newcomer; with none idle, newcomers wait.
     pub max_connections: usize,
     /// Deadline for a request's headers to arrive, counted from when the connection
     /// starts waiting for them (so it also bounds keep-alive idleness between requests).

@@ -67,6 +67,15 @@ pub(crate) struct Slot {
 
 const BUSY: u64 = u64::MAX;
 
+/// Removes a connection's [`Slot`] when dropped.
+struct SlotClosed<'a>(&'a Slots, u64);
+
+impl Drop for SlotClosed<'_> {
+    fn drop(&mut self) {
+        self.0.close(self.1);
+    }
+}
+
 /// The open connections: at the cap, the oldest idle one is closed to make room (as
 /// kernel nfsd's `svc_check_conn_limits` does) instead of refusing the newcomer, taken
 /// from the address that holds the most connections, so one address cannot keep the
@@ -266,6 +275,8 @@ async fn connection(
 ) {
     debug!(%peer, "connection accepted");
     let (slot_id, slot) = guard.slots.open(peer.ip());
+    // Leaves the cap's view however the task ends (an unwinding panic included).
+    let _slot_closed = SlotClosed(&guard.slots, slot_id);
     let _ = sock.set_nodelay(true);
     {
         use std::os::fd::AsFd;
@@ -365,11 +376,9 @@ async fn connection(
                 Some(g) => g.shrink_to(reply.capacity()),
                 None => {}
             }
-            debug_assert!(
-                reply.len() <= bound,
-                "reply of {} > bound {bound}",
-                reply.len()
-            );
+            if reply.len() > bound {
+                warn!(%peer, "reply of {} bytes over its bound of {bound}", reply.len());
+            }
             send(&out, &reply, cfg.request_timeout).await?;
         }
     }
@@ -387,7 +396,6 @@ async fn connection(
         out.lock().await.shutdown().await
     })
     .await;
-    guard.slots.close(slot_id);
     guard
         .closed
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
