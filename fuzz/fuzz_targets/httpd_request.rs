@@ -63,7 +63,37 @@ fuzz_target!(|data: &[u8]| {
             .find(|h| h.name.eq_ignore_ascii_case("content-length"))
             .map(|h| std::str::from_utf8(h.value).unwrap().parse().unwrap())
             .unwrap_or(0);
-        if code == 206 {
+        let header = |name: &str| {
+            resp.headers
+                .iter()
+                .find(|h| h.name.eq_ignore_ascii_case(name))
+                .map(|h| std::str::from_utf8(h.value).unwrap().to_string())
+        };
+        let multipart = header("content-type").and_then(|t| {
+            t.strip_prefix("multipart/byteranges; boundary=")
+                .map(str::to_string)
+        });
+        if code == 206
+            && let Some(boundary) = multipart
+        {
+            // Several ranges: no Content-Range of its own; the body (when there is one)
+            // ends with the closing boundary.
+            assert!(
+                header("content-range").is_none(),
+                "multipart with Content-Range"
+            );
+            let end = format!("--{boundary}--\r\n");
+            // (A HEAD answer has no body: the bytes after it, if any, start otherwise.)
+            let start = format!("--{boundary}\r\n");
+            if let Some(body) = rest.get(head..head + len)
+                && body.starts_with(start.as_bytes())
+            {
+                assert!(
+                    body.ends_with(end.as_bytes()),
+                    "multipart body without its end"
+                );
+            }
+        } else if code == 206 {
             let cr = resp
                 .headers
                 .iter()
