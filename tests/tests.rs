@@ -9,6 +9,7 @@
 mod common;
 mod crash;
 mod deploy;
+mod docs;
 mod faults;
 mod httpd;
 mod kernel_nfs;
