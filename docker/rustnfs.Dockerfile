@@ -13,10 +13,14 @@ ENV SHARED_DIRECTORY=/nfs-share \
 EXPOSE 2049/tcp
 # Prometheus text at /metrics, JSON at /metrics.json.
 EXPOSE 9102/tcp
-# "nobody": Docker 20.10+ lets any user bind ports below 1024 inside a container
-# (net.ipv4.ip_unprivileged_port_start=0). The export must be readable (and writable,
-# unless READ_ONLY) by this uid, or run with `--user $(id -u):$(id -g)`.
-USER 65534:65534
+# Root inside the container, with Docker's default capability set (no --privileged): each
+# call acts as the client's uid/gid/groups (per-thread setfsuid/setfsgid/setgroups), so
+# files are created as the client's users and the kernel checks their permissions. It
+# needs CAP_SETUID, CAP_SETGID, CAP_CHOWN, CAP_DAC_OVERRIDE and CAP_FOWNER (all in the
+# default set; `--cap-drop ALL --cap-add` those five is enough). Client root acts as 65534
+# (root_squash) unless NO_ROOT_SQUASH=true; SQUASH=UID:GID acts as that identity for all.
+# Run with `--user UID:GID` and the server acts as that user and says so in one line.
+USER 0:0
 # The binary probes itself: an RPC NULL call to NFSv3 on RUSTNFS_LISTEN (0.0.0.0 is probed
 # on 127.0.0.1), exit 0 when accepted within 3 s. PERMITTED must let 127.0.0.1 in.
 HEALTHCHECK --interval=5s --timeout=5s --start-period=10s --retries=3 \

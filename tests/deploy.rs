@@ -122,6 +122,99 @@ fn rustnfs_image_is_small_and_serves_nfs_cat_and_nfs_cp_from_the_host() {
     );
 }
 
+/// `docker run` of the image acts as each client (issue 21): a host directory owned by
+/// uid 1000 takes a file from client uid 1000, owned by 1000 on the host, and refuses
+/// client uid 1001; `SQUASH=1234:5678` creates as 1234:5678 (issue 25 §1.5: it was
+/// NFS3ERR_PERM with an empty file left behind). Clients are libnfs's nfs-cp with the
+/// URL's `uid`/`gid`.
+#[test]
+fn rustnfs_image_acts_as_the_client_and_squash_works() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    if !docker_available("rustnfs image identity") || common::require_tool("nfs-cp").is_none() {
+        return;
+    }
+    built();
+    let data = tempfile::tempdir().unwrap();
+    let owned = data.path().join("owned");
+    let open = data.path().join("open");
+    std::fs::create_dir(&owned).unwrap();
+    std::fs::create_dir(&open).unwrap();
+    std::os::unix::fs::chown(&owned, Some(1000), Some(1000)).unwrap();
+    std::fs::set_permissions(&owned, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let upload = data.path().join("upload.bin");
+    std::fs::write(&upload, b"written by a client user\n").unwrap();
+    let mut cleanup = Cleanup::default();
+    let mut start = |dir: &Path, env: &[&str]| {
+        let name = unique("servelab-e2e-nfs-id-");
+        cleanup.push(docker(&["rm", "-f", &name]));
+        let volume = format!("{}:/nfs-share", dir.display());
+        let mut args = vec!["run", "-d", "--name", &name, "-p", "127.0.0.1::2049", "-v"];
+        args.push(&volume);
+        for e in env {
+            args.extend(["-e", e]);
+        }
+        let img = image("rustnfs");
+        args.push(&img);
+        run_text(&mut docker(&args));
+        let port = run_text(&mut docker(&["port", &name, "2049/tcp"]));
+        let port: u16 = port.rsplit(':').next().unwrap().trim().parse().unwrap();
+        let logs = name.clone();
+        (port, logs)
+    };
+    let cp = |port: u16, file: &str, uid: u32, gid: u32| {
+        let url = format!(
+            "nfs://127.0.0.1/nfs-share/{file}?version=3&nfsport={port}&mountport={port}\
+             &uid={uid}&gid={gid}"
+        );
+        run(Command::new("nfs-cp").arg(&upload).arg(url))
+    };
+
+    let (port, name) = start(&owned, &[]);
+    let first = wait_for(Duration::from_secs(15), "rustnfs in its container", || {
+        let out = cp(port, "by-1000.txt", 1000, 1000);
+        (out.status.success() || owned.join("by-1000.txt").exists()).then_some(out)
+    });
+    let logs = run_text(&mut docker(&["logs", &name]));
+    assert!(
+        first.status.success(),
+        "uid 1000 could not write its own directory: {}\n{logs}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let m = std::fs::metadata(owned.join("by-1000.txt")).unwrap();
+    assert_eq!((m.uid(), m.gid()), (1000, 1000), "owner on the host");
+    let other = cp(port, "by-1001.txt", 1001, 1001);
+    assert!(
+        !other.status.success(),
+        "uid 1001 wrote into 1000's 0755 directory"
+    );
+    assert!(
+        !owned.join("by-1001.txt").exists(),
+        "1001's refused file was left behind"
+    );
+    assert!(
+        !logs.contains("cannot act as the caller"),
+        "the image could not switch identity: {logs}"
+    );
+
+    let (port, _) = start(&open, &["SQUASH=1234:5678"]);
+    let squashed = wait_for(Duration::from_secs(15), "rustnfs with SQUASH", || {
+        let out = cp(port, "squashed.txt", 0, 0);
+        (out.status.success() || open.join("squashed.txt").exists()).then_some(out)
+    });
+    assert!(
+        squashed.status.success(),
+        "SQUASH=1234:5678 write failed: {}",
+        String::from_utf8_lossy(&squashed.stderr)
+    );
+    let m = std::fs::metadata(open.join("squashed.txt")).unwrap();
+    assert_eq!(
+        (m.uid(), m.gid(), m.len()),
+        (1234, 5678, 25),
+        "squashed owner and content"
+    );
+}
+
 // ---- docker/compose.yml -----------------------------------------------------------------
 
 #[test]

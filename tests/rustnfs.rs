@@ -1175,3 +1175,38 @@ fn the_process_listens_on_its_public_port_and_metrics_only() {
         "rustnfs must listen on --listen and --metrics only, found {ours:?}"
     );
 }
+
+/// Issue 25 §1.5: `--squash` to another identity by a process that cannot act as the
+/// caller (here uid 65534, as the old image ran) is refused at start-up in one line,
+/// before anything is served, rather than creating files it cannot give their owner.
+#[test]
+fn squash_without_identity_switching_is_refused_in_one_line() {
+    if !nix_is_root() || common::require_tool("setpriv").is_none() {
+        eprintln!("SKIP: needs root and setpriv to start rustnfs as another user");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = common::workspace_bin("rustnfs", "rustnfs");
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(&bin)
+        .args(["--export", dir.path().to_str().unwrap()])
+        .args(["--listen", "127.0.0.1:0", "--squash", "1234:5678"])
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert_eq!(text.trim().lines().count(), 1, "one line: {text}");
+    assert!(
+        text.contains("--squash 1234:5678 needs acting as the caller")
+            && text.contains("running as uid 65534"),
+        "{text}"
+    );
+}
+
+fn nix_is_root() -> bool {
+    // SAFETY: a plain query.
+    unsafe { libc::geteuid() == 0 }
+}

@@ -3,10 +3,12 @@
 #          BATTERY <name> PASS|FAIL <detail>
 #        sh battery.sh one NAME DIR   — runs one item in DIR (internal).
 # Each item runs in its own fresh directory, in a child shell killed after a bound, so
-# one hung or failing item cannot hide the others. Checks that read data back first drop
+# one hung or failing item cannot hide the others. The perm_* items run as root and as
+# two users the VM's /init defines: u1 (1000:1000, also in group 2000) and u2
+# (1001:1001); the server must decide as a local file system would. Checks that read data back first drop
 # the page cache, so they see what the server stored, not what the client remembers.
 
-ITEMS="create append touch_existing touch_date excl_create truncate truncate_huge sparse errors hardlink symlink rename_over_file rename_over_dir chmod cp_p tar unlink_open names df dotdot_root mount_paths rm_rf dir_many write_8m"
+ITEMS="create append touch_existing touch_date excl_create truncate truncate_huge sparse errors hardlink symlink rename_over_file rename_over_dir chmod cp_p tar unlink_open names df dotdot_root mount_paths rm_rf dir_many write_8m perm_owner perm_private perm_root_dir perm_chown perm_sgid_chmod perm_suid_write perm_sticky perm_groups perm_utimes special_files"
 
 # Entries in the big-directory item (overridable for local sizing runs).
 DIR_ENTRIES=${DIR_ENTRIES:-2000}
@@ -24,6 +26,21 @@ expect() {
 fresh() {
 	sync
 	echo 3 >/proc/sys/vm/drop_caches
+}
+
+# as USER CMD: runs CMD (a shell string) as USER, with its groups, in this directory;
+# stdin is /dev/null, so no tool stops to ask (rm of a write-protected file would).
+as() {
+	u=$1
+	shift
+	su -s /bin/sh "$u" -c "$*" </dev/null
+}
+
+# refused WHAT USER CMD: CMD as USER must fail.
+refused() {
+	what=$1
+	shift
+	if as "$@" 2>/dev/null; then fail "$what succeeded"; fi
 }
 
 item_create() {
@@ -346,6 +363,132 @@ item_write_8m() {
 	expect "size" "$(stat -c %s big)" 8388608
 	# The host compares this md5 with the file that landed on the export.
 	echo "md5=$want"
+}
+
+item_perm_owner() {
+	chmod 777 . || fail "chmod 777 . failed"
+	as u1 'mkdir d && echo x >f && mkfifo p && ln -s f s' || fail "create as u1 failed"
+	for n in d f p s; do
+		expect "owner of $n" "$(stat -c %u:%g "$n")" 1000:1000
+	done
+	echo "u1 creates dir, file, fifo, symlink as 1000:1000"
+}
+
+item_perm_private() {
+	chmod 777 . || fail "chmod 777 . failed"
+	as u1 'umask 077; echo secret >f' || fail "u1 create failed"
+	expect "mode" "$(stat -c %a f)" 600
+	expect "owner reads its 0600 file" "$(as u1 'cat f')" secret
+	refused "u2 reading u1's 0600 file" u2 'cat f'
+	as u1 'chmod 0 f && chmod 600 f' || fail "the owner could not chmod its 0000 file"
+	echo "owner reads, other refused"
+}
+
+item_perm_root_dir() {
+	echo r >rootfile && mkdir rd && echo r >rd/rf || fail "setup failed"
+	refused "u1 removing root's file from a root 0755 directory" u1 'rm -f rd/rf'
+	refused "u1 creating in a root 0755 directory" u1 'echo x >rd/new'
+	refused "u1 renaming in a root 0755 directory" u1 'mv rd/rf rd/rg'
+	refused "u1 chmod 777 of root's directory" u1 'chmod 777 rd'
+	refused "u1 chmod 4755 of root's file" u1 'chmod 4755 rootfile'
+	refused "u1 appending to root's 0644 file" u1 'echo x >>rootfile'
+	refused "u1 truncating root's 0644 file (O_TRUNC)" u1 ': >rootfile'
+	refused "u1 setting times of root's file" u1 'touch -d "2001-01-01 00:00:00" rootfile'
+	fresh
+	[ -e rd/rf ] && [ ! -e rd/new ] && [ ! -e rd/rg ] || fail "a refused call changed the directory"
+	expect "dir mode" "$(stat -c %a rd)" 755
+	expect "file mode" "$(stat -c %a rootfile)" 644
+	expect "content" "$(cat rootfile)" r
+	echo "rm, create, mv, chmod, append, O_TRUNC, utimes all refused"
+}
+
+item_perm_chown() {
+	chmod 777 . || fail "chmod 777 . failed"
+	as u1 'echo x >f' || fail "u1 create failed"
+	refused "u1 giving its file to root" u1 'chown 0 f'
+	as u1 'chgrp 2000 f' || fail "u1 chgrp to its own group 2000 failed"
+	expect "group" "$(stat -c %g f)" 2000
+	refused "u1 chgrp to a group it is not in" u1 'chgrp 0 f'
+	refused "u2 chmod of u1's file" u2 'chmod 777 f'
+	refused "u2 chown of u1's file" u2 'chown 1001 f'
+	chown 1001:1001 f || fail "root chown failed"
+	expect "owner after root's chown" "$(stat -c %u:%g f)" 1001:1001
+	echo "chown/chgrp by the rules"
+}
+
+item_perm_sgid_chmod() {
+	chmod 777 . || fail "chmod 777 . failed"
+	as u1 'echo x >f' || fail "u1 create failed"
+	chgrp 0 f || fail "root chgrp failed"
+	as u1 'chmod 2755 f' || fail "u1 chmod of its own file failed"
+	fresh
+	expect "mode (SGID cleared: u1 is not in group 0)" "$(stat -c %a f)" 755
+	as u1 'chgrp 2000 f && chmod 2755 f' || fail "u1 chgrp + chmod failed"
+	fresh
+	expect "mode (SGID kept: u1 is in group 2000)" "$(stat -c %a f)" 2755
+	echo "SGID cleared outside the group, kept inside"
+}
+
+item_perm_suid_write() {
+	chmod 777 . || fail "chmod 777 . failed"
+	as u1 'echo x >f && chmod 4777 f' || fail "u1 setup failed"
+	expect "mode" "$(stat -c %a f)" 4777
+	as u2 'echo y >>f' || fail "u2 could not append to a 4777 file"
+	fresh
+	expect "mode after another user's write" "$(stat -c %a f)" 777
+	expect "content" "$(tr '\n' , <f)" "x,y,"
+	echo "SUID cleared by a write from a non-owner"
+}
+
+item_perm_sticky() {
+	mkdir t && chmod 1777 t || fail "setup failed"
+	as u1 'echo x >t/f' || fail "u1 create failed"
+	refused "u2 removing u1's file in a sticky directory" u2 'rm -f t/f'
+	refused "u2 renaming u1's file in a sticky directory" u2 'mv t/f t/g'
+	[ -e t/f ] || fail "u1's file is gone"
+	as u1 'rm t/f' || fail "u1 could not remove its own file"
+	echo "sticky directory rules"
+}
+
+item_perm_groups() {
+	mkdir g && chgrp 2000 g && chmod 770 g || fail "setup failed"
+	as u1 'echo x >g/f' || fail "u1 (in group 2000) could not create in a 0770 group dir"
+	expect "owner" "$(stat -c %u:%g g/f)" 1000:1000
+	refused "u2 (not in group 2000) creating in it" u2 'echo x >g/h'
+	chmod 2770 g || fail "chmod 2770 failed"
+	as u1 'mkdir g/sub && echo y >g/y' || fail "u1 create in the SGID dir failed"
+	expect "group of a file in an SGID dir" "$(stat -c %g g/y)" 2000
+	expect "group of a dir in an SGID dir" "$(stat -c %g g/sub)" 2000
+	case "$(stat -c %a g/sub)" in 2*) ;; *) fail "new dir in an SGID dir lost SGID: $(stat -c %a g/sub)" ;; esac
+	echo "supplementary groups and SGID directories"
+}
+
+item_perm_utimes() {
+	chmod 777 . || fail "chmod 777 . failed"
+	as u1 'echo x >f && chmod 666 f' || fail "u1 setup failed"
+	as u2 'touch f' || fail "u2 touch (now) of a 0666 file failed"
+	refused "u2 setting explicit times on u1's file" u2 'touch -d "2001-01-01 00:00:00" f'
+	as u1 'touch -d "2001-01-01 00:00:00" f' || fail "the owner could not set times"
+	fresh
+	expect "mtime" "$(stat -c %Y f)" 978307200
+	echo "now by a writer, explicit times by the owner only"
+}
+
+item_special_files() {
+	mkfifo p || fail "mkfifo failed"
+	m=$(chmod 600 p 2>&1) || fail "chmod of a fifo: $m"
+	m=$(chown 1000:1000 p 2>&1) || fail "chown of a fifo: $m"
+	m=$(touch -d "2001-02-03 04:05:06" p 2>&1) || fail "touch -d of a fifo: $m"
+	fresh
+	expect "fifo mode:owner:mtime" "$(stat -c %a:%u:%g:%Y p)" 600:1000:1000:981173106
+	# A device node: made, or refused with EPERM, never "Unknown error 524" (NOTSUPP).
+	if m=$(mknod n c 1 3 2>&1); then
+		rm n
+		dev="device made"
+	else
+		case "$m" in *"not permitted"*) dev="device refused (EPERM)" ;; *) fail "mknod c 1 3: $m" ;; esac
+	fi
+	echo "fifo chmod/chown/touch; $dev"
 }
 
 if [ "$1" = one ]; then

@@ -227,6 +227,10 @@ pub struct Battery {
     pub items: BTreeMap<String, Outcome>,
     /// `VMERR` lines (module load, umount) — reported, not judged.
     pub errors: Vec<String>,
+    /// The VM reached the end of the battery (`VMDONE`) before it was stopped.
+    pub done: bool,
+    /// Items of [`items`] the VM never reported (they are failures in `items` too).
+    pub missing: Vec<String>,
 }
 
 /// The battery's items, from its `ITEMS="…"` line, in run order.
@@ -288,12 +292,16 @@ pub fn parse(run: &VmRun) -> Battery {
     } else {
         "not reported".to_string()
     };
+    let mut missing = Vec::new();
     let items = items()
         .into_iter()
         .map(|name| {
-            let o = reported.remove(&name).unwrap_or_else(|| Outcome {
-                pass: false,
-                detail: why_missing.clone(),
+            let o = reported.remove(&name).unwrap_or_else(|| {
+                missing.push(name.clone());
+                Outcome {
+                    pass: false,
+                    detail: why_missing.clone(),
+                }
             });
             (name, o)
         })
@@ -302,6 +310,8 @@ pub fn parse(run: &VmRun) -> Battery {
         mounted,
         items,
         errors,
+        done: done && !run.timed_out,
+        missing,
     }
 }
 

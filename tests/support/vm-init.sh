@@ -22,6 +22,12 @@ for kv in $(cat /proc/cmdline); do
 	esac
 done
 
+# The battery's users: u1 (1000, also in group 2000), u2 (1001).
+mkdir -p /etc
+printf '%s\n' root:x:0:0:root:/:/bin/sh u1:x:1000:1000:u1:/tmp:/bin/sh \
+	u2:x:1001:1001:u2:/tmp:/bin/sh >/etc/passwd
+printf '%s\n' root:x:0: u1:x:1000: u2:x:1001: shared:x:2000:u1 >/etc/group
+
 ip link set lo up
 ip link set eth0 up
 ip addr add 10.0.2.15/24 dev eth0

@@ -105,23 +105,37 @@ fn check_identity(config: &Config) -> Result<(), Error> {
     if !config.act_as_caller {
         return Ok(());
     }
+    refuse_squash(config)?;
     let Err(why) = identity::capability() else {
         return Ok(());
     };
     // SAFETY: plain queries of this process's identity.
     let own = unsafe { (libc::geteuid(), libc::getegid()) };
-    if let identity::Squash::All(uid, gid) = config.squash
-        && (uid, gid) != own
-    {
-        return Err(Error::Config(format!(
-            "--squash {uid}:{gid} needs acting as the caller, which this process cannot:              {why} (run as root with the default capabilities, or squash to {}:{})",
-            own.0, own.1
-        )));
-    }
     tracing::warn!(
         "cannot act as the caller ({why}): serving as uid {}, the clients check permissions",
         own.0
     );
+    Ok(())
+}
+
+/// The start-up refusal of [`check_identity`] alone (the binary makes it before it
+/// binds anything, so the refusal is its one line).
+fn refuse_squash(config: &Config) -> Result<(), Error> {
+    let Err(why) = identity::capability() else {
+        return Ok(());
+    };
+    // SAFETY: plain queries of this process's identity.
+    let own = unsafe { (libc::geteuid(), libc::getegid()) };
+    if config.act_as_caller
+        && let identity::Squash::All(uid, gid) = config.squash
+        && (uid, gid) != own
+    {
+        return Err(Error::Config(format!(
+            "--squash {uid}:{gid} needs acting as the caller, which this process cannot: {why} \
+             (run as root with the default capabilities, or squash to {}:{})",
+            own.0, own.1
+        )));
+    }
     Ok(())
 }
 
@@ -139,6 +153,7 @@ pub async fn serve_metrics(
 /// Runs the server as the binary does: binds, serves (and metrics), waits for SIGINT or
 /// SIGTERM, then prints the per-procedure summary table.
 pub async fn run(rc: cli::RunConfig) -> Result<(), Error> {
+    refuse_squash(&rc.server)?;
     match raise_nofile_limit() {
         Ok(n) => tracing::debug!("open-file limit {n}"),
         Err(e) => tracing::warn!("cannot raise the open-file limit: {e}"),

@@ -375,10 +375,18 @@ impl DirFs {
     }
 
     /// Sets a new entry's mode when the process umask trimmed it (never via a symlink).
+    /// A directory keeps the SGID bit it inherited from an SGID parent (as mkdir(2)
+    /// gives it: new entries below keep the group), which the client never asks for.
     fn fix_mode(&self, dir: &OwnedFd, cname: &CString, mode: u32) -> NfsResult<()> {
         let st = sys::statx(dir.as_fd(), cname).map_err(io_err)?;
-        if st.mode & 0o7777 != mode {
-            sys::lchmodat(dir.as_fd(), cname, mode).map_err(io_err)?;
+        let inherited = if st.is_dir() {
+            st.mode & libc::S_ISGID
+        } else {
+            0
+        };
+        let want = mode | inherited;
+        if st.mode & 0o7777 != want {
+            sys::lchmodat(dir.as_fd(), cname, want).map_err(io_err)?;
         }
         Ok(())
     }

@@ -437,3 +437,32 @@ fn writes_are_as_stable_as_asked_and_special_files_are_changed_by_name() {
     let m = std::fs::symlink_metadata(tmp.path().join("p")).unwrap();
     assert_eq!(m.permissions().mode() & 0o7777, 0o600);
 }
+
+#[test]
+fn a_directory_made_in_an_sgid_directory_keeps_sgid_and_the_group() {
+    use nfs3_types::nfs3::{Nfs3Option, sattr3};
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let Some((tmp, d)) = acting_server(Squash::None) else {
+        return;
+    };
+    let g = tmp.path().join("g");
+    std::fs::create_dir(&g).unwrap();
+    std::os::unix::fs::chown(&g, Some(0), Some(2000)).unwrap();
+    std::fs::set_permissions(&g, std::fs::Permissions::from_mode(0o2777)).unwrap();
+    let mut a = dirop(&d, &wire(&d, "g"), "sub");
+    let attr = sattr3 {
+        mode: Nfs3Option::Some(0o755),
+        ..Default::default()
+    };
+    super::xdr::put(&mut a, &attr);
+    let u1000 = sys_cred(1000, 1000, &[2000]);
+    let (_, _, body) = run(&d, &call_with(2, NFS_PROG, 3, 9, &u1000, &a));
+    assert_eq!(status(&body), 0);
+    let m = std::fs::metadata(g.join("sub")).unwrap();
+    assert_eq!((m.uid(), m.gid()), (1000, 2000));
+    assert_eq!(
+        m.mode() & 0o7777,
+        0o2755,
+        "SGID inherited, the asked mode kept"
+    );
+}
