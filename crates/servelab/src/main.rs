@@ -12,6 +12,7 @@ mod report_cmd;
 mod results;
 mod servers;
 mod stats;
+mod table;
 mod tcp_server;
 
 use clap::Parser as _;

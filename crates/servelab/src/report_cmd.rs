@@ -50,8 +50,12 @@ pub fn run(args: ReportArgs) -> anyhow::Result<()> {
     };
     let text = std::fs::read_to_string(&json_path)
         .with_context(|| format!("cannot read {}", json_path.display()))?;
-    let report: Report = serde_json::from_str(&text)
+    let mut report: Report = serde_json::from_str(&text)
         .with_context(|| format!("{} is not a servelab compare report", json_path.display()))?;
+    // A report written before the answer section existed gets it computed from its rows.
+    if report.answer.sentences.is_empty() {
+        report.answer = crate::compare::answer::compute(&report);
+    }
     crate::compare::output::write_outputs(&report, &dir)?;
     print!("{}", crate::compare::markdown::render(&report));
     println!(
