@@ -115,6 +115,14 @@ pub fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
+/// CPUs online on the machine, whatever this process is pinned to: what the load
+/// average is measured against (a client pinned to one CPU still shares a machine of N).
+pub fn machine_cores() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    if n > 0 { n as usize } else { cores() }
+}
+
 /// Cores this process may use.
 pub fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())

@@ -378,7 +378,7 @@ fn equal_load_sentence(report: &Report) -> Option<String> {
         parts.push(p);
     }
     Some(format!(
-        "At equal offered load (open loop, each request timed from its intended start), NFS changed the median latency of a {} request by {}.",
+        "Median latency of a {} request at equal offered load (open loop, each request timed from its intended start), A against B: {}.",
         size_words(report.dataset.large_bytes),
         parts.join("; ")
     ))

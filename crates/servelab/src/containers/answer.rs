@@ -67,14 +67,14 @@ fn compare(workload: &str, what: String, a: &Row, b: &Row, keep_busy: bool) -> C
 /// Words for a ratio: "1.23 × (95 % CI 1.10–1.40 ×)" or no measurable difference.
 fn words(c: &Option<Comparison>) -> String {
     match c {
-        None => "not enough quiet runs".into(),
+        None => "n/a (no CPU figures, or fewer than 2 quiet runs)".into(),
         Some(c) => crate::compare::answer::ratio_words(c),
     }
 }
 
 fn diff_words(c: &Option<Comparison>) -> String {
     match c {
-        None => "not enough quiet runs".into(),
+        None => "n/a (fewer than 2 quiet runs)".into(),
         Some(c) if c.significant => format!(
             "{:+.2} ms (95 % CI {:+.2} to {:+.2})",
             c.estimate, c.ci.low, c.ci.high
@@ -266,6 +266,6 @@ mod tests {
         let ans = compute(&[b, a], false);
         assert_eq!(ans.excluded_busy_runs, 2);
         assert!(ans.comparisons[0].cpu_per_request.is_none());
-        assert!(ans.sentences[0].contains("not enough quiet runs"));
+        assert!(ans.sentences[0].contains("fewer than 2 quiet runs"));
     }
 }

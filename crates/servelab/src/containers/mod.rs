@@ -304,7 +304,8 @@ impl<'a> Run<'a> {
                 let name = self.instance.as_ref().map(|i| i.name.clone());
                 v.push((
                     "LXD instance".into(),
-                    name.and_then(|n| serving::lxd_cgroup(&n)).map(T::Cgroup),
+                    name.as_deref()
+                        .and_then(container_target(serving::lxd_cgroup, serving::lxd_pid)),
                 ));
             }
             _ => {
@@ -331,7 +332,10 @@ impl<'a> Run<'a> {
             };
             v.push((
                 "rustnfs container".into(),
-                nfs.and_then(|n| serving::docker_cgroup(&n)).map(T::Cgroup),
+                nfs.as_deref().and_then(container_target(
+                    serving::docker_cgroup,
+                    serving::docker_pid,
+                )),
             ));
         }
         if v.iter().any(|(_, t)| t.is_none()) {
@@ -683,6 +687,19 @@ impl<'a> Run<'a> {
         let rep = std::mem::take(&mut self.rep);
         drop(self);
         report::write(&rep, out_dir)
+    }
+}
+
+/// A container's sampling target: its cgroup v2 directory, else (cgroup v1 hosts) the
+/// process tree under its first process.
+fn container_target(
+    cgroup: fn(&str) -> Option<PathBuf>,
+    pid: fn(&str) -> Option<u32>,
+) -> impl Fn(&str) -> Option<lab::sampler::Target> {
+    move |name| {
+        cgroup(name)
+            .map(lab::sampler::Target::Cgroup)
+            .or_else(|| pid(name).map(lab::sampler::Target::Tree))
     }
 }
 
