@@ -50,7 +50,7 @@ impl Environment {
         Environment {
             hostname: hostname(),
             cpu_model,
-            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            cores: crate::machine_cores(),
             memory_bytes,
             kernel: read_trimmed("/proc/sys/kernel/osrelease"),
             os,
@@ -102,7 +102,7 @@ impl Noise {
             load5: f.next().unwrap_or(0.0),
             load15: f.next().unwrap_or(0.0),
             cpu_pressure_avg10: pressure,
-            cores: crate::cores(),
+            cores: crate::machine_cores(),
         }
     }
 

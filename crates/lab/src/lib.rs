@@ -7,6 +7,7 @@
 //! - [`peers`]: third-party servers started next to ours: nginx, Apache, NFS-Ganesha
 //!   (with rpcbind, serialised across processes and retried).
 //! - [`tools`]: the reference clients `wrk`, `ab`, `iperf3` — run, parsed, versioned.
+//! - [`affinity`]: CPU pinning of the client and the servers, and how busy CPUs were.
 //! - [`dataset`]: the one seeded dataset generator.
 //! - [`environment`]: what the machine was, and how busy ([`environment::Noise`]).
 //! - [`sampler`]: RSS, CPU, context switches and open files of a process tree (or a
@@ -17,6 +18,7 @@
 //!   tests and benches.
 //! - [`free_port`], [`find_program`], [`in_ci`]: the small things every caller needs.
 
+pub mod affinity;
 pub mod dataset;
 pub mod environment;
 pub mod http;
@@ -112,6 +114,14 @@ pub fn in_ci() -> bool {
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() == 0 }
+}
+
+/// CPUs online on the machine, whatever this process is pinned to: what the load
+/// average is measured against (a client pinned to one CPU still shares a machine of N).
+pub fn machine_cores() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    if n > 0 { n as usize } else { cores() }
 }
 
 /// Cores this process may use.

@@ -108,6 +108,29 @@ impl Baseline {
     }
 }
 
+/// The one launcher of baselines: which HTTP peers a comparison runs beside ours, and how
+/// any baseline is started. `compare` and `bench` read these instead of matching on the
+/// variants themselves, so a new HTTP peer is its variant plus one line in
+/// [`Baseline::HTTP_PEERS`] and one arm in [`Baseline::start`].
+impl Baseline {
+    /// HTTP servers serving the dataset from local disk beside ours, in report order.
+    pub const HTTP_PEERS: &'static [Baseline] = &[Baseline::Nginx, Baseline::Apache];
+
+    /// Starts this baseline on `root` (served or exported); the kernel NFS client is not
+    /// a server we start.
+    pub fn start(self, root: &Path) -> Result<ExternalServer> {
+        match self {
+            Baseline::Nginx => start_nginx(root),
+            Baseline::Apache => start_apache(root),
+            Baseline::Ganesha => start_ganesha(root),
+            Baseline::KernelNfs => Err(LabError::Missing(
+                "the kernel NFS client is mounted, not started: run httpd --root on the mount"
+                    .into(),
+            )),
+        }
+    }
+}
+
 impl fmt::Display for Baseline {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())

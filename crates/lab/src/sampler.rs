@@ -112,6 +112,13 @@ fn process_counters(pid: u32, ticks: f64) -> Counters {
     c
 }
 
+/// CPU seconds (user + system, all threads, children not included) `pid` has used so
+/// far, from `/proc/PID/stat`; 0 when it is gone.
+pub fn process_cpu_s(pid: u32) -> f64 {
+    let c = process_counters(pid, ticks_per_sec());
+    c.user_s + c.system_s
+}
+
 /// Open file descriptors of one process (0 when it is gone).
 pub fn open_fds(pid: u32) -> u64 {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count() as u64)

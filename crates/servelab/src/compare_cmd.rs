@@ -6,7 +6,7 @@ use anyhow::{Context as _, bail};
 use clap::Args;
 
 use crate::compare::link::LinkSpec;
-use crate::compare::options::{BaselineChoice, CompareOptions, DataCacheCopies};
+use crate::compare::options::{BaselineChoice, CompareOptions, CpuSplit, DataCacheCopies};
 use lab::dataset::DatasetSpec;
 
 /// Scenario A (httpd reading through NFS from rustnfs) against scenario B (httpd reading
@@ -86,6 +86,30 @@ pub struct CompareArgs {
     /// generator.
     #[arg(long)]
     pub no_cross_check: bool,
+    /// CPUs of the client side (servelab's load generator, `ab`, `wrk`), as `taskset -c`
+    /// writes them (`0`, `0-1`); default on a machine with two or more CPUs: the first
+    /// half. The report labels a run client-bound when these were >= 90 % busy.
+    #[arg(long, value_name = "LIST")]
+    pub client_cpus: Option<String>,
+    /// CPUs of every serving process (httpd, rustnfs, nginx, Apache, Ganesha); default:
+    /// the CPUs the client does not get.
+    #[arg(long, value_name = "LIST")]
+    pub server_cpus: Option<String>,
+    /// Let client and servers share every CPU (the fight for cores decides req/s).
+    #[arg(long, conflicts_with_all = ["client_cpus", "server_cpus"])]
+    pub no_pin: bool,
+    /// While the interval of A's CPU per request against B's is wider than ±10 %, run
+    /// more rounds of the large workload on A and B, up to this many in all.
+    #[arg(long, default_value_t = 8)]
+    pub max_repeat: usize,
+    /// Keep runs taken on a busy machine (load above one per core) in the figures; by
+    /// default they are left out and too few quiet runs means "rerun".
+    #[arg(long)]
+    pub keep_busy: bool,
+    /// Seconds of each open-loop point of the latency-at-equal-load runs (A and B at
+    /// 25, 50 and 75 % of the lower capacity); 0 skips them.
+    #[arg(long, default_value_t = 2.0)]
+    pub equal_load_seconds: f64,
     /// Where runs are written: `<DIR>/<date>-<host>/`.
     #[arg(long, default_value = "results", value_name = "DIR")]
     pub results: PathBuf,
@@ -139,6 +163,23 @@ impl CompareArgs {
             (false, Some(dir)) => DataCacheCopies::Dir(dir),
             (false, None) => DataCacheCopies::RunTempDir,
         };
+        if self.max_repeat < self.repeat || self.max_repeat > 100 {
+            bail!(
+                "--max-repeat must be between --repeat ({}) and 100",
+                self.repeat
+            );
+        }
+        if !(self.equal_load_seconds.is_finite()
+            && (0.0..=600.0).contains(&self.equal_load_seconds))
+        {
+            bail!("--equal-load-seconds must be between 0 and 600");
+        }
+        let cpus = cpu_split(
+            self.client_cpus.as_deref(),
+            self.server_cpus.as_deref(),
+            self.no_pin,
+            &lab::affinity::available_cpus(),
+        )?;
         let link = self
             .link
             .as_deref()
@@ -169,8 +210,84 @@ impl CompareArgs {
             client_threads: self.client_threads,
             cross_check: !self.no_cross_check,
             results: self.results,
+            cpus,
+            max_repeat: self.max_repeat,
+            keep_busy: self.keep_busy,
+            equal_load_seconds: self.equal_load_seconds,
         })
     }
+}
+
+/// The client/server CPU split from the flags and the CPUs this process may use: both
+/// lists must be allowed, non-empty and disjoint; one given, the other is the rest.
+fn cpu_split(
+    client: Option<&str>,
+    server: Option<&str>,
+    no_pin: bool,
+    available: &[usize],
+) -> anyhow::Result<Option<CpuSplit>> {
+    use lab::affinity::{default_split, format_cpu_list, parse_cpu_list};
+    if no_pin {
+        return Ok(None);
+    }
+    let parse = |flag: &str, text: &str| -> anyhow::Result<Vec<usize>> {
+        let cpus = parse_cpu_list(text).map_err(|e| anyhow::anyhow!("{flag}: {e}"))?;
+        if let Some(c) = cpus.iter().find(|c| !available.contains(c)) {
+            bail!(
+                "{flag}: CPU {c} is not available to this process (available: {})",
+                format_cpu_list(available)
+            );
+        }
+        Ok(cpus)
+    };
+    let rest = |of: &[usize]| -> Vec<usize> {
+        available
+            .iter()
+            .copied()
+            .filter(|c| !of.contains(c))
+            .collect()
+    };
+    let (c, s, how) = match (client, server) {
+        (None, None) => match default_split(available) {
+            Some((c, s)) => (c, s, "default: first half of the CPUs to the client"),
+            None => return Ok(None),
+        },
+        (Some(c), None) => {
+            let c = parse("--client-cpus", c)?;
+            let s = rest(&c);
+            (c, s, "--client-cpus; the servers get the rest")
+        }
+        (None, Some(s)) => {
+            let s = parse("--server-cpus", s)?;
+            let c = rest(&s);
+            (c, s, "--server-cpus; the client gets the rest")
+        }
+        (Some(c), Some(s)) => (
+            parse("--client-cpus", c)?,
+            parse("--server-cpus", s)?,
+            "--client-cpus and --server-cpus",
+        ),
+    };
+    if c.is_empty() || s.is_empty() {
+        bail!(
+            "--client-cpus/--server-cpus: each side needs at least one CPU (available: {}); use --no-pin to share them",
+            format_cpu_list(available)
+        );
+    }
+    if c.iter().any(|x| s.contains(x)) {
+        bail!(
+            "--client-cpus and --server-cpus overlap; give each side its own CPUs or use --no-pin"
+        );
+    }
+    Ok(Some(CpuSplit {
+        note: format!(
+            "client on CPU {}, servers on CPU {} ({how})",
+            format_cpu_list(&c),
+            format_cpu_list(&s)
+        ),
+        client: c,
+        server: s,
+    }))
 }
 
 pub fn run(mut args: CompareArgs) -> anyhow::Result<()> {
@@ -238,5 +355,25 @@ mod tests {
         let missing = dir.path().join("missing");
         let e = copies(&["--nfs-data-cache-dir", missing.to_str().unwrap()]).unwrap_err();
         assert!(e.to_string().contains("not a directory"), "{e}");
+    }
+
+    #[test]
+    fn cpu_split_defaults_to_halves_and_rejects_bad_lists() {
+        let four = [0, 1, 2, 3];
+        let d = cpu_split(None, None, false, &four).unwrap().unwrap();
+        assert_eq!((d.client, d.server), (vec![0, 1], vec![2, 3]));
+        assert_eq!(cpu_split(None, None, false, &[0]).unwrap(), None);
+        assert_eq!(cpu_split(None, None, true, &four).unwrap(), None);
+        let c = cpu_split(Some("3"), None, false, &four).unwrap().unwrap();
+        assert_eq!((c.client, c.server), (vec![3], vec![0, 1, 2]));
+        for (client, server, needle) in [
+            (Some("0-1"), Some("1-2"), "overlap"),
+            (Some("7"), None, "not available"),
+            (Some("0-3"), None, "at least one CPU"),
+            (Some("x"), None, "not a number"),
+        ] {
+            let e = cpu_split(client, server, false, &four).unwrap_err();
+            assert!(e.to_string().contains(needle), "{e}");
+        }
     }
 }

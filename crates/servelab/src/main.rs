@@ -14,6 +14,7 @@ mod report_cmd;
 mod results;
 mod servers;
 mod stats;
+mod table;
 mod tcp_server;
 
 use clap::Parser as _;

@@ -50,8 +50,11 @@ pub fn run(args: ReportArgs) -> anyhow::Result<()> {
     };
     let text = std::fs::read_to_string(&json_path)
         .with_context(|| format!("cannot read {}", json_path.display()))?;
-    let report: Report = serde_json::from_str(&text)
+    let mut report: Report = serde_json::from_str(&text)
         .with_context(|| format!("{} is not a servelab compare report", json_path.display()))?;
+    // The answer is a function of the rows: recomputed, so a report written before the
+    // answer section existed (or by an older servelab) gets today's.
+    report.answer = crate::compare::answer::compute(&report);
     crate::compare::output::write_outputs(&report, &dir)?;
     print!("{}", crate::compare::markdown::render(&report));
     println!(

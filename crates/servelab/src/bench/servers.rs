@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use lab::find_program;
-use lab::peers::{self, Baseline, ExternalServer};
+use lab::peers::{Baseline, ExternalServer};
 use lab::sampler;
 
 use super::names::*;
@@ -191,12 +191,10 @@ fn start_peer(b: Baseline, root: &Path, skipped: &mut Vec<Skip>) -> Option<Exter
         skipped.push(Skip::new(b.name(), why));
         return None;
     }
-    let started = match b {
-        Baseline::Nginx => peers::start_nginx(root),
-        Baseline::Apache => peers::start_apache(root),
-        Baseline::Ganesha => peers::start_ganesha(root),
-        Baseline::KernelNfs => return None,
-    };
+    if b == Baseline::KernelNfs {
+        return None;
+    }
+    let started = b.start(root);
     match started {
         Ok(s) => Some(s),
         Err(e) => {

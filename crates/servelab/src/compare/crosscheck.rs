@@ -292,6 +292,7 @@ mod tests {
             server_peak_rss_bytes: None,
             cost: None,
             reference: Some(summarise(tool, &measured, m, 0)),
+            client_bound: false,
         }
     }
 

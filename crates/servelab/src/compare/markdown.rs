@@ -3,9 +3,148 @@
 use std::fmt::Write as _;
 
 use super::model::{HttpRow, Report};
+use crate::table::Table;
 
 /// The scenario every Δ% is computed against.
 pub const REFERENCE_SCENARIO: &str = "B (local)";
+
+/// The sections that come first: the computed answer, the service demand behind it and
+/// the latency at equal offered load.
+pub fn answer_sections(report: &Report) -> String {
+    let a = &report.answer;
+    let mut out = String::from("## The answer\n\n");
+    for s in &a.sentences {
+        let _ = writeln!(out, "- {s}");
+    }
+    out.push('\n');
+    if !a.service_demand.is_empty() {
+        let _ = writeln!(
+            out,
+            "## Service demand: CPU per request of every serving process\n\n\
+             CPU seconds (user + system from `/proc/PID/stat`) of each serving process during \
+             each run, divided by the requests it served: the figure that does not depend on who \
+             else uses the machine (netperf's service demand). Median over the runs that count \
+             (spread = lowest–highest); capacity per core = 1 / CPU per request. Ratios against B \
+             with their bootstrap 95 % interval; one that includes 1 is no measurable difference.\n"
+        );
+        let mut t = Table::new([
+            "Workload",
+            "Scenario",
+            "CPU ms/request (spread)",
+            "By process, ms/request",
+            "× B (95 % CI)",
+            "Capacity per core, req/s",
+            "CPU s/GB",
+            "Peak RSS MB (by process)",
+            "Runs",
+            "Client-bound",
+        ]);
+        for d in &a.service_demand {
+            let ratio = a
+                .ratios
+                .iter()
+                .find(|r| r.workload == d.workload && r.scenario == d.scenario)
+                .map(|r| {
+                    let c = &r.cpu_per_request;
+                    let verdict = if c.significant {
+                        ""
+                    } else {
+                        ", no measurable difference"
+                    };
+                    format!(
+                        "{:.2} ({:.2}–{:.2}{verdict})",
+                        c.estimate, c.ci.low, c.ci.high
+                    )
+                })
+                .unwrap_or_else(|| {
+                    if d.scenario == REFERENCE_SCENARIO {
+                        "—".into()
+                    } else {
+                        "n/a".into()
+                    }
+                });
+            t.row([
+                d.workload.clone(),
+                d.scenario.clone(),
+                format!(
+                    "{:.3} ({:.3}–{:.3})",
+                    d.cpu_ms_per_request, d.cpu_ms_min, d.cpu_ms_max
+                ),
+                d.processes
+                    .iter()
+                    .map(|p| format!("{} {:.3}", p.name, p.cpu_ms_per_request))
+                    .collect::<Vec<_>>()
+                    .join(" + "),
+                ratio,
+                format!("{:.0}", d.capacity_per_core),
+                format!("{:.2}", d.cpu_s_per_gb),
+                d.processes
+                    .iter()
+                    .map(|p| format!("{} {:.1}", p.name, p.peak_rss_bytes as f64 / 1e6))
+                    .collect::<Vec<_>>()
+                    .join(" + "),
+                d.runs_used.to_string(),
+                if d.client_bound {
+                    "yes".into()
+                } else {
+                    "no".into()
+                },
+            ]);
+        }
+        out.push_str(&t.to_markdown());
+        out.push('\n');
+    }
+    if !report.equal_load.is_empty() {
+        let _ = writeln!(
+            out,
+            "## Latency at equal offered load\n\n\
+             A and B driven open-loop at the same fixed rates on the large file (shares of the \
+             lower of their closed-loop capacities), {} s per point, each request timed from its \
+             intended start; medians over the repeats. Δ p50 = A − B with its bootstrap 95 % \
+             interval.\n",
+            report.settings.equal_load_seconds
+        );
+        let mut t = Table::new([
+            "Offered req/s (share)",
+            "Scenario",
+            "Achieved req/s",
+            "p50 ms",
+            "p99 ms",
+            "Δ p50 vs B ms (95 % CI)",
+            "Runs",
+            "Failed",
+        ]);
+        for r in &report.equal_load {
+            t.row([
+                format!(
+                    "{:.1} ({:.0} %)",
+                    r.offered_per_sec,
+                    r.fraction_of_capacity * 100.0
+                ),
+                r.scenario.clone(),
+                format!("{:.1}", r.achieved_per_sec),
+                format!("{:.2}", r.p50_ms),
+                format!("{:.2}", r.p99_ms),
+                r.p50_minus_b_ms.map_or("—".into(), |d| {
+                    let verdict = if d.significant {
+                        ""
+                    } else {
+                        ", no measurable difference"
+                    };
+                    format!(
+                        "{:+.2} ({:+.2} to {:+.2}{verdict})",
+                        d.estimate, d.ci.low, d.ci.high
+                    )
+                }),
+                r.runs_p50_ms.len().to_string(),
+                r.failed.to_string(),
+            ]);
+        }
+        out.push_str(&t.to_markdown());
+        out.push('\n');
+    }
+    out
+}
 
 pub fn render(report: &Report) -> String {
     let mut out = String::new();
@@ -15,15 +154,26 @@ pub fn render(report: &Report) -> String {
         "# servelab compare — {} — {}\n",
         env.hostname, env.started_utc
     );
+    out.push_str(&answer_sections(report));
     let _ = writeln!(
         out,
-        "Scenario **A** serves files that live on an NFS export: `httpd --nfs` reads them \
+        "## How it was measured\n\nScenario **A** serves files that live on an NFS export: `httpd --nfs` reads them \
          through its built-in NFSv3 client from `rustnfs`. Scenario **B** serves the same \
          files from local disk: `httpd --root`. Baselines serve the same files the same way. \
          Every figure is the median of {} runs (spread = lowest–highest); Δ% is against B; \
          server peak RSS is the HTTP server's process tree (workers included) during the runs.\n",
         report.settings.repeat
     );
+    if let Some(p) = &report.pinning {
+        let _ = writeln!(
+            out,
+            "CPUs: {}. A row marked **client-bound** had the client's CPUs at least {:.0} % busy \
+             in most of its runs: its requests/s is a lower bound on the server's capacity, never \
+             a finding about the server.\n",
+            p.note,
+            super::model::CLIENT_BOUND_BUSY * 100.0
+        );
+    }
 
     for workload in distinct(report.http.iter().map(|r| r.workload.as_str())) {
         let rows: Vec<&HttpRow> = report
@@ -85,8 +235,13 @@ pub fn render(report: &Report) -> String {
             };
             let _ = writeln!(
                 out,
-                "| {} | {:.1} ({:.1}–{:.1}) | {:.1} | {:.2} | {:.2} | {:.2} | {:.2} | {} | {} | {} | {} |{ref_cells}",
+                "| {}{} | {:.1} ({:.1}–{:.1}) | {:.1} | {:.2} | {:.2} | {:.2} | {:.2} | {} | {} | {} | {} |{ref_cells}",
                 r.scenario,
+                if r.client_bound {
+                    " **(client-bound)**"
+                } else {
+                    ""
+                },
                 m.requests_per_sec,
                 r.rps_min,
                 r.rps_max,
@@ -138,10 +293,12 @@ pub fn render(report: &Report) -> String {
         );
         let _ = writeln!(
             out,
-            "The HTTP server's process tree (workers included), sampled from `/proc` every \
-             50 ms during each run: resident memory, CPU seconds, CPU per request and per GB \
-             of body served, context switches, open file descriptors. NFS servers behind A \
-             are not included. Memory over time: `memory.svg`.\n"
+            "Every serving process of the scenario — the HTTP server's process tree (workers \
+             included) and the NFS server behind it (rustnfs for A, Ganesha for its row) — \
+             sampled from `/proc` every 50 ms during each run and summed (peak RSS: the sum of \
+             each one's peak): resident memory, CPU seconds, CPU per request and per GB of \
+             body served, context switches, open file descriptors. The split by process is in \
+             the service-demand table above. Memory over time: `memory.svg`.\n"
         );
         let _ = writeln!(
             out,

@@ -5,6 +5,8 @@
 //! - [`options`]: what a run is asked to do (validated options, baseline choice).
 //! - [`scenarios`]: what runs — the list of scenario specs and how each is started.
 //! - [`run`]: the orchestration over a run context, phase by phase.
+//! - [`answer`]: the computed answer — service demand of A against B with its
+//!   interval, latency at equal load, what limited throughput — as data and sentences.
 //! - [`rows`]: raw runs → the report's rows (medians, spreads, curves, phases).
 //! - [`crosscheck`]: the same workloads by `ab` and `wrk`, and the report's self-checks.
 //! - [`link`]: the emulated network link for A's NFS traffic.
@@ -15,6 +17,7 @@
 //! Peers, process supervision, datasets, the environment note and the sampler are the
 //! `lab` crate's; our own servers as children are [`crate::ours`].
 
+pub mod answer;
 pub mod crosscheck;
 pub mod link;
 pub mod markdown;

@@ -44,7 +44,126 @@ pub struct Report {
     /// taken on a busy machine.
     #[serde(default)]
     pub flags: Vec<String>,
+    /// Which CPUs the client and the servers ran on.
+    #[serde(default)]
+    pub pinning: Option<Pinning>,
+    /// Open-loop runs of A and B at the same offered rates (large workload).
+    #[serde(default)]
+    pub equal_load: Vec<EqualLoadRow>,
+    /// The computed answer: what A costs against B, with its uncertainty.
+    #[serde(default)]
+    pub answer: Answer,
 }
+
+/// The client/server CPU split of a run.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Pinning {
+    /// CPUs of servelab itself (the load generator, `ab`, `wrk`, the sampler).
+    pub client_cpus: Vec<usize>,
+    /// CPUs of every serving process (httpd, rustnfs, nginx, Apache, Ganesha).
+    pub server_cpus: Vec<usize>,
+    /// How the split was chosen, or why there is none.
+    pub note: String,
+}
+
+/// One open-loop point: a scenario at a fixed offered rate.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct EqualLoadRow {
+    pub workload: String,
+    pub scenario: String,
+    /// The offered rate as a share of the lower of A's and B's closed-loop capacity.
+    pub fraction_of_capacity: f64,
+    pub offered_per_sec: f64,
+    /// Medians over the repeats.
+    pub achieved_per_sec: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    /// Each repeat's median and 99th percentile, in the order run.
+    pub runs_p50_ms: Vec<f64>,
+    pub runs_p99_ms: Vec<f64>,
+    pub failed: u64,
+    /// Against B at the same rate: median p50 of this row minus B's, with its interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p50_minus_b_ms: Option<crate::stats::Comparison>,
+}
+
+/// The report's first section, as data and as sentences.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Answer {
+    /// The computed sentences, plain text, most important first.
+    pub sentences: Vec<String>,
+    /// Service demand (CPU per request of every serving process) per workload and
+    /// scenario, from the runs that count.
+    pub service_demand: Vec<DemandRow>,
+    /// Each scenario's service demand against B's, per workload.
+    pub ratios: Vec<RatioRow>,
+    /// Runs left out because the machine was busy (see `settings.keep_busy`).
+    pub excluded_busy_runs: usize,
+    /// False when too few quiet runs remained to conclude anything.
+    pub conclusive: bool,
+}
+
+/// What one scenario's serving processes cost per request in one workload.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct DemandRow {
+    pub workload: String,
+    pub scenario: String,
+    /// Median over the runs used of all serving processes' CPU per request.
+    pub cpu_ms_per_request: f64,
+    /// Lowest and highest over those runs.
+    pub cpu_ms_min: f64,
+    pub cpu_ms_max: f64,
+    pub cpu_s_per_gb: f64,
+    /// 1 / CPU per request: requests per second one core could serve.
+    pub capacity_per_core: f64,
+    pub peak_rss_bytes: u64,
+    pub mean_rss_bytes: u64,
+    /// The same split by process (median CPU per request, peak RSS).
+    pub processes: Vec<ProcessCost>,
+    pub runs_used: usize,
+    /// Most of its runs had the client's CPUs at least 90 % busy.
+    pub client_bound: bool,
+    /// Median requests/s of the runs used (a lower bound when client-bound).
+    pub requests_per_sec: f64,
+}
+
+/// One scenario's service demand against B's in one workload.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RatioRow {
+    pub workload: String,
+    pub scenario: String,
+    pub against: String,
+    pub cpu_per_request: crate::stats::Comparison,
+}
+
+/// What one serving process cost (per run, or a median over runs).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ProcessCost {
+    /// `httpd`, `rustnfs`, `nginx`, `ganesha.nfsd`, …
+    pub name: String,
+    pub pid: u32,
+    pub cpu_s: f64,
+    pub cpu_ms_per_request: f64,
+    pub peak_rss_bytes: u64,
+    pub mean_rss_bytes: u64,
+}
+
+/// How busy the client's and the servers' CPUs were during one run.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+pub struct ClientLoad {
+    /// Share (0–1) of time the client's CPUs were busy, by anyone.
+    pub client_cpus_busy: f64,
+    /// Share of time the servers' CPUs were busy, by anyone.
+    pub server_cpus_busy: f64,
+    /// CPU seconds servelab itself (the load generator) used.
+    pub client_process_cpu_s: f64,
+    /// The client's CPUs were at least [`CLIENT_BOUND_BUSY`] busy: the run's req/s is a
+    /// lower bound on the servers' capacity.
+    pub client_bound: bool,
+}
+
+/// The client's CPUs this busy or busier make a run client-bound.
+pub const CLIENT_BOUND_BUSY: f64 = 0.9;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Settings {
@@ -65,6 +184,16 @@ pub struct Settings {
     /// Threads of servelab's load generator.
     #[serde(default)]
     pub client_threads: Option<usize>,
+    /// Repeats of A and B the headline ratio may grow to while its interval is wider
+    /// than ±10 %.
+    #[serde(default)]
+    pub max_repeat: usize,
+    /// Runs on a busy machine were kept in the figures (`--keep-busy`).
+    #[serde(default)]
+    pub keep_busy: bool,
+    /// Seconds of each open-loop point of the equal-load runs.
+    #[serde(default)]
+    pub equal_load_seconds: f64,
 }
 
 fn default_nfs_cache_ms() -> u64 {
@@ -91,6 +220,9 @@ pub struct HttpRun {
     /// What the server process(es) cost during this run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<Cost>,
+    /// How busy the client's and the servers' CPUs were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<ClientLoad>,
 }
 
 /// Load average and CPU pressure around one run.
@@ -120,6 +252,10 @@ pub struct Cost {
     /// (seconds since the run began, resident bytes), at most ~100 points.
     #[serde(default)]
     pub rss_over_time: Vec<(f64, u64)>,
+    /// The same by serving process (httpd and rustnfs for A); the figures above are
+    /// their sums (peak RSS: the sum of each one's peak).
+    #[serde(default)]
+    pub processes: Vec<ProcessCost>,
 }
 
 /// The same workload measured by a reference client (`ab`, `wrk`) right after ours.
@@ -167,6 +303,9 @@ pub struct HttpRow {
     /// The same workload by `ab` (large) or `wrk` (small), when installed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reference: Option<ReferenceCheck>,
+    /// Most runs had the client's CPUs at least 90 % busy: requests/s is a lower bound.
+    #[serde(default)]
+    pub client_bound: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -261,6 +400,7 @@ impl HttpRun {
             max_ms: m(|r| r.max_ms),
             noise: None,
             cost: Cost::median_of(runs.iter().filter_map(|r| r.cost.as_ref())),
+            client: None,
         }
     }
 }
@@ -294,7 +434,46 @@ impl Cost {
             involuntary_switches: m(|c| c.involuntary_switches as f64).round() as u64,
             peak_open_fds: m(|c| c.peak_open_fds as f64).round() as u64,
             rss_over_time: curve,
+            processes: ProcessCost::median_by_name(costs.iter().map(|c| c.processes.as_slice())),
         })
+    }
+
+    /// From one sampler per serving process (name, pid, usage) over a run that served
+    /// `requests` requests and `bytes` body bytes: the sum, and the split.
+    pub fn from_processes(
+        per_process: &[(String, u32, lab::sampler::Usage)],
+        requests: u64,
+        bytes: u64,
+    ) -> Cost {
+        let mut sum = lab::sampler::Usage::default();
+        for (_, _, u) in per_process {
+            sum.peak_rss_bytes += u.peak_rss_bytes;
+            sum.mean_rss_bytes += u.mean_rss_bytes;
+            sum.cpu_user_s += u.cpu_user_s;
+            sum.cpu_system_s += u.cpu_system_s;
+            sum.voluntary_switches += u.voluntary_switches;
+            sum.involuntary_switches += u.involuntary_switches;
+            sum.peak_open_fds += u.peak_open_fds;
+        }
+        // The memory curve of the first process (the HTTP server) only: curves sampled
+        // by different threads do not share instants.
+        if let Some((_, _, u)) = per_process.first() {
+            sum.rss_samples = u.rss_samples.clone();
+        }
+        let mut cost = Cost::from_usage(&sum, requests, bytes);
+        cost.processes = per_process
+            .iter()
+            .map(|(name, pid, u)| ProcessCost {
+                name: name.clone(),
+                pid: *pid,
+                cpu_s: u.cpu_s(),
+                cpu_ms_per_request: crate::stats::service_demand_ms(&[u.cpu_s()], requests)
+                    .unwrap_or(0.0),
+                peak_rss_bytes: u.peak_rss_bytes,
+                mean_rss_bytes: u.mean_rss_bytes,
+            })
+            .collect();
+        cost
     }
 
     /// From a sampler's [`lab::sampler::Usage`] over a run that served `requests`
@@ -321,7 +500,43 @@ impl Cost {
             involuntary_switches: u.involuntary_switches,
             peak_open_fds: u.peak_open_fds,
             rss_over_time: u.rss_samples.iter().step_by(step).copied().collect(),
+            processes: Vec::new(),
         }
+    }
+}
+
+impl ProcessCost {
+    /// Per process name (in first-seen order), the field-by-field median over runs.
+    pub fn median_by_name<'a>(runs: impl Iterator<Item = &'a [ProcessCost]>) -> Vec<ProcessCost> {
+        let runs: Vec<&[ProcessCost]> = runs.collect();
+        let mut names: Vec<&str> = Vec::new();
+        for r in &runs {
+            for p in r.iter() {
+                if !names.contains(&p.name.as_str()) {
+                    names.push(&p.name);
+                }
+            }
+        }
+        names
+            .into_iter()
+            .map(|name| {
+                let of: Vec<&ProcessCost> = runs
+                    .iter()
+                    .filter_map(|r| r.iter().find(|p| p.name == name))
+                    .collect();
+                let m = |f: fn(&ProcessCost) -> f64| {
+                    median(&mut of.iter().map(|p| f(p)).collect::<Vec<_>>())
+                };
+                ProcessCost {
+                    name: name.to_string(),
+                    pid: of.last().map_or(0, |p| p.pid),
+                    cpu_s: m(|p| p.cpu_s),
+                    cpu_ms_per_request: m(|p| p.cpu_ms_per_request),
+                    peak_rss_bytes: m(|p| p.peak_rss_bytes as f64).round() as u64,
+                    mean_rss_bytes: m(|p| p.mean_rss_bytes as f64).round() as u64,
+                }
+            })
+            .collect()
     }
 }
 
@@ -354,5 +569,46 @@ mod tests {
         let m = HttpRun::median_of(&runs);
         assert_eq!(m.requests_per_sec, 20.0);
         assert_eq!(m.failed, 0);
+    }
+
+    #[test]
+    fn service_demand_from_known_cpu_counters() {
+        // Over one run of 100 requests and 10^9 body bytes, httpd's utime + stime grew by
+        // 2.0 + 0.5 s and rustnfs's by 2.0 + 0.8 s (what /proc/PID/stat's ticks give at
+        // 100 Hz for 250 and 280 ticks): 25 + 28 = 53 ms per request, 5.3 CPU-s per GB.
+        let usage = |user: f64, system: f64, peak: u64| lab::sampler::Usage {
+            cpu_user_s: user,
+            cpu_system_s: system,
+            peak_rss_bytes: peak,
+            mean_rss_bytes: peak / 2,
+            ..Default::default()
+        };
+        let c = Cost::from_processes(
+            &[
+                ("httpd".into(), 10, usage(2.0, 0.5, 8 << 20)),
+                ("rustnfs".into(), 11, usage(2.0, 0.8, 4 << 20)),
+            ],
+            100,
+            1_000_000_000,
+        );
+        assert!((c.cpu_us_per_request - 53_000.0).abs() < 1e-6, "{c:?}");
+        assert!((c.cpu_s_per_gb - 5.3).abs() < 1e-9);
+        assert!((c.cpu_user_s - 4.0).abs() < 1e-9 && (c.cpu_system_s - 1.3).abs() < 1e-9);
+        assert_eq!(c.peak_rss_bytes, 12 << 20);
+        let split: Vec<(&str, f64)> = c
+            .processes
+            .iter()
+            .map(|p| (p.name.as_str(), p.cpu_ms_per_request))
+            .collect();
+        assert_eq!(split.len(), 2);
+        assert!((split[0].1 - 25.0).abs() < 1e-9 && (split[1].1 - 28.0).abs() < 1e-9);
+        // The median over runs keeps the split by name.
+        let mut other = c.clone();
+        other.processes[1].cpu_ms_per_request = 30.0;
+        let mut third = c.clone();
+        third.processes[1].cpu_ms_per_request = 40.0;
+        let m = Cost::median_of([&c, &other, &third].into_iter()).unwrap();
+        assert_eq!(m.processes[1].name, "rustnfs");
+        assert_eq!(m.processes[1].cpu_ms_per_request, 30.0);
     }
 }

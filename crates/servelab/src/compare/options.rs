@@ -98,4 +98,21 @@ pub struct CompareOptions {
     pub cross_check: bool,
     /// `results/`: the run goes into `<results>/<date>-<host>[-N]/`.
     pub results: PathBuf,
+    /// The client/server CPU split; `None`: no pinning (one CPU, or `--no-pin`).
+    pub cpus: Option<CpuSplit>,
+    /// Repeats of A and B the headline may grow to while its interval is wider than ±10 %.
+    pub max_repeat: usize,
+    /// Keep runs taken on a busy machine in the figures.
+    pub keep_busy: bool,
+    /// Seconds of each open-loop point at equal offered load; 0 = none.
+    pub equal_load_seconds: f64,
+}
+
+/// Which CPUs the client (servelab, `ab`, `wrk`) and the serving processes run on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CpuSplit {
+    pub client: Vec<usize>,
+    pub server: Vec<usize>,
+    /// How it was chosen (stated in the report).
+    pub note: String,
 }

@@ -24,10 +24,17 @@ pub struct HttpRuns {
 
 impl HttpRuns {
     /// Adds one successful run of our load generator.
-    pub fn push(&mut self, r: &loadgen::Report, cost: Cost, noise: RunNoise) {
+    pub fn push(
+        &mut self,
+        r: &loadgen::Report,
+        cost: Cost,
+        noise: RunNoise,
+        client: Option<ClientLoad>,
+    ) {
         let mut run = http_run(r);
         run.cost = Some(cost);
         run.noise = Some(noise);
+        run.client = client;
         self.runs.push(run);
         if let Some(total) = r.total() {
             self.curves.push(percentile_curve(&total));
@@ -71,7 +78,13 @@ pub fn http_row(
             })
         })
         .collect();
+    let bound = a
+        .runs
+        .iter()
+        .filter(|r| r.client.is_some_and(|c| c.client_bound))
+        .count();
     let row = HttpRow {
+        client_bound: bound * 2 > a.runs.len(),
         workload: workload.into(),
         scenario: scenario.into(),
         description: description.into(),
@@ -175,6 +188,7 @@ fn http_run(r: &loadgen::Report) -> HttpRun {
         max_ms: total.quantile_seconds(1.0) * 1e3,
         noise: None,
         cost: None,
+        client: None,
     }
 }
 

@@ -7,13 +7,15 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use lab::peers::{self, Baseline, ExternalServer};
-use lab::sampler::Target;
+use lab::peers::{Baseline, ExternalServer};
 
 use super::link::{self, Link, LinkPath, LinkSpec};
 use super::markdown::REFERENCE_SCENARIO;
 use super::netns;
 use crate::ours::ServerProcess;
+
+/// Scenario A as the question puts it: httpd reading every byte through rustnfs.
+pub const A_SCENARIO: &str = "A (NFS: rustnfs)";
 
 /// Scenario A with httpd's client data cache: the row comparable to the original
 /// experiment, whose httpd read through a kernel NFS mount with a page cache.
@@ -62,7 +64,7 @@ pub fn specs(link: Option<LinkSpec>, ganesha: bool, peers: &[Baseline]) -> Vec<S
             launch: Launch::HttpdLocal,
         },
         ScenarioSpec {
-            name: "A (NFS: rustnfs)".into(),
+            name: A_SCENARIO.into(),
             description: "httpd --nfs: built-in NFSv3 client → rustnfs, every byte over the wire"
                 .into(),
             launch: Launch::HttpdRustnfs {
@@ -151,8 +153,10 @@ pub struct HttpScenario {
     pub own_rustnfs: Option<ServerProcess>,
     /// The emulated link its NFS traffic crosses, held as long as the scenario.
     pub _link: Option<Link>,
-    /// What the cost sampler reads: the process tree, or a cgroup for a container.
-    pub target: Target,
+    /// Every process that serves this scenario's requests (name, pid): the HTTP server,
+    /// and the NFS server behind it. Each is sampled on its own; their sum is the
+    /// scenario's service demand.
+    pub serving: Vec<(String, u32)>,
 }
 
 /// What starting scenarios needs from the run.
@@ -248,7 +252,7 @@ pub fn start(spec: &ScenarioSpec, env: &StartEnv<'_>) -> anyhow::Result<HttpScen
                 name: spec.name.clone(),
                 description: spec.description.clone(),
                 addr: server.addr,
-                target: Target::Tree(server.pid()),
+                serving: vec![(b.name().to_string(), server.pid())],
                 ours: None,
                 _peer: Some(server),
                 behind_rustnfs: false,
@@ -258,14 +262,25 @@ pub fn start(spec: &ScenarioSpec, env: &StartEnv<'_>) -> anyhow::Result<HttpScen
         }
     };
     let p = ServerProcess::start(&spec.name, "httpd", &args, env.log_dir)?;
+    let mut serving = vec![("httpd".to_string(), p.pid())];
+    match &spec.launch {
+        Launch::HttpdGanesha => {
+            serving.extend(env.ganesha.map(|g| ("ganesha.nfsd".into(), g.pid())))
+        }
+        _ if behind_rustnfs => {
+            let nfs = own_rustnfs.as_ref().or(env.rustnfs);
+            serving.extend(nfs.map(|n| ("rustnfs".to_string(), n.pid())));
+        }
+        _ => {}
+    }
     Ok(HttpScenario {
+        serving,
         name: spec.name.clone(),
         description: match notes.is_empty() {
             false => format!("{} [{}]", spec.description, notes.join("; ")),
             true => spec.description.clone(),
         },
         addr: p.addr,
-        target: Target::Tree(p.pid()),
         ours: Some(p),
         _peer: None,
         behind_rustnfs,
@@ -306,14 +321,7 @@ fn start_rustnfs_inside(
 }
 
 fn start_peer(b: Baseline, root: &Path) -> lab::Result<ExternalServer> {
-    match b {
-        Baseline::Nginx => peers::start_nginx(root),
-        Baseline::Apache => peers::start_apache(root),
-        Baseline::Ganesha => peers::start_ganesha(root),
-        Baseline::KernelNfs => Err(lab::LabError::Missing(
-            "compare does not mount file systems itself".into(),
-        )),
-    }
+    b.start(root)
 }
 
 /// `httpd` arguments for scenario A: the export and the NFS cache lifetime.

@@ -122,6 +122,8 @@ pub fn load(url: &str, schedule: Schedule, c: usize, keepalive: bool) -> anyhow:
         mbytes_per_sec: r.bytes_per_sec() / 1e6,
         p50_ms: total.quantile_seconds(0.5) * 1e3,
         p99_ms: total.quantile_seconds(0.99) * 1e3,
+        requests: r.requests,
+        ..Point::default()
     })
 }
 

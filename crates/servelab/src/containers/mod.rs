@@ -12,12 +12,15 @@
 //! - [`cgroup`]: the host's CPU limit (a CFS quota in a cgroup of ours).
 //! - [`sysbench`]: the host's sysbench bundled with its libraries into each container.
 //! - [`fs`]: the file-system workloads on the host, through a bind mount and over NFS.
+//! - [`serving`]: which processes and cgroups serve each cell (for CPU per request).
+//! - [`answer`]: A vs B in each place and each container vs the host, with intervals.
 //! - [`report`]: the results as data, markdown and SVG.
 //!
 //! [`run`] goes phase by phase over a run context: deploy every column, check the bytes,
 //! the original tables, memory, sysbench, the CPU × clients sweep, the workers sweep,
 //! the file-system table, files.
 
+pub mod answer;
 pub mod cgroup;
 pub mod docker;
 pub mod fs;
@@ -25,6 +28,7 @@ pub mod host;
 pub mod lxd;
 pub mod options;
 pub mod report;
+pub mod serving;
 pub mod sysbench;
 
 pub use options::{ContainerArgs, Workloads};
@@ -55,6 +59,8 @@ struct Cell {
     target: usize,
     scenario: &'static str,
     url: String,
+    /// Its whole serving stack, sampled over each run.
+    serving: serving::Serving,
 }
 
 /// Runs the container comparison and the sweeps; writes containers.md/.json and the
@@ -201,17 +207,22 @@ impl<'a> Run<'a> {
                     target: i,
                     scenario: "B",
                     url: t.url_b.clone(),
+                    serving: Vec::new(),
                 }];
                 if let Some(a) = &t.url_a {
                     v.push(Cell {
                         target: i,
                         scenario: "A",
                         url: a.clone(),
+                        serving: Vec::new(),
                     });
                 }
                 v
             })
             .collect();
+        for ci in 0..run.cells.len() {
+            run.cells[ci].serving = run.serving_of(ci);
+        }
         Ok(run)
     }
 
@@ -269,6 +280,68 @@ impl<'a> Run<'a> {
         d.httpd_a = Some(a);
         d.httpd_b = Some(b);
         Ok(())
+    }
+
+    /// What serves cell `ci`: the host's httpd process, the LXD instance's cgroup or the
+    /// Docker container's, plus the rustnfs container behind scenario A. A part whose
+    /// cgroup cannot be found leaves the cell without a CPU figure (not a partial one).
+    fn serving_of(&self, ci: usize) -> serving::Serving {
+        use lab::sampler::Target as T;
+        let c = &self.cells[ci];
+        let place = self.targets[c.target].place.as_str();
+        let a = c.scenario == "A";
+        let mut v: Vec<(String, Option<T>)> = Vec::new();
+        match place {
+            "host" => {
+                let h = if a {
+                    self.host_a.as_ref()
+                } else {
+                    Some(&self.host_b)
+                };
+                v.push(("httpd (host)".into(), h.map(|h| T::Tree(h.proc.pid()))));
+            }
+            "LXD" => {
+                let name = self.instance.as_ref().map(|i| i.name.clone());
+                v.push((
+                    "LXD instance".into(),
+                    name.as_deref()
+                        .and_then(container_target(serving::lxd_cgroup, serving::lxd_pid)),
+                ));
+            }
+            _ => {
+                let d = self.deployment.as_ref();
+                let name = d.and_then(|d| {
+                    if a {
+                        d.httpd_a.as_ref()
+                    } else {
+                        d.httpd_b.as_ref()
+                    }
+                });
+                v.push((
+                    "httpd container".into(),
+                    name.and_then(|n| serving::docker_cgroup(&n.name))
+                        .map(T::Cgroup),
+                ));
+            }
+        }
+        if a {
+            // The LXD instance reads the script's own rustnfs container.
+            let nfs = match place {
+                "LXD" => Some(format!("{}-rustnfs", lxd::PREFIX)),
+                _ => self.deployment.as_ref().and_then(|d| d.rustnfs.clone()),
+            };
+            v.push((
+                "rustnfs container".into(),
+                nfs.as_deref().and_then(container_target(
+                    serving::docker_cgroup,
+                    serving::docker_pid,
+                )),
+            ));
+        }
+        if v.iter().any(|(_, t)| t.is_none()) {
+            return Vec::new();
+        }
+        v.into_iter().filter_map(|(n, t)| Some((n, t?))).collect()
     }
 
     fn docker_column(&self) -> bool {
@@ -346,13 +419,22 @@ impl<'a> Run<'a> {
                     w.repeat,
                     c.scenario
                 );
+                let before = lab::environment::Noise::now();
+                let sampler = serving::CellSampler::start(&c.serving);
                 let r = if is_small {
                     self.small(&c.url, w.small_concurrency, w.small_seconds)
                 } else {
                     self.large(&c.url)
                 };
+                let cpu_s = sampler.finish();
+                let busy = before.busy() || lab::environment::Noise::now().busy();
                 match r {
-                    Ok(p) => runs[ci].push(p),
+                    Ok(mut p) => {
+                        p.busy = busy;
+                        p.cpu_ms_per_request =
+                            cpu_s.and_then(|s| crate::stats::service_demand_ms(&[s], p.requests));
+                        runs[ci].push(p)
+                    }
                     Err(e) => self.rep.failures.push(format!(
                         "{place} {} {workload}: {}",
                         c.scenario,
@@ -369,6 +451,7 @@ impl<'a> Run<'a> {
                         place: self.targets[c.target].place.clone(),
                         runs: runs.len(),
                         median: m,
+                        points: runs.clone(),
                     });
                 }
             }
@@ -591,9 +674,32 @@ impl<'a> Run<'a> {
             self.args.scale_seconds,
             w.repeat.min(3)
         );
+        self.rep.answer = answer::compute(&self.rep.rows, w.keep_busy);
+        self.rep.notes.push(format!(
+            "CPU per request: the whole serving stack of each cell — the host's httpd process, \
+             the LXD instance's cgroup or the httpd container's, plus the rustnfs container's \
+             for A — from /proc and cgroup cpu.stat over each run; sweep points last {:.1} s \
+             each (--scale-seconds; 1 s points on a shared two-core machine moved with each \
+             neighbour's burst), median of {}",
+            self.args.scale_seconds,
+            w.repeat.min(3)
+        ));
         let rep = std::mem::take(&mut self.rep);
         drop(self);
         report::write(&rep, out_dir)
+    }
+}
+
+/// A container's sampling target: its cgroup v2 directory, else (cgroup v1 hosts) the
+/// process tree under its first process.
+fn container_target(
+    cgroup: fn(&str) -> Option<PathBuf>,
+    pid: fn(&str) -> Option<u32>,
+) -> impl Fn(&str) -> Option<lab::sampler::Target> {
+    move |name| {
+        cgroup(name)
+            .map(lab::sampler::Target::Cgroup)
+            .or_else(|| pid(name).map(lab::sampler::Target::Tree))
     }
 }
 

@@ -23,8 +23,10 @@ pub struct ContainerArgs {
     /// httpd `--workers` values to sweep on the host, e.g. `1,2,4`.
     #[arg(long, value_name = "LIST")]
     pub workers: Option<String>,
-    /// Seconds of each sweep point.
-    #[arg(long, default_value_t = 1.0)]
+    /// Seconds of each sweep point: 3 by default, because a 1 s point on a shared
+    /// two-core machine lasts a handful of a neighbour's scheduling bursts, and its
+    /// connection ramp-up is a visible share of it; the report gives the spread.
+    #[arg(long, default_value_t = 3.0)]
     pub scale_seconds: f64,
     /// Seconds of each sysbench run where sysbench is installed; 0 leaves it out.
     #[arg(long, default_value_t = 2)]
@@ -51,6 +53,8 @@ pub struct Workloads {
     pub large_concurrency: usize,
     pub small_seconds: f64,
     pub small_concurrency: usize,
+    /// Keep runs taken on a busy machine in the comparisons (`--keep-busy`).
+    pub keep_busy: bool,
 }
 
 impl Workloads {
@@ -63,6 +67,7 @@ impl Workloads {
             large_concurrency: o.large_concurrency,
             small_seconds: o.small_seconds,
             small_concurrency: o.small_concurrency,
+            keep_busy: o.keep_busy,
         }
     }
 }

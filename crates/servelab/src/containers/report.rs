@@ -14,6 +14,16 @@ pub struct Point {
     pub mbytes_per_sec: f64,
     pub p50_ms: f64,
     pub p99_ms: f64,
+    /// Requests served in the run.
+    #[serde(default)]
+    pub requests: u64,
+    /// CPU of the whole serving stack (httpd's place and the rustnfs container behind
+    /// A) per request, when its processes or cgroups could be sampled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_ms_per_request: Option<f64>,
+    /// The machine was busy (load above one per core) before or after the run.
+    #[serde(default)]
+    pub busy: bool,
 }
 
 impl Point {
@@ -28,6 +38,12 @@ impl Point {
             mbytes_per_sec: field(|p| p.mbytes_per_sec)?,
             p50_ms: field(|p| p.p50_ms)?,
             p99_ms: field(|p| p.p99_ms)?,
+            requests: field(|p| p.requests as f64)?.round() as u64,
+            cpu_ms_per_request: {
+                let mut v: Vec<f64> = runs.iter().filter_map(|p| p.cpu_ms_per_request).collect();
+                crate::stats::median(&mut v)
+            },
+            busy: runs.iter().any(|p| p.busy),
         })
     }
 }
@@ -39,6 +55,8 @@ pub struct Row {
     pub place: String,
     pub runs: usize,
     pub median: Point,
+    /// Every run, in the order run (the intervals are computed from these).
+    pub points: Vec<Point>,
 }
 
 #[derive(Debug, Serialize)]
@@ -101,14 +119,15 @@ pub struct ContainerReport {
     pub notes: Vec<String>,
     pub skipped: Vec<String>,
     pub failures: Vec<String>,
+    /// The computed answer: A vs B in each place, each container vs the host.
+    pub answer: super::answer::ContainerAnswer,
 }
 
 /// Δ% of `v` against the reference `base`.
 fn delta(v: f64, base: f64) -> String {
-    if base > 0.0 {
-        format!("{:+.1} %", (v / base - 1.0) * 100.0)
-    } else {
-        "—".into()
+    match crate::stats::delta_pct(v, base) {
+        Some(d) if base > 0.0 => format!("{d:+.1} %"),
+        _ => "—".into(),
     }
 }
 
@@ -116,8 +135,57 @@ fn mib(b: u64) -> String {
     format!("{:.1} MiB", b as f64 / (1024.0 * 1024.0))
 }
 
+/// The answer section of containers.md: the sentences, then every comparison with its
+/// interval and flag.
+fn answer_section(r: &ContainerReport) -> String {
+    use crate::table::Table;
+    let mut o = String::from("\n## The answer (containers)\n\n");
+    for s in &r.answer.sentences {
+        let _ = writeln!(o, "- {s}");
+    }
+    let ratio = |c: &Option<crate::stats::Comparison>| match c {
+        None => "n/a".to_string(),
+        Some(c) => format!(
+            "{:.2} ({:.2}–{:.2}){}",
+            c.estimate,
+            c.ci.low,
+            c.ci.high,
+            if c.significant {
+                ""
+            } else {
+                " no measurable difference"
+            }
+        ),
+    };
+    let mut t = Table::new([
+        "Workload",
+        "Comparison",
+        "CPU/request ratio (95 % CI)",
+        "req/s ratio (95 % CI)",
+        "Δ p50 ms (95 % CI)",
+        "Flag",
+    ]);
+    for c in &r.answer.comparisons {
+        t.row([
+            c.workload.clone(),
+            c.what.clone(),
+            ratio(&c.cpu_per_request),
+            ratio(&c.requests_per_sec),
+            c.p50_ms.map_or("n/a".into(), |d| {
+                format!("{:+.2} ({:+.2} to {:+.2})", d.estimate, d.ci.low, d.ci.high)
+            }),
+            c.flag.clone().unwrap_or_default(),
+        ]);
+    }
+    if !t.is_empty() {
+        o.push('\n');
+        o.push_str(&t.to_markdown());
+    }
+    o
+}
+
 pub fn render(r: &ContainerReport) -> String {
-    let mut o = String::new();
+    let mut o = answer_section(r);
     let _ = writeln!(
         o,
         "\n## Host against container (httpd on the host, in LXD, in Docker)\n"
@@ -411,6 +479,7 @@ mod tests {
             mbytes_per_sec: rps / 10.0,
             p50_ms: 1.0,
             p99_ms: 2.0,
+            ..Point::default()
         }
     }
 
@@ -424,6 +493,7 @@ mod tests {
                     place: "host".into(),
                     runs: 3,
                     median: p(200.0),
+                    points: vec![p(200.0)],
                 },
                 Row {
                     workload: "large".into(),
@@ -431,6 +501,7 @@ mod tests {
                     place: "LXD".into(),
                     runs: 3,
                     median: p(180.0),
+                    points: vec![p(180.0)],
                 },
             ],
             sysbench: vec![

@@ -19,6 +19,7 @@ use lab::environment::Environment;
 use lab::peers::ExternalServer;
 use latency::Snapshot;
 
+use super::answer;
 use super::crosscheck;
 use super::link;
 use super::model::*;
@@ -29,6 +30,7 @@ use crate::measure::error_text;
 use crate::ours::ServerProcess;
 use crate::results::unique_run_dir;
 
+mod equal;
 mod http;
 mod nfs;
 mod start;
@@ -64,6 +66,7 @@ pub fn run(opts: &CompareOptions) -> anyhow::Result<(Report, PathBuf)> {
     ctx.check_bytes(&scenarios)?;
     ctx.warm_up(&scenarios);
     ctx.measure_http(&scenarios);
+    ctx.measure_equal_load(&scenarios);
     drop(scenarios);
     ctx.measure_nfs();
     ctx.rustnfs = None;
@@ -125,6 +128,30 @@ impl<'a> RunContext<'a> {
             "warm (every file read during warm-up before measuring)".to_string()
         };
         let cold = opts.cold && cache_state.starts_with("cold");
+        // servelab is the client: its threads, and `ab`/`wrk` started later, inherit
+        // the client's CPUs; each server is moved to the servers' CPUs once started.
+        let pinning = match &opts.cpus {
+            Some(split) => {
+                lab::affinity::pin_tree(std::process::id(), &split.client)
+                    .context("cannot pin servelab to the client CPUs")?;
+                Pinning {
+                    client_cpus: split.client.clone(),
+                    server_cpus: split.server.clone(),
+                    note: split.note.clone(),
+                }
+            }
+            None => {
+                let all = lab::affinity::available_cpus();
+                Pinning {
+                    note: match all.len() {
+                        0 | 1 => "not pinned: one CPU, client and servers share it".into(),
+                        _ => "not pinned (--no-pin): client and servers share every CPU".into(),
+                    },
+                    client_cpus: all.clone(),
+                    server_cpus: all,
+                }
+            }
+        };
         let report = Report {
             schema_version: SCHEMA_VERSION,
             environment: Environment::capture(cache_state),
@@ -143,6 +170,9 @@ impl<'a> RunContext<'a> {
                 baselines: opts.baselines.label(),
                 nfs_cache_ms: opts.nfs_cache_ms,
                 client_threads: Some(opts.client_threads),
+                max_repeat: opts.max_repeat,
+                keep_busy: opts.keep_busy,
+                equal_load_seconds: opts.equal_load_seconds,
             },
             http: Vec::new(),
             nfs: Vec::new(),
@@ -155,6 +185,9 @@ impl<'a> RunContext<'a> {
             link_path: opts.link.map(|l| link::path_note(l).to_string()),
             control_path: opts.link.map(|l| link::control_note(l).to_string()),
             flags: Vec::new(),
+            pinning: Some(pinning),
+            equal_load: Vec::new(),
+            answer: Answer::default(),
         };
         // The TCP sink runs on a small runtime of their own; it also hosts the Ctrl-C
         // handler that stops every child.
@@ -191,6 +224,16 @@ impl<'a> RunContext<'a> {
         });
     }
 
+    /// Moves a serving process (and its threads and children) to the servers' CPUs; a
+    /// process that cannot be moved is a failure of that scenario's start.
+    fn pin_server(&mut self, name: &str, pid: u32) {
+        if let Some(split) = &self.opts.cpus
+            && let Err(e) = lab::affinity::pin_tree(pid, &split.server)
+        {
+            self.fail(name, "start", e);
+        }
+    }
+
     /// The rustnfs behind `sc`: its own (the `veth` control's) or the run's `shared`
     /// one; `None` when it reads from another server.
     fn rustnfs_of<'s>(
@@ -218,6 +261,7 @@ impl<'a> RunContext<'a> {
     /// The report's self-checks, then `report.json`, `report.md` and the plots.
     fn finish(mut self) -> anyhow::Result<(Report, PathBuf)> {
         self.report.flags = crosscheck::flags(&self.report);
+        self.report.answer = answer::compute(&self.report);
         write_outputs(&self.report, &self.out_dir)?;
         Ok((self.report, self.out_dir))
     }

@@ -20,10 +20,14 @@ impl RunContext<'_> {
             &["--export".into(), root, "--no-root-squash".into()],
             &self.log_dir,
         ) {
-            Ok(p) => self.rustnfs = Some(p),
+            Ok(p) => {
+                self.pin_server("rustnfs", p.pid());
+                self.rustnfs = Some(p);
+            }
             Err(e) => self.fail("rustnfs", "start", e),
         }
         if let Some(g) = self.start_baseline(Baseline::Ganesha) {
+            self.pin_server("ganesha.nfsd", g.pid());
             self.ganesha = Some(g);
         }
     }
@@ -44,12 +48,10 @@ impl RunContext<'_> {
             });
             return None;
         }
-        let started = match b {
-            Baseline::Ganesha => lab::peers::start_ganesha(&self.info.root),
-            Baseline::Nginx => lab::peers::start_nginx(&self.info.root),
-            Baseline::Apache => lab::peers::start_apache(&self.info.root),
-            Baseline::KernelNfs => return None,
-        };
+        if b == Baseline::KernelNfs {
+            return None;
+        }
+        let started = b.start(&self.info.root);
         match started {
             Ok(s) => Some(s),
             Err(e) if self.opts.baselines.explicit(b) => {
@@ -69,7 +71,7 @@ impl RunContext<'_> {
     /// The scenario list of this run.
     fn specs(&mut self) -> Vec<ScenarioSpec> {
         let mut peers = Vec::new();
-        for b in [Baseline::Nginx, Baseline::Apache] {
+        for &b in Baseline::HTTP_PEERS {
             if !self.opts.baselines.wants(b) {
                 continue;
             }
@@ -118,7 +120,12 @@ impl RunContext<'_> {
             };
             let result = scenarios::start(spec, &env);
             match result {
-                Ok(s) => started.push(s),
+                Ok(s) => {
+                    for (_, pid) in &s.serving {
+                        self.pin_server(&s.name, *pid);
+                    }
+                    started.push(s);
+                }
                 Err(e) if matches!(spec.launch, scenarios::Launch::Peer(b) if !self.opts.baselines.explicit(b)) => {
                     self.report.skipped.push(Skipped {
                         scenario: spec.name.clone(),

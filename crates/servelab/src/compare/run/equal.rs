@@ -1,0 +1,129 @@
+//! Latency at equal offered load: A and B driven open-loop at the same fixed rates (25,
+//! 50 and 75 % of the lower of their closed-loop capacities on the large file), so the
+//! NFS hop's added latency is read at the same load instead of from closed loops that
+//! ran at different throughputs. Each request is timed from its intended start.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use lab::environment::Noise;
+use loadgen::Schedule;
+
+use super::RunContext;
+use crate::compare::markdown::REFERENCE_SCENARIO;
+use crate::compare::model::EqualLoadRow;
+use crate::compare::scenarios::{A_SCENARIO, HttpScenario};
+use crate::measure::{Load, rotation};
+use crate::stats;
+
+/// The offered rates, as shares of the lower capacity.
+pub const FRACTIONS: [f64; 3] = [0.25, 0.5, 0.75];
+
+/// One open-loop run's figures.
+#[derive(Default)]
+struct Point {
+    p50_ms: Vec<f64>,
+    p99_ms: Vec<f64>,
+    achieved: Vec<f64>,
+    failed: u64,
+}
+
+impl RunContext<'_> {
+    pub(super) fn measure_equal_load(&mut self, scenarios: &[HttpScenario]) {
+        let secs = self.opts.equal_load_seconds;
+        if secs <= 0.0 {
+            return;
+        }
+        let find = |name: &str| scenarios.iter().position(|s| s.name == name);
+        let (Some(b), Some(a)) = (find(REFERENCE_SCENARIO), find(A_SCENARIO)) else {
+            return;
+        };
+        let capacity = |name: &str| {
+            self.report
+                .http
+                .iter()
+                .find(|r| r.workload == "large" && r.scenario == name)
+                .map(|r| r.median.requests_per_sec)
+        };
+        let (Some(cb), Some(ca)) = (capacity(REFERENCE_SCENARIO), capacity(A_SCENARIO)) else {
+            return;
+        };
+        let lower = cb.min(ca);
+        if lower <= 0.0 {
+            return;
+        }
+        let path = format!("/{}", self.info.large_file);
+        let mut points: BTreeMap<(usize, usize), Point> = BTreeMap::new();
+        let pair = [b, a];
+        for rep in 0..self.opts.repeat {
+            for fi in rotation(rep, FRACTIONS.len()) {
+                let rate = lower * FRACTIONS[fi];
+                for k in rotation(rep + fi, pair.len()) {
+                    let sc = &scenarios[pair[k]];
+                    eprintln!(
+                        "servelab compare: equal load {}/{} {:>4.0} req/s {}",
+                        rep + 1,
+                        self.opts.repeat,
+                        rate,
+                        sc.name
+                    );
+                    let before = Noise::now();
+                    let result = Load::new(
+                        format!("http://{}{path}", sc.addr),
+                        Schedule::Rate {
+                            per_second: rate,
+                            count: None,
+                            duration: Some(Duration::from_secs_f64(secs)),
+                        },
+                        self.opts.large_concurrency,
+                    )
+                    .keepalive(false)
+                    .threads(self.opts.client_threads)
+                    .run();
+                    let busy = before.busy() || Noise::now().busy();
+                    match result {
+                        Ok(r) => {
+                            let p = points.entry((fi, k)).or_default();
+                            p.failed += r.failed();
+                            if busy && !self.opts.keep_busy {
+                                continue;
+                            }
+                            let total = r.total().unwrap_or_default();
+                            p.p50_ms.push(total.quantile_seconds(0.5) * 1e3);
+                            p.p99_ms.push(total.quantile_seconds(0.99) * 1e3);
+                            p.achieved.push(r.requests_per_sec());
+                        }
+                        Err(e) => self.fail(&sc.name, &format!("equal load {rate:.0}/s"), e),
+                    }
+                }
+            }
+        }
+        for (fi, fraction) in FRACTIONS.iter().enumerate() {
+            let b_p50 = points.get(&(fi, 0)).map(|p| p.p50_ms.clone());
+            for (k, name) in [REFERENCE_SCENARIO, A_SCENARIO].iter().enumerate() {
+                let Some(p) = points.get(&(fi, k)) else {
+                    continue;
+                };
+                let med = |v: &[f64]| stats::median_of(v).unwrap_or(0.0);
+                self.report.equal_load.push(EqualLoadRow {
+                    workload: "large".into(),
+                    scenario: (*name).into(),
+                    fraction_of_capacity: *fraction,
+                    offered_per_sec: lower * fraction,
+                    achieved_per_sec: med(&p.achieved),
+                    p50_ms: med(&p.p50_ms),
+                    p99_ms: med(&p.p99_ms),
+                    runs_p50_ms: p.p50_ms.clone(),
+                    runs_p99_ms: p.p99_ms.clone(),
+                    failed: p.failed,
+                    p50_minus_b_ms: match (k, &b_p50) {
+                        (1, Some(b)) if p.p50_ms.len() >= 2 && b.len() >= 2 => {
+                            stats::difference(&p.p50_ms, b)
+                        }
+                        _ => None,
+                    },
+                });
+            }
+        }
+    }
+}
