@@ -1,9 +1,11 @@
 //! The deployment paths for real: the FROM-scratch images, docker/compose.yml's scenarios,
 //! the Swarm stack, the Kubernetes manifests and lxc/run-local.sh.
 //!
-//! Docker is optional (issue 6): without a reachable engine these tests print `SKIP` and
-//! pass, in CI too. The images are built once per run by `docker/build.sh` (static
-//! binaries in `<target>/static`, a separate cargo target directory). Every container,
+//! Docker is optional on a developer's machine (issue 6): without a reachable engine these
+//! tests skip (`SKIP:`, and a line in the skip log). Under CI (`CI=true`) they fail instead
+//! (issue 25): CI has an engine, and a test that passes without running proves nothing.
+//! The images are built once per run by `docker/build.sh` (static binaries in
+//! `<target>/static`, a separate cargo target directory). Every container,
 //! network, stack and bridge gets a name with this process's id, and a Drop guard removes
 //! it, so the tests run beside each other and beside other test runs.
 
@@ -232,19 +234,35 @@ fn compose_up_refuses_a_data_dir_without_the_file_instead_of_serving_404s() {
     }
     built();
     let results = tempfile::tempdir().unwrap();
-    // Unset: compose itself refuses, naming the variable.
+    // Unset: `up` refuses, naming the variable (the bind source /DATA_DIR-is-unset), and
+    // starts nothing; `down` in a shell without DATA_DIR works (issue 25 §1.6).
     let empty = tempfile::tempdir().unwrap();
     let mut compose = compose_project(empty.path(), results.path(), &[]);
     compose.env.retain(|(k, _)| k != "DATA_DIR");
-    let out = run(compose.cmd(&["config", "-q"]).env_remove("DATA_DIR"));
-    assert!(!out.status.success(), "compose accepted an unset DATA_DIR");
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("set DATA_DIR"),
-        "{}",
+    let out = run(compose.cmd(&["up", "-d"]).env_remove("DATA_DIR"));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    assert!(
+        !out.status.success(),
+        "compose up accepted an unset DATA_DIR"
+    );
+    assert!(text.contains("DATA_DIR-is-unset"), "{text}");
+    assert!(
+        compose.running().is_empty(),
+        "a refused up left containers running: {:?}",
+        compose.running()
+    );
+    let down = run(compose.cmd(&["down"]).env_remove("DATA_DIR"));
+    assert!(
+        down.status.success(),
+        "down without DATA_DIR: {}",
+        String::from_utf8_lossy(&down.stderr)
+    );
     drop(compose);
-    // Empty, and missing: `up` fails (check-data, the bind mount) and no httpd runs.
+    // Empty, and missing: `up` fails (check-data, the bind mount) and nothing runs.
     let missing = empty.path().join("no-such-dir");
     for dir in [empty.path().to_path_buf(), missing] {
         let compose = compose_project(&dir, results.path(), &[]);
@@ -253,6 +271,12 @@ fn compose_up_refuses_a_data_dir_without_the_file_instead_of_serving_404s() {
         assert!(
             !out.status.success(),
             "compose up served {} instead of failing:\n{stderr}",
+            dir.display()
+        );
+        assert!(
+            compose.running().is_empty(),
+            "a refused up left {:?} running with DATA_DIR={}",
+            compose.running(),
             dir.display()
         );
         eprintln!(
@@ -311,7 +335,8 @@ fn compose_tcp_over_the_bridge_and_over_the_host_network() {
 
 // ---- docker/stack.yml on a single-node Swarm --------------------------------------------
 
-/// The fenced `sh` blocks of docker/README.md's Swarm section, in order.
+/// The fenced `sh` blocks of docker/README.md's Swarm section, in order, without their
+/// leading comments (the `# not run by tests/docs.rs:` marker: this test runs them).
 fn readme_swarm_blocks() -> Vec<String> {
     let text = std::fs::read_to_string(repo().join("docker/README.md")).unwrap();
     let start = text
@@ -322,7 +347,15 @@ fn readme_swarm_blocks() -> Vec<String> {
     section
         .split("```sh\n")
         .skip(1)
-        .map(|b| b.split("```").next().unwrap().to_string())
+        .map(|b| {
+            b.split("```")
+                .next()
+                .unwrap()
+                .lines()
+                .skip_while(|l| l.trim_start().starts_with('#'))
+                .map(|l| format!("{l}\n"))
+                .collect()
+        })
         .collect()
 }
 
@@ -335,12 +368,17 @@ fn swarm_readme_block_runs_as_written_scales_to_three_replicas_and_merges_every_
         return;
     }
     let built = built();
-    // The README's blocks: `swarm init`, deploy-and-load, `stack rm`.
+    // The README's blocks: `swarm init`, deploy-and-load, `stack rm`, `swarm leave` (what
+    // `LeaveSwarm` does when this test initialised the swarm).
     let blocks = readme_swarm_blocks();
     assert_eq!(
         blocks.len(),
-        3,
+        4,
         "docker/README.md's Swarm section: {blocks:?}"
+    );
+    assert_eq!(
+        blocks[3].trim(),
+        "docker swarm leave --force && docker network rm docker_gwbridge"
     );
     assert!(
         blocks[0].trim().starts_with("docker swarm init"),
@@ -365,7 +403,8 @@ fn swarm_readme_block_runs_as_written_scales_to_three_replicas_and_merges_every_
         common::run_ok(Command::new("sh").arg("-c").arg(&blocks[0]));
         _swarm = Some(LeaveSwarm { had_gwbridge });
     } else if state != "active" {
-        eprintln!("SKIP swarm stack: this node's swarm state is {state}");
+        // "pending", "error", "locked": a swarm this test must not touch.
+        common::skip(&format!("swarm stack: this node's swarm state is {state}"));
         return;
     }
 
@@ -517,7 +556,7 @@ fn lxc_httpd_in_an_application_container_reads_rustnfs_in_docker_across_bridges(
         return;
     }
     if run_text(Command::new("id").arg("-u")) != "0" {
-        eprintln!("SKIP lxc run-local: needs root (bridges, iptables, lxc-execute)");
+        common::skip("lxc run-local: needs root (bridges, iptables, lxc-execute)");
         return;
     }
     let built = built();
@@ -577,8 +616,7 @@ fn lxd_instance_serves_scenario_b_from_its_disk_and_a_from_rustnfs_then_is_remov
         return;
     }
     if run_text(Command::new("id").arg("-u")) != "0" {
-        assert!(!lab::in_ci(), "the LXD test needs root in CI");
-        eprintln!("SKIP lxd deploy: needs root (LXD daemon, bridge, iptables)");
+        common::skip("lxd deploy: needs root (LXD daemon, bridge, iptables)");
         return;
     }
     let built = built();
@@ -607,10 +645,10 @@ fn lxd_instance_serves_scenario_b_from_its_disk_and_a_from_rustnfs_then_is_remov
     let stderr = String::from_utf8_lossy(&out.stderr);
     if out.status.code() == Some(3) {
         assert!(!lab::in_ci(), "LXD cannot start in CI:\n{stderr}");
-        eprintln!(
-            "SKIP lxd deploy: {}",
+        common::skip(&format!(
+            "lxd deploy: {}",
             stderr.lines().last().unwrap_or("LXD unavailable")
-        );
+        ));
         return;
     }
     assert!(
@@ -690,13 +728,11 @@ fn lxd_instance_serves_scenario_b_from_its_disk_and_a_from_rustnfs_then_is_remov
 #[test]
 fn compare_containers_prints_host_lxd_docker_tables_sysbench_memory_and_scaling() {
     if run_text(Command::new("id").arg("-u")) != "0" {
-        assert!(!lab::in_ci(), "compare --containers needs root in CI");
-        eprintln!("SKIP compare --containers: needs root (LXD, cgroups)");
+        common::skip("compare --containers: needs root (LXD, cgroups)");
         return;
     }
     if lab::find_program("lxd").is_none() {
-        assert!(!lab::in_ci(), "lxd is not installed in CI");
-        eprintln!("SKIP compare --containers: lxd is not installed (apt-get install -y lxd)");
+        common::skip("compare --containers: lxd is not installed (apt-get install -y lxd)");
         return;
     }
     let built = built();
@@ -981,16 +1017,18 @@ fn compose_scenarios_a_and_b_differ_only_in_storage() {
     assert_eq!(s["httpd-a"]["healthcheck"], s["httpd-b"]["healthcheck"]);
     assert!(strings(&s["httpd-a"]["healthcheck"]["test"]).contains(&"--healthcheck".into()));
     assert!(strings(&s["rustnfs"]["healthcheck"]["test"]).contains(&"--healthcheck".into()));
-    // Both wait for check-data, which reads FILE through a healthy rustnfs: an empty or
-    // missing DATA_DIR stops `up` instead of serving 404s.
-    for httpd in ["httpd-a", "httpd-b"] {
+    // Every server waits for check-data, which reads FILE from DATA_DIR first: an empty
+    // or missing DATA_DIR stops `up` before anything runs, instead of serving 404s (and
+    // instead of leaving rustnfs running); httpd-a also waits for an answering rustnfs.
+    for server in ["rustnfs", "httpd-a", "httpd-b"] {
         assert_eq!(
-            s[httpd]["depends_on"]["check-data"]["condition"],
-            "service_completed_successfully"
+            s[server]["depends_on"]["check-data"]["condition"], "service_completed_successfully",
+            "{server}"
         );
     }
+    assert!(s["check-data"]["depends_on"].is_null());
     assert_eq!(
-        s["check-data"]["depends_on"]["rustnfs"]["condition"],
+        s["httpd-a"]["depends_on"]["rustnfs"]["condition"],
         "service_healthy"
     );
     assert_eq!(s["rustnfs"]["volumes"][0]["type"], "bind");

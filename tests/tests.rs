@@ -9,6 +9,7 @@
 mod common;
 mod crash;
 mod deploy;
+mod docs;
 mod faults;
 mod http_conformance;
 mod httpd;

@@ -27,6 +27,19 @@ impl Compose {
         c
     }
 
+    /// The project's running containers (ids).
+    pub fn running(&self) -> Vec<String> {
+        run_text(&mut docker(&[
+            "ps",
+            "-q",
+            "--filter",
+            &format!("label=com.docker.compose.project={}", self.project),
+        ]))
+        .lines()
+        .map(str::to_string)
+        .collect()
+    }
+
     pub fn container(&self, service: &str) -> String {
         // docker-compose v1 names containers PROJECT_SERVICE_1.
         run_text(&mut docker(&[
