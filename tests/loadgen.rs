@@ -367,6 +367,35 @@ fn slow_answers_are_timed_and_timeouts_counted() {
 }
 
 #[test]
+fn error_pages_are_non_2xx_not_wrong_lengths() {
+    // The soak's httpd --nfs run: 503/504 error pages among 64 KiB 200s were counted as
+    // wrong body lengths (servelab load exit 3, "wrong data"). The first answer is a 503
+    // too, so the document length must come from the first 2xx.
+    let server = TinyServer::start(|s, i| {
+        if i % 3 == 0 {
+            let page = b"storage timeout\n";
+            let mut answer = format!(
+                "HTTP/1.1 503 Service Unavailable\r\nContent-Length: {}\r\n\r\n",
+                page.len()
+            )
+            .into_bytes();
+            answer.extend_from_slice(page);
+            s.write_all(&answer).is_ok()
+        } else {
+            ok_response(s, &[b'a'; 10])
+        }
+    });
+    let r = run_bounded(
+        plan(&server.url(), Schedule::Count(9), 1),
+        Duration::from_secs(30),
+    );
+    assert_eq!(r.requests, 9);
+    assert_eq!(r.document_length, Some(10));
+    assert_eq!(failures(&r, ErrorKind::Length), 0, "{:?}", r.failures);
+    assert_eq!((r.failed(), r.non_2xx, r.integrity_failures()), (0, 3, 0));
+}
+
+#[test]
 fn varying_lengths_and_chunked_bodies() {
     // Alternating lengths: every 20-byte answer differs from the first (10 bytes).
     let server = TinyServer::start(|s, i| {

@@ -264,6 +264,10 @@ struct Outcome {
     samples: Vec<Sample>,
     requests: u64,
     failed: u64,
+    /// HTTP responses whose status was not 2xx (0 for rustnfs).
+    non_2xx: u64,
+    /// Responses per status, as `status xN` (for the failure message).
+    statuses: String,
     /// p99 of every operation's total latency over the whole run, client side.
     load_p99: Duration,
     rss: Trend,
@@ -342,11 +346,26 @@ fn soak(server: Server, spec: &Spec, data: &Path, out: &Path) -> Outcome {
         samples,
         requests: field("requests"),
         failed: field("failed"),
+        non_2xx: field("non_2xx"),
+        statuses: statuses(&parsed, op),
         load_p99,
         rss,
         fds,
         p99,
     }
+}
+
+/// `200 x3832, 503 x13` from the load report's per-status `total` series of `op`.
+fn statuses(report: &loadgen::Report, op: &str) -> String {
+    let mut out: Vec<String> = report
+        .latency
+        .series
+        .iter()
+        .filter(|(k, _)| k.op == op && k.phase == "total")
+        .map(|(k, v)| format!("{} x{}", k.status, v.count()))
+        .collect();
+    out.sort();
+    out.join(", ")
 }
 
 fn write_csv(path: &Path, samples: &[Sample]) {
@@ -538,6 +557,17 @@ fn run_all(spec: &Spec, parallel: bool, out: &Path) {
                 o.server.name(),
                 o.failed,
                 o.requests
+            ));
+        }
+        // An error page (httpd's 503/504 when an NFS call misses its deadline) is an
+        // answer, but not the file: none is allowed either.
+        if o.non_2xx > 0 {
+            failures.push(format!(
+                "{}: {} of {} responses were not 2xx ({})",
+                o.server.name(),
+                o.non_2xx,
+                o.requests,
+                o.statuses
             ));
         }
         if o.requests < expected * 95 / 100 {

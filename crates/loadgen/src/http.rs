@@ -1,6 +1,6 @@
 //! The HTTP/1.1 target: a minimal client over tokio's TcpStream (keep-alive or ab's
 //! connection-per-request HTTP/1.0), Content-Length and chunked bodies, length checks
-//! against the first response, `Server-Timing` collection. Public: the response-head
+//! against the first 2xx response, `Server-Timing` collection. Public: the response-head
 //! parser and the chunked decoder, the two places untrusted bytes are interpreted.
 
 use std::net::SocketAddr;
@@ -30,7 +30,7 @@ pub(crate) struct HttpTarget {
     request: Vec<u8>,
     keepalive: bool,
     variable_length: bool,
-    /// The first response's body length (ab's "Document Length"); `u64::MAX` until set.
+    /// The first 2xx response's body length (ab's "Document Length"); `u64::MAX` until set.
     pub doc_len: AtomicU64,
 }
 
@@ -134,15 +134,20 @@ impl Worker for HttpWorker {
                     if reusable && self.target.keepalive {
                         self.conn = Some(stream);
                     }
-                    let len = ok.body_bytes;
-                    let first = self.target.doc_len.compare_exchange(
-                        u64::MAX,
-                        len,
-                        Ordering::Relaxed,
-                        Ordering::Relaxed,
-                    );
-                    if first.is_err_and(|first| first != len) && !self.target.variable_length {
-                        ok.failure = Some(ErrorKind::Length);
+                    // Only 2xx bodies are the document: a 404/503 error page among them
+                    // is a Non-2xx response (counted apart, as ab does), not a wrong
+                    // length, and a run that starts with one still learns the document's.
+                    if ok.status.is_some_and(|code| (200..300).contains(&code)) {
+                        let len = ok.body_bytes;
+                        let first = self.target.doc_len.compare_exchange(
+                            u64::MAX,
+                            len,
+                            Ordering::Relaxed,
+                            Ordering::Relaxed,
+                        );
+                        if first.is_err_and(|first| first != len) && !self.target.variable_length {
+                            ok.failure = Some(ErrorKind::Length);
+                        }
                     }
                     return Ok(ok);
                 }

@@ -28,7 +28,7 @@ pub struct Report {
     pub port: u16,
     /// HTTP: path and query; NFS: the path inside the export; TCP: empty.
     pub path: String,
-    /// The first response's body length; every other length counted as failed. None
+    /// The first 2xx response's body length; every other 2xx length counted as failed. None
     /// when no response completed or `--variable-length` was given.
     pub document_length: Option<u64>,
     /// Concurrent workers (connections, streams, NFS clients), summed over merged runs.

@@ -20,7 +20,7 @@ pub enum ErrorKind {
     Timeout,
     /// The response could not be parsed (bad status line, headers, chunking).
     Malformed,
-    /// The body length differed from the first response's (ab's "Length" failure).
+    /// The body length differed from the first 2xx response's (ab's "Length" failure).
     Length,
     /// Data read back did not have the expected checksum (NFS `--verify-crc32`), or a
     /// TCP server acknowledged a different byte count than was sent.

@@ -18,7 +18,7 @@ Exit status:
   2  command-line usage error
   3  data integrity failure: an operation got wrong data (a --verify-crc32
      mismatch, a TCP byte count the server did not acknowledge, a body length
-     that differs from the first response's); takes precedence over 4
+     of a 2xx that differs from the first 2xx's); takes precedence over 4
   4  stopped early: max(100, 2 x -c) consecutive failures of one kind (an
      unreachable or wrong target); --keep-going runs to the end instead
   5  the target was not ready: operations failed before any succeeded (a
