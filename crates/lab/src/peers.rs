@@ -23,14 +23,16 @@ use crate::{LabError, Result, find_program, free_port, is_root};
 pub enum Baseline {
     Nginx,
     Apache,
+    H2o,
     Ganesha,
     KernelNfs,
 }
 
 impl Baseline {
-    pub const ALL: [Baseline; 4] = [
+    pub const ALL: [Baseline; 5] = [
         Baseline::Nginx,
         Baseline::Apache,
+        Baseline::H2o,
         Baseline::Ganesha,
         Baseline::KernelNfs,
     ];
@@ -39,6 +41,7 @@ impl Baseline {
         match name.trim().to_ascii_lowercase().as_str() {
             "nginx" => Some(Baseline::Nginx),
             "apache" | "apache2" | "httpd-apache" => Some(Baseline::Apache),
+            "h2o" => Some(Baseline::H2o),
             "ganesha" | "nfs-ganesha" => Some(Baseline::Ganesha),
             "kernel-nfs" | "knfs" | "kernel" => Some(Baseline::KernelNfs),
             _ => None,
@@ -49,6 +52,7 @@ impl Baseline {
         match self {
             Baseline::Nginx => "nginx",
             Baseline::Apache => "apache",
+            Baseline::H2o => "h2o",
             Baseline::Ganesha => "ganesha",
             Baseline::KernelNfs => "kernel-nfs",
         }
@@ -63,6 +67,7 @@ impl Baseline {
             Baseline::Apache => find_program("apache2").ok_or_else(|| {
                 LabError::Missing("apache2 is not installed (apt-get install apache2)".into())
             }),
+            Baseline::H2o => detect_h2o(),
             Baseline::Ganesha => {
                 let ganesha = find_program("ganesha.nfsd").ok_or_else(|| {
                     LabError::Missing(
@@ -114,7 +119,8 @@ impl Baseline {
 /// [`Baseline::HTTP_PEERS`] and one arm in [`Baseline::start`].
 impl Baseline {
     /// HTTP servers serving the dataset from local disk beside ours, in report order.
-    pub const HTTP_PEERS: &'static [Baseline] = &[Baseline::Nginx, Baseline::Apache];
+    pub const HTTP_PEERS: &'static [Baseline] =
+        &[Baseline::Nginx, Baseline::Apache, Baseline::H2o];
 
     /// Starts this baseline on `root` (served or exported); the kernel NFS client is not
     /// a server we start.
@@ -122,6 +128,7 @@ impl Baseline {
         match self {
             Baseline::Nginx => start_nginx(root),
             Baseline::Apache => start_apache(root),
+            Baseline::H2o => start_h2o(root),
             Baseline::Ganesha => start_ganesha(root),
             Baseline::KernelNfs => Err(LabError::Missing(
                 "the kernel NFS client is mounted, not started: run httpd --root on the mount"
@@ -245,8 +252,7 @@ pub fn start_nginx(root: &Path) -> Result<ExternalServer> {
     finish_start("nginx", program, args, dir, root, (port, None), "error.log")
 }
 
-/// Where h2o is, or why it cannot run here. (Not a [`Baseline`] yet: `compare` and
-/// `bench` start it once the experiment layer knows it.)
+/// Where h2o is, or why it cannot run here ([`Baseline::H2o`]'s detection).
 pub fn detect_h2o() -> Result<PathBuf> {
     find_program("h2o")
         .ok_or_else(|| LabError::Missing("h2o is not installed (apt-get install h2o)".into()))

@@ -294,28 +294,30 @@ pub fn run(mut args: CompareArgs) -> anyhow::Result<()> {
     let containers = std::mem::take(&mut args.containers);
     containers.parse()?;
     let options = args.into_options()?;
-    let dir = if containers.containers_only {
-        crate::results::unique_run_dir(&options.results)?
+    let (report, dir) = if containers.containers_only {
+        (None, crate::results::unique_run_dir(&options.results)?)
     } else {
         let (report, dir) =
             crate::compare::run::run(&options).context("servelab compare failed")?;
         print!("{}", crate::compare::markdown::render(&report));
         println!(
-            "\nWritten: {}/report.md, report.json and the SVG plots.",
+            "\nWritten: {}/report.md, report.html, report.json and the SVG plots.",
             dir.display()
         );
-        dir
+        (Some(report), dir)
     };
     if containers.wanted() || containers.containers_only {
-        let md = crate::containers::run(
+        let (md, figures) = crate::containers::run(
             &containers,
             &crate::containers::Workloads::of(&options),
             &dir,
         )
         .context("servelab compare --containers failed")?;
         print!("{md}");
+        // One page for the whole run: the comparison (when it ran) and the containers.
+        crate::compare::output::write_html(report.as_ref(), Some((&md, &figures)), &dir)?;
         println!(
-            "\nWritten: {}/containers.md, containers.json.",
+            "\nWritten: {}/containers.md, containers.json, report.html.",
             dir.display()
         );
     }

@@ -21,8 +21,9 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use serde_json::{Value, json};
 
-/// The committed run whose report.json the page is rendered from.
-const REAL_RUN: &str = "benches/results/2026-12-01-vm-compare";
+/// The committed run (a `compare --containers lxd,docker` on this machine) whose
+/// report.json and containers.json the page is rendered from.
+const REAL_RUN: &str = "benches/results/2026-12-01-answer";
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -304,8 +305,9 @@ fn report_html_reads_in_a_real_browser() {
         return;
     };
     let run = tempfile::tempdir().unwrap();
-    let source = repo_root().join(REAL_RUN).join("report.json");
-    std::fs::copy(&source, run.path().join("report.json")).unwrap();
+    for file in ["report.json", "containers.json", "containers.md"] {
+        std::fs::copy(repo_root().join(REAL_RUN).join(file), run.path().join(file)).unwrap();
+    }
     let out = Command::new(env!("CARGO_BIN_EXE_servelab"))
         .arg("report")
         .arg(run.path())
@@ -317,7 +319,8 @@ fn report_html_reads_in_a_real_browser() {
         String::from_utf8_lossy(&out.stderr)
     );
     let html = run.path().join("report.html");
-    let md = std::fs::read_to_string(run.path().join("report.md")).unwrap();
+    let md = std::fs::read_to_string(run.path().join("report.md")).unwrap()
+        + &std::fs::read_to_string(run.path().join("containers.md")).unwrap();
     let svgs: Vec<PathBuf> = std::fs::read_dir(run.path())
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -340,6 +343,16 @@ fn report_html_reads_in_a_real_browser() {
         json!([]),
         "labels on top of each other: {seen}"
     );
+    // The answer opens the page, and the containers' answer and plot are on it.
+    assert_eq!(seen["firstSection"], json!("The answer"), "{seen}");
+    assert!(seen["answer"].is_object(), "{seen}");
+    for plot in [
+        "containers-answer.svg",
+        "service-demand-large.svg",
+        "equal-load-large.svg",
+    ] {
+        assert!(svgs.iter().any(|p| p.ends_with(plot)), "{plot} missing");
+    }
 
     // Toggling a series from its legend hides it.
     let hidden = b.eval(

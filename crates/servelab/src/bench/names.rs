@@ -13,5 +13,6 @@ pub const HTTPD_LOCAL: &str = "httpd-local";
 pub const HTTPD_NFS: &str = "httpd-nfs";
 pub const NGINX: &str = "nginx";
 pub const APACHE: &str = "apache";
+pub const H2O: &str = "h2o";
 pub const RUSTNFS: &str = "rustnfs";
 pub const GANESHA: &str = "ganesha";

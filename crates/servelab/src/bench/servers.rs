@@ -64,6 +64,7 @@ pub struct Servers {
     pub idle: Vec<IdleRss>,
     _nginx: Option<ExternalServer>,
     _apache: Option<ExternalServer>,
+    _h2o: Option<ExternalServer>,
     _ganesha: Option<ExternalServer>,
     _httpd_nfs: ServerProcess,
     _httpd_local: ServerProcess,
@@ -72,7 +73,7 @@ pub struct Servers {
 
 impl Servers {
     /// rustnfs, httpd on local files and on rustnfs; nginx always (the load-generator
-    /// group measures on it), Apache for `http`, Ganesha for `nfs`.
+    /// group measures on it), Apache and h2o for `http`, Ganesha for `nfs`.
     pub fn start(
         root: &Path,
         log_dir: &Path,
@@ -122,6 +123,10 @@ impl Servers {
             .wants(Group::Http)
             .then(|| start_peer(Baseline::Apache, root, skipped))
             .flatten();
+        let h2o = opts
+            .wants(Group::Http)
+            .then(|| start_peer(Baseline::H2o, root, skipped))
+            .flatten();
         let ganesha = opts
             .wants(Group::Nfs)
             .then(|| start_peer(Baseline::Ganesha, root, skipped))
@@ -139,7 +144,7 @@ impl Servers {
                 pid: httpd_nfs.pid(),
             },
         ];
-        for (name, peer) in [(NGINX, &nginx), (APACHE, &apache)] {
+        for (name, peer) in [(NGINX, &nginx), (APACHE, &apache), (H2O, &h2o)] {
             if let Some(p) = peer {
                 http.push(HttpServer {
                     name,
@@ -177,6 +182,7 @@ impl Servers {
             idle,
             _nginx: nginx,
             _apache: apache,
+            _h2o: h2o,
             _ganesha: ganesha,
             _httpd_nfs: httpd_nfs,
             _httpd_local: httpd_local,

@@ -298,7 +298,7 @@ pub fn render(report: &Report) -> String {
              sampled from `/proc` every 50 ms during each run and summed (peak RSS: the sum of \
              each one's peak): resident memory, CPU seconds, CPU per request and per GB of \
              body served, context switches, open file descriptors. The split by process is in \
-             the service-demand table above. Memory over time: `memory.svg`.\n"
+             the service-demand table above. Memory over time: `memory-WORKLOAD.svg`.\n"
         );
         let _ = writeln!(
             out,

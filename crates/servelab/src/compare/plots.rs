@@ -4,13 +4,33 @@
 //! draws, so report.html can put it beside that table.
 
 use super::markdown::http_heading;
-use super::model::Report;
+use super::model::{EqualLoadRow, Report};
 use crate::chart::{Axis, Bar, BarChart, BarPanel, LineChart, Point, Series};
 use crate::html::Figure;
+
+/// The headings (after `## `) of the answer's tables, which their plots sit under.
+const SERVICE_DEMAND_HEADING: &str = "Service demand: CPU per request of every serving process";
+const EQUAL_LOAD_HEADING: &str = "Latency at equal offered load";
 
 /// Every plot of the report, with the section it belongs beside.
 pub fn figures(report: &Report) -> Vec<Figure> {
     let mut out = Vec::new();
+    for workload in workloads(report) {
+        if let Some(chart) = service_demand_bars(report, workload) {
+            out.push(Figure {
+                file: format!("service-demand-{workload}.svg"),
+                heading: SERVICE_DEMAND_HEADING.into(),
+                svg: chart.to_svg(),
+            });
+        }
+        if let Some(chart) = equal_load_latency(report, workload) {
+            out.push(Figure {
+                file: format!("equal-load-{workload}.svg"),
+                heading: EQUAL_LOAD_HEADING.into(),
+                svg: chart.to_svg(),
+            });
+        }
+    }
     for workload in workloads(report) {
         let heading = http_heading(report, workload);
         if report.http.iter().any(|r| r.workload == workload) {
@@ -90,6 +110,108 @@ fn throughput_bars(report: &Report, workload: &str) -> BarChart {
             reference,
         }],
     }
+}
+
+/// Service demand (CPU per request of every serving process) per scenario, median with
+/// the lowest–highest run, B as the reference line: the figure the answer is about.
+fn service_demand_bars(report: &Report, workload: &str) -> Option<BarChart> {
+    let rows: Vec<_> = report
+        .answer
+        .service_demand
+        .iter()
+        .filter(|d| d.workload == workload)
+        .collect();
+    if rows.is_empty() {
+        return None;
+    }
+    let reference = rows
+        .iter()
+        .find(|d| d.scenario == super::markdown::REFERENCE_SCENARIO)
+        .map(|d| (d.cpu_ms_per_request, "B (local)".to_string()));
+    Some(BarChart {
+        title: format!("CPU per request of every serving process — {workload} workload"),
+        subtitle: Some(
+            "median of the runs used; whiskers: lowest–highest run; dashed line: B".into(),
+        ),
+        value_axis: Axis::linear("CPU time per request (ms), all serving processes"),
+        unit: "ms".into(),
+        whisker: "spread".into(),
+        panels: vec![BarPanel {
+            title: http_heading(report, workload).replace('`', ""),
+            bars: rows
+                .iter()
+                .enumerate()
+                .map(|(i, d)| Bar {
+                    label: format!(
+                        "{}{}",
+                        d.scenario,
+                        if d.client_bound { " (client-bound)" } else { "" }
+                    ),
+                    value: d.cpu_ms_per_request,
+                    spread: Some((d.cpu_ms_min, d.cpu_ms_max)),
+                    color: i,
+                })
+                .collect(),
+            reference,
+        }],
+    })
+}
+
+/// p50 and p99 against the offered rate, A and B side by side at the same rates.
+fn equal_load_latency(report: &Report, workload: &str) -> Option<LineChart> {
+    let rows: Vec<_> = report
+        .equal_load
+        .iter()
+        .filter(|r| r.workload == workload)
+        .collect();
+    if rows.is_empty() {
+        return None;
+    }
+    let mut scenarios: Vec<&str> = Vec::new();
+    for r in &rows {
+        if !scenarios.contains(&r.scenario.as_str()) {
+            scenarios.push(&r.scenario);
+        }
+    }
+    let mut series = Vec::new();
+    for (label, pick, runs) in [
+        ("p50", (|r: &EqualLoadRow| r.p50_ms) as fn(&EqualLoadRow) -> f64, (|r: &EqualLoadRow| r.runs_p50_ms.clone()) as fn(&EqualLoadRow) -> Vec<f64>),
+        ("p99", |r: &EqualLoadRow| r.p99_ms, |r: &EqualLoadRow| r.runs_p99_ms.clone()),
+    ] {
+        for s in &scenarios {
+            let points = rows
+                .iter()
+                .filter(|r| r.scenario == *s)
+                .map(|r| {
+                    let v = runs(r);
+                    let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+                    let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                    Point {
+                        spread: (v.len() > 1).then_some((lo, hi)),
+                        x_label: Some(format!(
+                            "{} req/s offered ({:.0} % of capacity)",
+                            crate::chart::axis::value_text(r.offered_per_sec),
+                            r.fraction_of_capacity * 100.0
+                        )),
+                        ..Point::new(r.offered_per_sec, pick(r))
+                    }
+                })
+                .collect();
+            series.push(Series {
+                name: format!("{s} — {label}"),
+                points,
+            });
+        }
+    }
+    Some(LineChart {
+        title: format!("Latency at equal offered load — {workload} workload"),
+        subtitle: Some("open loop at fixed rates; median of repeats, bars: lowest–highest".into()),
+        x: Axis::linear("offered load (requests per second)"),
+        y: Axis::log("latency (ms)"),
+        x_ticks: None,
+        y_unit: "ms".into(),
+        series,
+    })
 }
 
 /// "Nines" position of a percentile: p50 → 0.3, p90 → 1, p99 → 2, p99.9 → 3.

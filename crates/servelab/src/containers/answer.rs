@@ -6,7 +6,7 @@
 //! container measured faster than the host is flagged as implausible with its likely
 //! cause instead of being reported as a finding.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::report::{Point, Row};
 use crate::stats::{self, Comparison};
@@ -15,7 +15,7 @@ use crate::stats::{self, Comparison};
 const MIN_RUNS: usize = 2;
 
 /// One comparison of two cells of the table.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CellComparison {
     pub workload: String,
     /// `A vs B in LXD`, `LXD vs host (B)`, …
@@ -31,7 +31,7 @@ pub struct CellComparison {
 }
 
 /// The answer section's data.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ContainerAnswer {
     pub sentences: Vec<String>,
     pub comparisons: Vec<CellComparison>,

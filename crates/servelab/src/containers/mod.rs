@@ -65,7 +65,11 @@ struct Cell {
 
 /// Runs the container comparison and the sweeps; writes containers.md/.json and the
 /// scaling plots into `out_dir` and returns the markdown.
-pub fn run(args: &ContainerArgs, w: &Workloads, out_dir: &Path) -> anyhow::Result<String> {
+pub fn run(
+    args: &ContainerArgs,
+    w: &Workloads,
+    out_dir: &Path,
+) -> anyhow::Result<(String, Vec<crate::html::Figure>)> {
     let mut run = Run::deploy(args, w)?;
     run.check_bytes()?;
     run.warm_up();
@@ -659,7 +663,7 @@ impl<'a> Run<'a> {
     }
 
     /// The settings line, then the containers go and the files are written.
-    fn finish(mut self, out_dir: &Path) -> anyhow::Result<String> {
+    fn finish(mut self, out_dir: &Path) -> anyhow::Result<(String, Vec<crate::html::Figure>)> {
         let w = self.w;
         self.rep.loadavg_after = crate::results::loadavg();
         self.rep.settings = format!(

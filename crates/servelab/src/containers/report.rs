@@ -4,11 +4,13 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::chart::{Axis, LineChart, Point as ChartPoint, Series as ChartSeries};
+use super::answer::CellComparison;
+use crate::chart::{Axis, Bar, BarChart, BarPanel, LineChart, Point as ChartPoint, Series as ChartSeries};
+use crate::stats::Comparison;
 use crate::html::Figure;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Copy, Default, Serialize)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
 pub struct Point {
     pub requests_per_sec: f64,
     pub mbytes_per_sec: f64,
@@ -48,7 +50,7 @@ impl Point {
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct Row {
     pub workload: String,
     pub scenario: String,
@@ -59,7 +61,7 @@ pub struct Row {
     pub points: Vec<Point>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct SysbenchRow {
     pub test: String,
     pub unit: String,
@@ -68,7 +70,7 @@ pub struct SysbenchRow {
     pub median: f64,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct MemoryRow {
     pub place: String,
     pub what: String,
@@ -77,7 +79,7 @@ pub struct MemoryRow {
     pub source: String,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct ScaleRow {
     pub scenario: String,
     pub place: String,
@@ -86,7 +88,7 @@ pub struct ScaleRow {
     pub median: Point,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct WorkersRow {
     pub scenario: String,
     pub workers: u64,
@@ -94,7 +96,7 @@ pub struct WorkersRow {
     pub median: Point,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct FsRow {
     pub workload: String,
     pub place: String,
@@ -103,7 +105,7 @@ pub struct FsRow {
     pub mbytes_per_sec: f64,
 }
 
-#[derive(Debug, Default, Serialize)]
+#[derive(Debug, Default, Serialize, Deserialize)]
 pub struct ContainerReport {
     pub settings: String,
     pub large_file: String,
@@ -380,14 +382,87 @@ pub fn render(r: &ContainerReport) -> String {
     o
 }
 
-/// Writes containers.md, containers.json and the scaling plots; returns the markdown.
-pub fn write(r: &ContainerReport, dir: &Path) -> anyhow::Result<String> {
+/// Writes containers.md, containers.json and the plots; returns the markdown and the
+/// plots (for report.html).
+pub fn write(r: &ContainerReport, dir: &Path) -> anyhow::Result<(String, Vec<Figure>)> {
     let md = render(r);
     std::fs::write(dir.join("containers.md"), &md)?;
     let json = serde_json::to_string_pretty(r)?;
     std::fs::write(dir.join("containers.json"), json)?;
-    crate::html::write_figures(&figures(r), dir)?;
-    Ok(md)
+    let figures = figures(r);
+    crate::html::write_figures(&figures, dir)?;
+    Ok((md, figures))
+}
+
+/// The heading (after `## `) of the containers' answer, which its plot sits under.
+const ANSWER_HEADING: &str = "The answer (containers)";
+
+/// The plots of the container run whose containers.json is in `dir` (for `servelab
+/// report DIR`, which re-renders report.html from a run's files); none when it cannot be
+/// read.
+pub fn figures_in(dir: &Path) -> Vec<Figure> {
+    std::fs::read_to_string(dir.join("containers.json"))
+        .ok()
+        .and_then(|text| serde_json::from_str::<ContainerReport>(&text).ok())
+        .map(|r| figures(&r))
+        .unwrap_or_default()
+}
+
+/// The containers' answer as bars: each comparison's ratio with its 95 % interval,
+/// 1.0 (no difference) as the reference line; one panel for CPU per request, one for
+/// requests per second.
+fn answer_chart(r: &ContainerReport) -> Option<BarChart> {
+    let panel = |title: &str, pick: fn(&CellComparison) -> Option<Comparison>| {
+        let bars: Vec<Bar> = r
+            .answer
+            .comparisons
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| {
+                let v = pick(c)?;
+                Some(Bar {
+                    label: format!(
+                        "{} ({} file){}",
+                        c.what,
+                        c.workload,
+                        if v.significant {
+                            ""
+                        } else {
+                            " — no measurable difference"
+                        }
+                    ),
+                    value: v.estimate,
+                    spread: Some((v.ci.low, v.ci.high)),
+                    color: i,
+                })
+            })
+            .collect();
+        (!bars.is_empty()).then(|| BarPanel {
+            title: title.into(),
+            bars,
+            reference: Some((1.0, "no difference".into())),
+        })
+    };
+    let panels: Vec<BarPanel> = [
+        panel("CPU per request of every serving process, ratio", |c| {
+            c.cpu_per_request
+        }),
+        panel("Requests per second, ratio", |c| c.requests_per_sec),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    (!panels.is_empty()).then(|| BarChart {
+        title: "Host, LXD and Docker: A against B, each place against the host".into(),
+        subtitle: Some(
+            "ratio of medians; whiskers: 95 % bootstrap interval; dashed line: 1 (no difference)"
+                .into(),
+        ),
+        value_axis: Axis::linear("ratio (first named ÷ second named)"),
+        unit: "×".into(),
+        whisker: "95 % CI".into(),
+        panels,
+    })
 }
 
 /// The heading (after `### `) of the scaling table, which its plots sit under.
@@ -395,10 +470,18 @@ const SCALING_HEADING: &str = "Scaling: small file, keep-alive, against CPU limi
 
 /// The container comparison's plots, each naming the containers.md section it draws.
 pub fn figures(r: &ContainerReport) -> Vec<Figure> {
+    let mut out: Vec<Figure> = answer_chart(r)
+        .map(|c| Figure {
+            file: "containers-answer.svg".into(),
+            heading: ANSWER_HEADING.into(),
+            svg: c.to_svg(),
+        })
+        .into_iter()
+        .collect();
     if r.scaling.is_empty() {
-        return Vec::new();
+        return out;
     }
-    vec![
+    out.extend([
         Figure {
             file: "scaling-throughput.svg".into(),
             heading: SCALING_HEADING.into(),
@@ -419,7 +502,8 @@ pub fn figures(r: &ContainerReport) -> Vec<Figure> {
             })
             .to_svg(),
         },
-    ]
+    ]);
+    out
 }
 
 /// One series per (scenario, place, CPU limit): the value against the client count.
@@ -558,7 +642,8 @@ mod tests {
                 .collect(),
             ..Default::default()
         };
-        let md = write(&r, dir.path()).unwrap();
+        let (md, figures) = write(&r, dir.path()).unwrap();
+        assert!(figures.iter().any(|f| f.file == "scaling-throughput.svg"));
         assert!(md.contains("| B | host | 2 | 100 | 10000 |"), "{md}");
         let svg = std::fs::read_to_string(dir.path().join("scaling-throughput.svg")).unwrap();
         assert!(
