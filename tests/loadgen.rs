@@ -875,13 +875,27 @@ fn nfs_reads_writes_and_metadata_against_rustnfs() {
     let r = run_bounded(p, Duration::from_secs(120));
     // 40 WRITEs, plus the COMMIT each worker sends at its last file's end (as a kernel
     // client does on close), which makes every written byte stable.
-    let writes = r.latency.combined("WRITE", "total").map_or(0, |s| s.histogram.len());
-    let commits = r.latency.combined("COMMIT", "total").expect("COMMITs were sent");
+    let writes = r
+        .latency
+        .combined("WRITE", "total")
+        .map_or(0, |s| s.histogram.len());
+    let commits = r
+        .latency
+        .combined("COMMIT", "total")
+        .expect("COMMITs were sent");
     assert_eq!((writes, r.failed()), (40, 0), "{:?}", r.first_error);
     assert_eq!(r.requests, writes + commits.histogram.len());
-    assert!((1..=2).contains(&commits.histogram.len()), "{}", commits.histogram.len());
+    assert!(
+        (1..=2).contains(&commits.histogram.len()),
+        "{}",
+        commits.histogram.len()
+    );
     assert_eq!(r.body_bytes, 40 * (256 << 10));
-    assert_eq!(commits.bytes, 40 * (256 << 10), "every written byte was committed");
+    assert_eq!(
+        commits.bytes,
+        40 * (256 << 10),
+        "every written byte was committed"
+    );
     let left: Vec<_> = std::fs::read_dir(&export)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

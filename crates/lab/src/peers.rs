@@ -119,8 +119,7 @@ impl Baseline {
 /// [`Baseline::HTTP_PEERS`] and one arm in [`Baseline::start`].
 impl Baseline {
     /// HTTP servers serving the dataset from local disk beside ours, in report order.
-    pub const HTTP_PEERS: &'static [Baseline] =
-        &[Baseline::Nginx, Baseline::Apache, Baseline::H2o];
+    pub const HTTP_PEERS: &'static [Baseline] = &[Baseline::Nginx, Baseline::Apache, Baseline::H2o];
 
     /// Starts this baseline on `root` (served or exported); the kernel NFS client is not
     /// a server we start.

@@ -7,8 +7,8 @@ use std::path::Path;
 use anyhow::Context as _;
 
 use super::model::Report;
-use crate::html::Figure;
 use super::{markdown, plots};
+use crate::html::Figure;
 
 /// Writes `report.json`, `report.md`, the SVG plots and `report.html` into `dir`.
 pub fn write_outputs(report: &Report, dir: &Path) -> anyhow::Result<()> {
@@ -26,7 +26,9 @@ pub fn write_outputs(report: &Report, dir: &Path) -> anyhow::Result<()> {
         .unwrap_or_default();
     write_html(
         Some(report),
-        containers.as_deref().map(|md| (md, containers_figures.as_slice())),
+        containers
+            .as_deref()
+            .map(|md| (md, containers_figures.as_slice())),
         dir,
     )
 }

@@ -145,7 +145,11 @@ fn service_demand_bars(report: &Report, workload: &str) -> Option<BarChart> {
                     label: format!(
                         "{}{}",
                         d.scenario,
-                        if d.client_bound { " (client-bound)" } else { "" }
+                        if d.client_bound {
+                            " (client-bound)"
+                        } else {
+                            ""
+                        }
                     ),
                     value: d.cpu_ms_per_request,
                     spread: Some((d.cpu_ms_min, d.cpu_ms_max)),
@@ -175,8 +179,16 @@ fn equal_load_latency(report: &Report, workload: &str) -> Option<LineChart> {
     }
     let mut series = Vec::new();
     for (label, pick, runs) in [
-        ("p50", (|r: &EqualLoadRow| r.p50_ms) as fn(&EqualLoadRow) -> f64, (|r: &EqualLoadRow| r.runs_p50_ms.clone()) as fn(&EqualLoadRow) -> Vec<f64>),
-        ("p99", |r: &EqualLoadRow| r.p99_ms, |r: &EqualLoadRow| r.runs_p99_ms.clone()),
+        (
+            "p50",
+            (|r: &EqualLoadRow| r.p50_ms) as fn(&EqualLoadRow) -> f64,
+            (|r: &EqualLoadRow| r.runs_p50_ms.clone()) as fn(&EqualLoadRow) -> Vec<f64>,
+        ),
+        (
+            "p99",
+            |r: &EqualLoadRow| r.p99_ms,
+            |r: &EqualLoadRow| r.runs_p99_ms.clone(),
+        ),
     ] {
         for s in &scenarios {
             let points = rows

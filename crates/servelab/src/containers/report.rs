@@ -5,9 +5,11 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use super::answer::CellComparison;
-use crate::chart::{Axis, Bar, BarChart, BarPanel, LineChart, Point as ChartPoint, Series as ChartSeries};
-use crate::stats::Comparison;
+use crate::chart::{
+    Axis, Bar, BarChart, BarPanel, LineChart, Point as ChartPoint, Series as ChartSeries,
+};
 use crate::html::Figure;
+use crate::stats::Comparison;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
