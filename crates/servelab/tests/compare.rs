@@ -127,6 +127,7 @@ fn short_compare_reports_every_scenario() {
     for (tool, scenario) in [
         ("nginx", "nginx"),
         ("apache2", "apache"),
+        ("h2o", "h2o"),
         ("ganesha.nfsd", "A (NFS: ganesha)"),
     ] {
         if has(tool) {

@@ -334,7 +334,14 @@ fn report_html_reads_in_a_real_browser() {
     b.navigate(&page_url);
     let seen = b.eval(CHECKS);
 
-    let tables_in_md = md.lines().filter(|l| l.starts_with("|---")).count();
+    // A Markdown table has one delimiter row: `|---|---:|` or `| --- | ---: |`.
+    let tables_in_md = md
+        .lines()
+        .filter(|l| {
+            let l = l.trim();
+            l.starts_with('|') && l.contains("---") && l.chars().all(|c| "|-: ".contains(c))
+        })
+        .count();
     assert_eq!(seen["tables"], json!(tables_in_md), "{seen}");
     assert_eq!(seen["charts"], json!(svgs.len()), "{seen}");
     assert_eq!(seen["series"], seen["legendItems"], "{seen}");
