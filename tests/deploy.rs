@@ -391,7 +391,10 @@ fn compose_tcp_over_the_bridge_and_over_the_host_network() {
         return;
     }
     built();
+    // The TCP servers start only after check-data has read FILE (a refused `up` starts
+    // nothing), so the data directory holds one.
     let data = tempfile::tempdir().unwrap();
+    std::fs::write(data.path().join("testfile.bin"), b"tcp test").unwrap();
     let results = tempfile::tempdir().unwrap();
     chown_tree(results.path(), 65534);
     let compose = compose_project(
