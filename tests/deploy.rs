@@ -395,6 +395,7 @@ fn compose_tcp_over_the_bridge_and_over_the_host_network() {
     // nothing), so the data directory holds one.
     let data = tempfile::tempdir().unwrap();
     std::fs::write(data.path().join("testfile.bin"), b"tcp test").unwrap();
+    chown_tree(data.path(), 65534);
     let results = tempfile::tempdir().unwrap();
     chown_tree(results.path(), 65534);
     let compose = compose_project(
