@@ -634,6 +634,7 @@ fn open_loop_latency_is_the_servers_not_the_pacers() {
         );
     }
     let conns = 4;
+    const SLACK_MS: f64 = 0.15;
     for rate in [100.0, 1000.0, high] {
         let count = (rate * 0.25).max(120.0) as u64;
         let mut attempts = Vec::new();
@@ -659,7 +660,10 @@ fn open_loop_latency_is_the_servers_not_the_pacers() {
             // client) could not keep up at that moment; the pacer's own lateness goes to
             // the schedule lag and cannot produce that.
             overloaded += usize::from(queue > 0.5);
-            (open / expected - 1.0).abs() <= 0.25
+            // 25 % plus 0.15 ms: at 3,500/s the server answers in ~0.1 ms, where a
+            // neighbour test's scheduler hiccup alone is more than 25 %; the bug this
+            // guards against charged 0.5-1 ms of timer lateness (14x at 100/s).
+            (open - expected).abs() <= 0.25 * expected + SLACK_MS
         });
         if !passed && rate > 1000.0 && overloaded == attempts.len() {
             eprintln!(
@@ -671,7 +675,7 @@ fn open_loop_latency_is_the_servers_not_the_pacers() {
         }
         assert!(
             passed,
-            "open-loop p50 off by more than 25 % in every attempt:\n{}",
+            "open-loop p50 off by more than 25 % + {SLACK_MS} ms in every attempt:\n{}",
             attempts.join("\n")
         );
     }
