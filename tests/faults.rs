@@ -319,6 +319,72 @@ fn scenario_a_faults_are_counted_and_recovered() {
     assert!(problems.is_empty(), "faults:\n{}", problems.join("\n"));
 }
 
+/// A stopped rustnfs (SIGSTOP: its connections stay open, nothing answers) behind httpd
+/// --nfs: a request whose handle and attributes are still cached (the hardest case: no
+/// call has failed yet when the response starts) must get a complete 5xx within the NFS
+/// timeout (or, for bytes httpd still holds, a whole 200), never a 200 whose body then
+/// stops; after SIGCONT the same file is served.
+#[test]
+fn stopped_nfs_server_gives_a_complete_5xx_not_a_cut_200() {
+    let dir = tempfile::tempdir().unwrap();
+    let www = common::write_dataset(&dir.path().join("www"));
+    let want = std::fs::read(www.join("testfile.bin")).unwrap();
+    let nfs_addr = SocketAddr::from(([127, 0, 0, 1], common::free_port()));
+    let mut nfs = ServerProc::start(&www, nfs_addr, None, &dir.path().join("rustnfs.log"));
+    let addr = SocketAddr::from(([127, 0, 0, 1], common::free_port()));
+    let h = ServerProc::binary("httpd", "httpd", addr)
+        .args(["--nfs", &format!("nfs://127.0.0.1:{}/", nfs_addr.port())])
+        .args(["--listen", &addr.to_string()])
+        .args(["--nfs-timeout", &NFS_TIMEOUT_S.to_string()])
+        .args(["--nfs-attr-ttl-ms", "60000", "--workers", "2"])
+        .log(&dir.path().join("httpd.log"))
+        .start();
+    for path in ["/testfile.bin", "/small.bin"] {
+        let (outcome, _) = get_with(addr, path, |_| Outcome::Ok);
+        assert_eq!(outcome, Outcome::Ok, "{path} before the stop");
+    }
+
+    nfs.signal(libc::SIGSTOP);
+    for path in ["/testfile.bin", "/small.bin", "/testfile.bin"] {
+        let start = Instant::now();
+        let request = format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+        let r = lab::http::request(addr, request.as_bytes(), Duration::from_secs(2), HUNG_AFTER);
+        let took = start.elapsed();
+        let r = r.unwrap_or_else(|e| panic!("{path}: no complete answer while stopped: {e}"));
+        let status = r.head.split_whitespace().nth(1).unwrap_or("").to_string();
+        let length = r
+            .header("content-length")
+            .and_then(|v| v.parse::<usize>().ok());
+        // httpd may answer from what it cached (a small file's bytes), but only whole.
+        let cached_whole =
+            status == "200" && r.body == std::fs::read(www.join(&path[1..])).unwrap();
+        assert!(
+            (status.starts_with('5') || cached_whole) && length == Some(r.body.len()),
+            "{path}: a stopped NFS server gave {status} with {} of {length:?} body bytes\n{}",
+            r.body.len(),
+            r.head
+        );
+        assert!(
+            took < Duration::from_secs(NFS_TIMEOUT_S) + Duration::from_millis(1500),
+            "{path}: the 5xx took {took:?} (NFS timeout {NFS_TIMEOUT_S} s)"
+        );
+    }
+
+    nfs.signal(libc::SIGCONT);
+    let deadline = Instant::now() + RECOVERY_BOUND;
+    loop {
+        if get(addr, "/testfile.bin", &want) == Outcome::Ok {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no recovery within {RECOVERY_BOUND:?} of SIGCONT"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(h);
+}
+
 /// A file replaced (rename of a new file over it, as deploy tools do) while it is being
 /// downloaded: each download must be the old bytes, the new bytes, or an error.
 fn replaced_during_download(h: &ServerProc, www: &Path, old: &Arc<Vec<u8>>) -> Row {
