@@ -711,15 +711,16 @@ fn stalled_readers_do_not_starve(splice: bool) {
     let (status, body, alone) = timed_get(h.addr, "/testfile.bin");
     assert!(status == 200 && body == want, "baseline download");
     let mut stalled = Vec::new();
-    for n in [8, 16, 64] {
+    for n in [8, 16, 64, 128, 256] {
         while stalled.len() < n {
             stalled.push(stalled_client(h.addr, "/testfile.bin"));
         }
         // Let their socket buffers fill and the server notice that they do not drain:
         // newcomers that all stall at once wait their turn for the budget, and those
         // still holding shared budget when the stalled budget is full are closed after
-        // 3 s without a byte moved, so a burst of 48 takes some seconds to absorb.
-        std::thread::sleep(Duration::from_millis(1000 + 150 * n as u64));
+        // 1 s without a byte moved while others wait, so a burst takes a few rounds of
+        // ~1.2 s to absorb (256 at once: 45 s before frames were capped at 128 KiB).
+        std::thread::sleep(Duration::from_millis(1500 + 10 * n as u64));
         let (status, body, took) = timed_get(h.addr, "/testfile.bin");
         assert_eq!(status, 200, "{n} stalled clients");
         assert!(
@@ -729,9 +730,9 @@ fn stalled_readers_do_not_starve(splice: bool) {
             want.len()
         );
         eprintln!("victim with {n} stalled clients: {took:?} (alone: {alone:?})");
-        // Full speed: as fast as alone, give or take a noisy shared machine.
+        // Issue 22's goal: under 1 s, or 2 × the quiet time + 0.5 s if that is more.
         assert!(
-            took < alone * 4 + Duration::from_millis(1500),
+            took < (alone * 2 + Duration::from_millis(500)).max(Duration::from_secs(1)),
             "{n} stalled clients: {took:?} against {alone:?} alone"
         );
         let (status, body, _) = timed_get(h.addr, "/mid.bin");

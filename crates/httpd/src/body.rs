@@ -13,6 +13,7 @@
 use std::collections::VecDeque;
 
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -184,6 +185,19 @@ const STALL_AFTER: Duration = Duration::from_millis(200);
 /// budget is what draining clients need. A slow client that still reads is never cut.
 const STALL_CLOSE: Duration = Duration::from_secs(3);
 
+/// The same, while another streamed body waits for shared budget: then the stalled
+/// connection is what keeps that body from starting. With 256 clients that stop reading
+/// at once, closing 16 of them per [`STALL_CLOSE`] round kept a legitimate download
+/// waiting 45 s; a client whose socket moved no byte for a second is not reading.
+const STALL_CLOSE_CONTENDED: Duration = Duration::from_secs(1);
+
+/// The largest frame a streamed body hands to hyper: a READ of up to 1 MiB is sent as
+/// frames of this size, and what a stalled client's socket cannot take stays here, where
+/// it can be dropped (and read again), instead of in hyper, where it cannot. A stalled
+/// client then holds at most this much budget, so 64 of them fit in
+/// [`STALLED_BUDGET_BYTES`] instead of 8 (READs from NFS are 1 MiB once a body drains).
+const FRAME_MAX: usize = 128 << 10;
+
 /// How often a streamed body's watchdog looks for a stall.
 const STALL_CHECK: Duration = Duration::from_millis(50);
 
@@ -210,6 +224,33 @@ fn stream_budget() -> &'static Arc<Semaphore> {
 fn stalled_budget() -> &'static Arc<Semaphore> {
     static BUDGET: OnceLock<Arc<Semaphore>> = OnceLock::new();
     BUDGET.get_or_init(|| Arc::new(Semaphore::new(STALLED_BUDGET_BYTES / BUDGET_UNIT)))
+}
+
+/// Bodies waiting for shared budget right now (see [`STALL_CLOSE_CONTENDED`]).
+static BUDGET_WAITERS: AtomicUsize = AtomicUsize::new(0);
+
+/// Counts one body in [`BUDGET_WAITERS`] while it lives.
+struct Waiting;
+
+impl Waiting {
+    fn new() -> Waiting {
+        BUDGET_WAITERS.fetch_add(1, Ordering::Relaxed);
+        Waiting
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        BUDGET_WAITERS.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Waits (FIFO) for `units` of the shared budget, counted in [`BUDGET_WAITERS`].
+fn wait_for_budget(units: u32) -> PermitWait {
+    Box::pin(async move {
+        let _waiting = Waiting::new();
+        stream_budget().clone().acquire_many_owned(units).await
+    })
 }
 
 fn budget_units(len: usize) -> u32 {
@@ -262,6 +303,14 @@ struct Read {
     permit: OwnedSemaphorePermit,
 }
 
+/// The part of a finished READ not yet handed to hyper (see [`FRAME_MAX`]), with what is
+/// left of its budget.
+struct Unsent {
+    offset: u64,
+    data: Bytes,
+    permit: OwnedSemaphorePermit,
+}
+
 /// A frame handed to hyper: its budget share, which the watchdog can take back.
 struct Ticket {
     handed: Instant,
@@ -270,6 +319,8 @@ struct Ticket {
 
 /// What a streamed body and its stall watchdog share.
 struct StreamState {
+    /// Bytes read and not yet handed to hyper; they come before every READ in flight.
+    unsent: Option<Unsent>,
     /// READs in flight, in file order.
     inflight: VecDeque<Read>,
     /// Offset of the next READ to issue (rewound when read-ahead is dropped).
@@ -297,6 +348,28 @@ impl StreamState {
         self.frames.iter().filter_map(Weak::upgrade)
     }
 
+    /// The next frame of [`StreamState::unsent`] (at most [`FRAME_MAX`]) with its share of
+    /// the READ's budget — the last piece takes what is left — registered as handed.
+    fn next_piece(&mut self) -> Option<(Bytes, Arc<Ticket>)> {
+        let mut unsent = self.unsent.take()?;
+        let (data, permit) = if unsent.data.len() > FRAME_MAX {
+            let piece = unsent.data.split_to(FRAME_MAX);
+            let units = (budget_units(FRAME_MAX) as usize).min(unsent.permit.num_permits());
+            let permit = unsent.permit.split(units);
+            unsent.offset += FRAME_MAX as u64;
+            self.unsent = Some(unsent);
+            (piece, permit)
+        } else {
+            (unsent.data, Some(unsent.permit))
+        };
+        let ticket = Arc::new(Ticket {
+            handed: Instant::now(),
+            permit: Mutex::new(permit),
+        });
+        self.frames.push_back(Arc::downgrade(&ticket));
+        Some((data, ticket))
+    }
+
     /// Gives back the budget of a body whose socket is not draining.
     fn release(&mut self) {
         self.stalled = true;
@@ -315,6 +388,9 @@ impl StreamState {
         self.depth = self.depth.min(START_DEPTH);
         if let Some(first) = self.inflight.front() {
             self.next = first.offset;
+        }
+        if let Some(unsent) = self.unsent.take() {
+            self.next = unsent.offset;
         }
         for r in self.inflight.drain(..) {
             r.task.abort();
@@ -339,9 +415,11 @@ async fn watchdog(state: Arc<Mutex<StreamState>>) {
                 .is_some_and(|p| Arc::ptr_eq(p.semaphore(), stream_budget()));
             holding |= shared;
             stuck |= shared && t.handed.elapsed() >= STALL_AFTER;
-            close |= shared && t.handed.elapsed() >= STALL_CLOSE;
+            close |= shared && t.handed.elapsed() >= STALL_CLOSE_CONTENDED;
         }
-        close &= st.conn.idle_for() >= STALL_CLOSE;
+        let idle = st.conn.idle_for();
+        close &= idle >= STALL_CLOSE
+            || (idle >= STALL_CLOSE_CONTENDED && BUDGET_WAITERS.load(Ordering::Relaxed) > 0);
         if close {
             tracing::debug!("stalled response holds shared budget: closing its connection");
             st.conn.abort();
@@ -426,6 +504,14 @@ impl FileBody {
         conn: SendQueue,
     ) -> FileBody {
         let depth = storage.read_ahead().max(1);
+        // Spliced READ data sits in pipes that a stalled socket's frame holds whole (they
+        // cannot be split and taken back like bytes), so with splice a READ is at most
+        // one frame: a stalled client holds 128 KiB, not 1 MiB.
+        let chunk = if storage.splices() {
+            chunk.min(FRAME_MAX)
+        } else {
+            chunk
+        };
         FileBody {
             kind: Kind::Stream {
                 storage,
@@ -435,6 +521,7 @@ impl FileBody {
                 chunk,
                 depth,
                 state: Arc::new(Mutex::new(StreamState {
+                    unsent: None,
                     inflight: VecDeque::new(),
                     next: offset,
                     frames: VecDeque::new(),
@@ -600,11 +687,9 @@ impl http_body::Body for FileBody {
                 while st.inflight.len() < depth && st.next < *end {
                     let len = (*end - st.next).min(st.chunk as u64) as usize;
                     let units = budget_units(len);
-                    let permit = if st.inflight.is_empty() {
+                    let permit = if st.inflight.is_empty() && st.unsent.is_none() {
                         // Nothing in flight: wait for budget (FIFO, so no body starves).
-                        let wait = permit_wait.get_or_insert_with(|| {
-                            Box::pin(stream_budget().clone().acquire_many_owned(units))
-                        });
+                        let wait = permit_wait.get_or_insert_with(|| wait_for_budget(units));
                         match wait.as_mut().poll(cx) {
                             Poll::Pending => {
                                 waiting_since.get_or_insert_with(Instant::now);
@@ -636,6 +721,14 @@ impl http_body::Body for FileBody {
                     st.watched = true;
                     tokio::spawn(watchdog(state.clone()));
                 }
+                if let Some((data, ticket)) = st.next_piece() {
+                    drop(st);
+                    *remaining -= data.len() as u64;
+                    if *remaining == 0 {
+                        this.complete();
+                    }
+                    return Poll::Ready(Some(Ok(this.frame(data, Some(ticket)))));
+                }
                 let Some(front) = st.inflight.front_mut() else {
                     return Poll::Ready(None);
                 };
@@ -649,6 +742,21 @@ impl http_body::Body for FileBody {
                 let read = st.inflight.pop_front().expect("front exists");
                 let waited = waiting_since.take().map(|since| since.elapsed());
                 match res {
+                    Ok(Ok(Chunk::Bytes(data))) if data.len() > FRAME_MAX => {
+                        if let (Some(t), Some(waited)) = (&this.timing, waited) {
+                            t.add_read(waited);
+                        }
+                        // Handed in pieces: this one now, the rest as hyper asks.
+                        st.unsent = Some(Unsent {
+                            offset: read.offset,
+                            data,
+                            permit: read.permit,
+                        });
+                        let (data, ticket) = st.next_piece().expect("just stored");
+                        drop(st);
+                        *remaining -= data.len() as u64;
+                        Poll::Ready(Some(Ok(this.frame(data, Some(ticket)))))
+                    }
                     Ok(Ok(chunk)) => {
                         if let (Some(t), Some(waited)) = (&this.timing, waited) {
                             t.add_read(waited);
@@ -724,6 +832,7 @@ impl Drop for FileBody {
         if let Kind::Stream { state, .. } = &mut self.kind {
             let mut st = state.lock();
             st.closed = true;
+            st.unsent = None;
             for r in st.inflight.drain(..) {
                 r.task.abort();
             }
@@ -745,8 +854,18 @@ mod tests {
         assert!(!is_marker(&zeros));
     }
 
-    /// Answers every READ at once with bytes naming the [`START_CHUNK`] they come from.
+    /// Answers every READ at once; each byte names the [`START_CHUNK`] of the file it is in.
     struct Numbered;
+
+    /// The largest READ [`Numbered`] was asked for.
+    static LARGEST_READ: AtomicUsize = AtomicUsize::new(0);
+
+    /// Checks that `frame`, at body offset `at`, holds the bytes [`Numbered`] gives there.
+    fn assert_numbered(frame: &[u8], at: usize) {
+        for (i, &b) in frame.iter().enumerate() {
+            assert_eq!(b, ((at + i) / START_CHUNK) as u8, "frame at {at}, byte {i}");
+        }
+    }
 
     #[async_trait::async_trait]
     impl Storage for Numbered {
@@ -754,7 +873,9 @@ mod tests {
             Err(StorageError::NotFound)
         }
         async fn read(&self, _: &Handle, offset: u64, len: usize) -> Result<Bytes, StorageError> {
-            Ok(Bytes::from(vec![(offset / START_CHUNK as u64) as u8; len]))
+            LARGEST_READ.fetch_max(len, Ordering::Relaxed);
+            let at = offset as usize;
+            Ok((at..at + len).map(|p| (p / START_CHUNK) as u8).collect())
         }
         async fn list(
             &self,
@@ -811,7 +932,32 @@ mod tests {
         drop(second);
         let third = next_frame(&mut body).await;
         assert_eq!((third.len(), third[0]), (C, 2));
-        drop((third, body));
+        drop(third);
+        // A draining socket: READs grow to 1 MiB, handed to hyper FRAME_MAX at a time.
+        let mut at = 3 * C;
+        while LARGEST_READ.load(Ordering::Relaxed) < 1 << 20 {
+            let frame = next_frame(&mut body).await;
+            assert!(frame.len() <= FRAME_MAX, "a {} byte frame", frame.len());
+            assert_numbered(&frame, at);
+            at += frame.len();
+        }
+        // A stall in the middle of a 1 MiB READ: what hyper holds (one frame) moves to
+        // the stalled budget; the READ's unsent rest and the read-ahead are dropped.
+        let held = next_frame(&mut body).await;
+        assert_numbered(&held, at);
+        at += held.len();
+        tokio::time::sleep(STALL_AFTER + 3 * STALL_CHECK).await;
+        assert_eq!((stream_budget_in_use(), stalled_in_use()), (0, held.len()));
+        drop(held);
+        // Drained again: the dropped bytes are read again, in order, to the end.
+        while at < 8 << 20 {
+            let frame = next_frame(&mut body).await;
+            assert!(frame.len() <= FRAME_MAX, "a {} byte frame", frame.len());
+            assert_numbered(&frame, at);
+            at += frame.len();
+        }
+        assert_eq!(at, 8 << 20);
+        drop(body);
         assert_eq!(stream_budget_in_use(), 0);
     }
 }
