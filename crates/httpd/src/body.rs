@@ -18,7 +18,7 @@ use std::sync::{Arc, OnceLock, Weak};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
 use http_body::{Frame, SizeHint};
 use parking_lot::Mutex;
 use tokio::sync::{AcquireError, OwnedSemaphorePermit, Semaphore};
@@ -73,6 +73,9 @@ pub(crate) struct ConnShared {
     progress_ms: std::sync::atomic::AtomicU64,
     /// Requests being answered on the connection, their bodies not yet dropped.
     requests: std::sync::atomic::AtomicUsize,
+    /// The connection's socket, to ask how much its send buffer can take (see
+    /// [`ConnShared::send_room`]); unset in tests without a socket.
+    socket: OnceLock<std::os::fd::RawFd>,
 }
 
 /// A request in progress on a connection: held from the service call until hyper drops
@@ -114,6 +117,43 @@ impl ConnShared {
         if let Some(w) = self.waker.lock().take() {
             w.wake();
         }
+    }
+
+    /// Records the connection's socket; it outlives every body of the connection.
+    pub(crate) fn set_socket(&self, fd: std::os::fd::RawFd) {
+        let _ = self.socket.set(fd);
+    }
+
+    /// Bytes the socket's send buffer can take now without blocking, or 0 when unknown:
+    /// half of what `SO_SNDBUF` leaves beside the memory already queued (`SO_MEMINFO`,
+    /// which counts the kernel's per-packet overhead; the payload queued alone, as
+    /// `TIOCOUTQ` says it, showed 590 KB free on a socket that took nothing more).
+    fn send_room(&self) -> usize {
+        /// `SO_MEMINFO` (Linux 4.6+, asm-generic and x86 alike); not exported by libc
+        /// for every target.
+        const SO_MEMINFO: libc::c_int = 55;
+        let Some(&fd) = self.socket.get() else {
+            return 0;
+        };
+        let mut info = [0u32; 9];
+        let mut len = std::mem::size_of_val(&info) as libc::socklen_t;
+        // SAFETY: `fd` is this connection's open socket; the kernel writes at most `len`
+        // bytes into `info`.
+        let ok = unsafe {
+            libc::getsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                SO_MEMINFO,
+                info.as_mut_ptr().cast(),
+                &mut len,
+            ) == 0
+        };
+        if !ok {
+            return 0;
+        }
+        let sndbuf = info[libc::SK_MEMINFO_SNDBUF as usize] as usize;
+        let queued = info[libc::SK_MEMINFO_WMEM_QUEUED as usize] as usize;
+        sndbuf.saturating_sub(queued) / 2
     }
 
     /// Records that the socket moved bytes now.
@@ -191,12 +231,13 @@ const STALL_CLOSE: Duration = Duration::from_secs(3);
 /// waiting 45 s; a client whose socket moved no byte for a second is not reading.
 const STALL_CLOSE_CONTENDED: Duration = Duration::from_secs(1);
 
-/// The largest frame a streamed body hands to hyper: a READ of up to 1 MiB is sent as
-/// frames of this size, and what a stalled client's socket cannot take stays here, where
-/// it can be dropped (and read again), instead of in hyper, where it cannot. A stalled
-/// client then holds at most this much budget, so 64 of them fit in
-/// [`STALLED_BUDGET_BYTES`] instead of 8 (READs from NFS are 1 MiB once a body drains).
-const FRAME_MAX: usize = 128 << 10;
+/// A READ larger than this is handed to hyper in pieces sized to what the socket's send
+/// buffer can take now (at least this much): a draining socket gets the whole READ in
+/// one frame, and what a stalled socket cannot take stays here, where it can be dropped
+/// (and read again), instead of in hyper, where it cannot. A stalled client then holds
+/// at most this much budget, so 64 of them fit in [`STALLED_BUDGET_BYTES`] instead of 8
+/// (READs from NFS are 1 MiB once a body drains).
+const FRAME_MAX: usize = START_CHUNK;
 
 /// How often a streamed body's watchdog looks for a stall.
 const STALL_CHECK: Duration = Duration::from_millis(50);
@@ -309,6 +350,8 @@ struct Unsent {
     offset: u64,
     data: Bytes,
     permit: OwnedSemaphorePermit,
+    /// `data` is still the READ's whole buffer (nothing handed yet).
+    whole: bool,
 }
 
 /// A frame handed to hyper: its budget share, which the watchdog can take back.
@@ -348,19 +391,30 @@ impl StreamState {
         self.frames.iter().filter_map(Weak::upgrade)
     }
 
-    /// The next frame of [`StreamState::unsent`] (at most [`FRAME_MAX`]) with its share of
-    /// the READ's budget — the last piece takes what is left — registered as handed.
+    /// The next frame of [`StreamState::unsent`]: what the socket can take now, at least
+    /// [`FRAME_MAX`], with its share of the READ's budget (the last piece takes what is
+    /// left), registered as handed.
     fn next_piece(&mut self) -> Option<(Bytes, Arc<Ticket>)> {
         let mut unsent = self.unsent.take()?;
-        let (data, permit) = if unsent.data.len() > FRAME_MAX {
-            let piece = unsent.data.split_to(FRAME_MAX);
-            let units = (budget_units(FRAME_MAX) as usize).min(unsent.permit.num_permits());
-            let permit = unsent.permit.split(units);
-            unsent.offset += FRAME_MAX as u64;
-            self.unsent = Some(unsent);
-            (piece, permit)
+        let n = unsent.data.len().min(self.conn.send_room().max(FRAME_MAX));
+        let data = if n == unsent.data.len() && unsent.whole {
+            std::mem::take(&mut unsent.data)
         } else {
-            (unsent.data, Some(unsent.permit))
+            // A copy: a slice would keep the whole READ buffer alive for as long as a
+            // stalled socket holds the piece, whatever the budget says it holds.
+            let piece = Bytes::copy_from_slice(&unsent.data[..n]);
+            unsent.data.advance(n);
+            unsent.whole = false;
+            piece
+        };
+        let permit = if unsent.data.is_empty() {
+            Some(unsent.permit)
+        } else {
+            let units = (budget_units(n) as usize).min(unsent.permit.num_permits());
+            let permit = unsent.permit.split(units);
+            unsent.offset += n as u64;
+            self.unsent = Some(unsent);
+            permit
         };
         let ticket = Arc::new(Ticket {
             handed: Instant::now(),
@@ -751,6 +805,7 @@ impl http_body::Body for FileBody {
                             offset: read.offset,
                             data,
                             permit: read.permit,
+                            whole: true,
                         });
                         let (data, ticket) = st.next_piece().expect("just stored");
                         drop(st);
@@ -933,7 +988,8 @@ mod tests {
         let third = next_frame(&mut body).await;
         assert_eq!((third.len(), third[0]), (C, 2));
         drop(third);
-        // A draining socket: READs grow to 1 MiB, handed to hyper FRAME_MAX at a time.
+        // A draining socket: READs grow to 1 MiB, handed to hyper FRAME_MAX at a time
+        // (this body has no socket to say it could take more).
         let mut at = 3 * C;
         while LARGEST_READ.load(Ordering::Relaxed) < 1 << 20 {
             let frame = next_frame(&mut body).await;
