@@ -350,7 +350,7 @@ struct Unsent {
     offset: u64,
     data: Bytes,
     permit: OwnedSemaphorePermit,
-    /// `data` is still the READ's whole buffer (nothing handed yet).
+    /// Nothing of `data` has been handed yet (then it may go as it is, uncopied).
     whole: bool,
 }
 
@@ -391,34 +391,51 @@ impl StreamState {
         self.frames.iter().filter_map(Weak::upgrade)
     }
 
-    /// The next frame of [`StreamState::unsent`]: what the socket can take now, at least
-    /// [`FRAME_MAX`], with its share of the READ's budget (the last piece takes what is
-    /// left), registered as handed.
+    /// The next frame of [`StreamState::unsent`], registered as handed: what the socket
+    /// can take now, at least [`FRAME_MAX`]. All of it (the READ's buffer as it is, on the
+    /// READ's budget) when it fits; else a copy, so that a piece stuck in hyper pins only
+    /// itself: on budget of its own, the READ's buffer staying here on the READ's budget
+    /// (a stall drops it); or, with no budget free, on the READ's budget, and the rest
+    /// is dropped and read again later (the buffer is freed, so every byte held stays
+    /// counted).
     fn next_piece(&mut self) -> Option<(Bytes, Arc<Ticket>)> {
         let mut unsent = self.unsent.take()?;
-        let n = unsent.data.len().min(self.conn.send_room().max(FRAME_MAX));
-        let data = if n == unsent.data.len() && unsent.whole {
-            std::mem::take(&mut unsent.data)
+        let len = unsent.data.len();
+        let n = len.min(self.conn.send_room().max(FRAME_MAX));
+        let (data, permit) = if n == len && unsent.whole {
+            (unsent.data, unsent.permit)
         } else {
-            // A copy: a slice would keep the whole READ buffer alive for as long as a
-            // stalled socket holds the piece, whatever the budget says it holds.
             let piece = Bytes::copy_from_slice(&unsent.data[..n]);
-            unsent.data.advance(n);
-            unsent.whole = false;
-            piece
-        };
-        let permit = if unsent.data.is_empty() {
-            Some(unsent.permit)
-        } else {
-            let units = (budget_units(n) as usize).min(unsent.permit.num_permits());
-            let permit = unsent.permit.split(units);
-            unsent.offset += n as u64;
-            self.unsent = Some(unsent);
-            permit
+            let units = budget_units(n);
+            match stream_budget().clone().try_acquire_many_owned(units) {
+                Ok(own) => {
+                    unsent.data.advance(n);
+                    if !unsent.data.is_empty() {
+                        unsent.whole = false;
+                        unsent.offset += n as u64;
+                        self.unsent = Some(unsent);
+                    }
+                    (piece, own)
+                }
+                Err(_) => {
+                    let mut permit = unsent.permit;
+                    let keep = (units as usize).min(permit.num_permits());
+                    let own = permit.split(keep).unwrap_or(permit);
+                    if n < len {
+                        // Nothing in flight comes before the dropped rest: read again
+                        // from there (READs in flight after it are dropped too).
+                        self.next = unsent.offset + n as u64;
+                        for r in self.inflight.drain(..) {
+                            r.task.abort();
+                        }
+                    }
+                    (piece, own)
+                }
+            }
         };
         let ticket = Arc::new(Ticket {
             handed: Instant::now(),
-            permit: Mutex::new(permit),
+            permit: Mutex::new(Some(permit)),
         });
         self.frames.push_back(Arc::downgrade(&ticket));
         Some((data, ticket))
@@ -997,6 +1014,36 @@ mod tests {
             assert_numbered(&frame, at);
             at += frame.len();
         }
+        // No budget free for a copy in the middle of a READ: the piece goes on the READ's
+        // own budget and the rest of the READ is dropped (read again, in order, later).
+        let unsent_now = |body: &FileBody| match &body.kind {
+            Kind::Stream { state, .. } => state.lock().unsent.is_some(),
+            _ => false,
+        };
+        while !unsent_now(&body) {
+            let frame = next_frame(&mut body).await;
+            assert_numbered(&frame, at);
+            at += frame.len();
+        }
+        let free = stream_budget().available_permits() as u32;
+        let taken = stream_budget()
+            .clone()
+            .try_acquire_many_owned(free)
+            .unwrap();
+        let piece = next_frame(&mut body).await;
+        assert!(piece.len() <= FRAME_MAX, "a {} byte frame", piece.len());
+        assert_numbered(&piece, at);
+        at += piece.len();
+        assert!(
+            !unsent_now(&body),
+            "the READ's rest was kept without budget"
+        );
+        // What is held now: the budget taken here and the piece, nothing for the rest.
+        assert_eq!(
+            stream_budget_in_use(),
+            (taken.num_permits() + budget_units(piece.len()) as usize) * BUDGET_UNIT
+        );
+        drop((taken, piece));
         // A stall in the middle of a 1 MiB READ: what hyper holds (one frame) moves to
         // the stalled budget; the READ's unsent rest and the read-ahead are dropped.
         let held = next_frame(&mut body).await;
