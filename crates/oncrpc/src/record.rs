@@ -192,7 +192,9 @@ impl RecordReader {
         peer_gone: impl Fn() -> bool,
         spare: Option<Record>,
     ) -> Result<Option<Record>, RecordError> {
-        let mut first = [0u8; 1];
+        // As much of the first mark as has arrived, in one read (a call's whole mark
+        // almost always has): the idle wait ends with its first byte.
+        let mut first = [0u8; MARK_LEN];
         let n = match self.idle_timeout {
             Some(t) => tokio::time::timeout(t, rd.read(&mut first))
                 .await
@@ -202,7 +204,7 @@ impl RecordReader {
         if n == 0 {
             return Ok(None);
         }
-        let rest = self.read_rest(rd, first[0], &peer_gone, spare);
+        let rest = self.read_rest(rd, (first, n), &peer_gone, spare);
         match self.record_timeout {
             Some(t) => tokio::time::timeout(t, rest)
                 .await
@@ -215,7 +217,7 @@ impl RecordReader {
     async fn read_rest(
         &self,
         rd: &mut (impl AsyncRead + Unpin),
-        first: u8,
+        (mut hdr, mut have): ([u8; MARK_LEN], usize),
         peer_gone: &impl Fn() -> bool,
         spare: Option<Record>,
     ) -> Result<Record, RecordError> {
@@ -229,8 +231,6 @@ impl RecordReader {
             }
             None => (Vec::new(), self.budget.as_ref().map(Budget::grant)),
         };
-        let mut hdr = [first, 0, 0, 0];
-        let mut have = 1;
         loop {
             rd.read_exact(&mut hdr[have..]).await.map_err(eof)?;
             have = 0;
