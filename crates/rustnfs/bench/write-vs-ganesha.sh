@@ -22,6 +22,9 @@ LOAD=${LOAD:-$(dirname "$BIN")/servelab}
 OTHER=${OTHER:-}
 ROUNDS=${ROUNDS:-5}
 SECS=${SECS:-5}
+# The measurements, `workload clients` separated by commas (e.g. SPECS="metadata 1" with
+# WORK_BASE=/dev/shm for the mix without the disk's inode allocator).
+IFS=, read -r -a specs <<<"${SPECS:-write 1,write 4,metadata 1}"
 if [ "$(nproc)" -ge 2 ]; then
   SERVER_CPUS=${SERVER_CPUS-1}; CLIENT_CPUS=${CLIENT_CPUS-0}
 else
@@ -79,7 +82,7 @@ rows=$work/rows
 for r in $(seq "$ROUNDS"); do
   for i in $(seq 0 $((n - 1))); do
     s=${servers[$(( (i + r) % n ))]}
-    for spec in "write 1" "write 4" "metadata 1"; do
+    for spec in "${specs[@]}"; do
       set -- $spec
       out=$( (pin "$CLIENT_CPUS" "$LOAD" load "${url[$s]}" --nfs-workload "$1" --nfs-files 200 --nfs-block 1048576 \
               -c "$2" -z "${SECS}s" --no-progress 2>&1) || true)
@@ -91,7 +94,7 @@ for r in $(seq "$ROUNDS"); do
       committed=$(awk '/^Bytes committed:/ {print $3}' <<<"$out")
       failed=$(awk -F: '/Failed operations/ {print $2+0}' <<<"$out")
       echo "| $r | $s | $1 | $2 | ${fig:-none} | ${committed:--} | ${failed:-?} |"
-      echo "$s $1 $2 ${fig:-0}" >> "$rows"
+      echo "$s $1 $2 ${fig:-0} $r" >> "$rows"
     done
   done
 done
@@ -104,11 +107,15 @@ else
   echo "| workload | clients | rustnfs median | Ganesha median | rustnfs / Ganesha |"
   echo "| --- | --- | --- | --- | --- |"
 fi
-for spec in "write 1" "write 4" "metadata 1"; do
+ratios=()
+for spec in "${specs[@]}"; do
   set -- $spec
   med() { awk -v s="$1" -v w="$2" -v c="$3" '$1==s && $2==w && $3==c {print $4}' "$rows" | sort -g |
           awk '{a[NR]=$1} END {if (NR==0) print 0; else if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
   ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b>0) printf "%.2f", a/b; else print "-"}'; }
+  # Each round's own ratio (the same minutes of the machine for both), sorted.
+  rounds() { awk -v s="$1" -v w="$2" -v c="$3" '$2==w && $3==c && ($1==s || $1=="ganesha") {v[$1,$5]=$4; r[$5]=1}
+             END {for (k in r) if (v["ganesha",k]>0) printf "%.2f\n", v[s,k]/v["ganesha",k]}' "$rows" | sort -g | tr '\n' ' '; }
   a=$(med rustnfs "$1" "$2"); b=$(med ganesha "$1" "$2")
   if [ -n "$OTHER" ]; then
     o=$(med other "$1" "$2")
@@ -116,4 +123,7 @@ for spec in "write 1" "write 4" "metadata 1"; do
   else
     echo "| $1 | $2 | $a | $b | $(ratio "$a" "$b") |"
   fi
+  ratios+=("$1 $2: rustnfs / Ganesha per round (sorted) $(rounds rustnfs "$1" "$2")${OTHER:+; other / Ganesha $(rounds other "$1" "$2")}")
 done
+echo
+printf '%s\n' "${ratios[@]}"
