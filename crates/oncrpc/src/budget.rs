@@ -1,9 +1,14 @@
 //! One byte budget shared by every connection of a server, so the memory that all clients
 //! together can make it buffer has a single bound.
+//!
+//! Whoever keeps budgeted bytes it does not need right now (a connection's spare record
+//! buffer, kept for its next call) can ask to be told when somebody waits for bytes
+//! ([`Budget::wanted`]) and give them back then, so a spare never makes anyone wait.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-use tokio::sync::Semaphore;
+use tokio::sync::{Notify, Semaphore};
 
 /// A pool of bytes. Cheap to clone; clones share the pool.
 #[derive(Clone, Debug)]
@@ -15,6 +20,10 @@ pub struct Budget {
 struct Inner {
     sem: Semaphore,
     total: usize,
+    /// Grants waiting for bytes right now.
+    waiting: AtomicUsize,
+    /// Told (`notify_waiters`) each time a grant starts waiting.
+    wanted: Notify,
 }
 
 /// More bytes were asked for than the whole budget holds: waiting would never end.
@@ -33,6 +42,8 @@ impl Budget {
             inner: Arc::new(Inner {
                 sem: Semaphore::new(total),
                 total,
+                waiting: AtomicUsize::new(0),
+                wanted: Notify::new(),
             }),
         }
     }
@@ -44,6 +55,25 @@ impl Budget {
     /// Bytes currently granted to someone.
     pub fn in_use(&self) -> usize {
         self.inner.total - self.inner.sem.available_permits()
+    }
+
+    /// How many grants are waiting for bytes right now.
+    pub fn waiting(&self) -> usize {
+        self.inner.waiting.load(Ordering::SeqCst)
+    }
+
+    /// Resolves when some grant waits for bytes: at once if one is waiting already,
+    /// else when the next one starts to. For holders of bytes they could give back.
+    pub async fn wanted(&self) {
+        let notified = self.inner.wanted.notified();
+        tokio::pin!(notified);
+        // Registered before the count is read: a grant that starts waiting after the
+        // read notifies this future; one that started before is counted.
+        notified.as_mut().enable();
+        if self.waiting() > 0 {
+            return;
+        }
+        notified.await;
     }
 
     /// A grant of nothing, to [`Grant::grow`] as a buffer grows.
@@ -98,10 +128,19 @@ impl Grant {
         while left > 0 {
             // acquire_many counts in u32; the semaphore is never closed.
             let step = left.min(u32::MAX as usize);
-            let Ok(p) = self.budget.inner.sem.acquire_many(step as u32).await else {
-                unreachable!("the budget's semaphore is never closed")
-            };
-            p.forget();
+            let inner = &self.budget.inner;
+            match inner.sem.try_acquire_many(step as u32) {
+                Ok(p) => p.forget(),
+                Err(_) => {
+                    // Counted while waiting (also if this future is dropped), and every
+                    // holder of spare bytes told.
+                    let _waiting = Waiting::start(inner);
+                    let Ok(p) = inner.sem.acquire_many(step as u32).await else {
+                        unreachable!("the budget's semaphore is never closed")
+                    };
+                    p.forget();
+                }
+            }
             self.bytes += step;
             left -= step;
         }
@@ -129,6 +168,23 @@ impl Grant {
             self.budget.inner.sem.add_permits(self.bytes - keep);
             self.bytes = keep;
         }
+    }
+}
+
+/// One grant counted in [`Inner::waiting`] while it lives.
+struct Waiting<'a>(&'a Inner);
+
+impl<'a> Waiting<'a> {
+    fn start(inner: &'a Inner) -> Self {
+        inner.waiting.fetch_add(1, Ordering::SeqCst);
+        inner.wanted.notify_waiters();
+        Waiting(inner)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.waiting.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -164,5 +220,40 @@ mod tests {
         assert_eq!(w.await.unwrap().unwrap(), 50);
         drop(g);
         assert_eq!(b.in_use(), 0);
+    }
+
+    #[tokio::test]
+    async fn holders_of_spare_bytes_hear_when_someone_waits() {
+        let b = Budget::new(100);
+        let spare = b.try_acquire(100).unwrap();
+        // Nobody waits: `wanted` stays pending.
+        let quiet = tokio::time::timeout(std::time::Duration::from_millis(20), b.wanted()).await;
+        assert!(quiet.is_err());
+        let holder = {
+            let b = b.clone();
+            tokio::spawn(async move {
+                b.wanted().await;
+                drop(spare);
+            })
+        };
+        tokio::task::yield_now().await;
+        // A waiter is told to the holder, which gives its bytes back.
+        let got = tokio::time::timeout(std::time::Duration::from_secs(1), b.acquire(60)).await;
+        assert_eq!(got.unwrap().unwrap().bytes(), 60);
+        holder.await.unwrap();
+        assert_eq!(b.waiting(), 0);
+        // One already waiting is seen at once.
+        let all = b.try_acquire(100).unwrap();
+        let b2 = b.clone();
+        let w = tokio::spawn(async move { b2.acquire(10).await.map(|g| g.bytes()) });
+        while b.waiting() == 0 {
+            tokio::task::yield_now().await;
+        }
+        tokio::time::timeout(std::time::Duration::from_secs(1), b.wanted())
+            .await
+            .expect("a waiting grant is seen");
+        drop(all);
+        assert_eq!(w.await.unwrap().unwrap(), 10);
+        assert_eq!(b.waiting(), 0, "the count follows the waiters");
     }
 }

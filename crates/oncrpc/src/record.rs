@@ -2,13 +2,20 @@
 //! 4-byte mark whose top bit says "last fragment" and whose low 31 bits give its length.
 //!
 //! The reader never trusts a mark: the length is checked against the record limit before
-//! a byte is allocated, fragments are summed against the same limit, and the buffer grows
-//! only as bytes actually arrive (doubling, so memory stays within twice what was sent).
-//! With a shared [`Budget`], a record's claimed length is granted before its bytes are
-//! read, so no record ever waits for budget while holding part of it. A record no longer
-//! than the connection's own share ([`RecordReader::share`]) takes nothing from the
-//! budget: however many marks claim the whole budget, every small call (a LOOKUP, a READ
-//! call) is still read and answered.
+//! a byte is allocated, fragments are summed against the same limit, and without a budget
+//! grant for it the buffer grows only as bytes actually arrive (doubling, so memory stays
+//! within twice what was sent). With a shared [`Budget`], a record's claimed length is
+//! granted before its bytes are read, so no record ever waits for budget while holding
+//! part of it; a last fragment whose length is granted is then allocated at that length
+//! at once (no copies of growing; the pages of a large allocation become resident only as
+//! the bytes arrive). A record no longer than the connection's own share
+//! ([`RecordReader::share`]) takes nothing from the budget: however many marks claim the
+//! whole budget, every small call (a LOOKUP, a READ call) is still read and answered.
+//!
+//! A connection may hand the reader its last record back as a spare
+//! ([`RecordReader::read_reusing`]): its buffer, and the budget that buffer already
+//! holds, serve the next record, so back-to-back large calls (1 MiB WRITEs) do not map,
+//! fault in and unmap a fresh buffer each.
 
 use std::io::{Read, Write};
 use std::time::Duration;
@@ -173,7 +180,21 @@ impl RecordReader {
         rd: &mut (impl AsyncRead + Unpin),
         peer_gone: impl Fn() -> bool,
     ) -> Result<Option<Record>, RecordError> {
-        let mut first = [0u8; 1];
+        self.read_reusing(rd, peer_gone, None).await
+    }
+
+    /// [`read_watching`](Self::read_watching) into `spare`'s buffer (cleared), with the
+    /// budget it holds: a record it has room for allocates nothing and takes no more
+    /// budget. Hand back only records this reader read (their grant is from its budget).
+    pub async fn read_reusing(
+        &self,
+        rd: &mut (impl AsyncRead + Unpin),
+        peer_gone: impl Fn() -> bool,
+        spare: Option<Record>,
+    ) -> Result<Option<Record>, RecordError> {
+        // As much of the first mark as has arrived, in one read (a call's whole mark
+        // almost always has): the idle wait ends with its first byte.
+        let mut first = [0u8; MARK_LEN];
         let n = match self.idle_timeout {
             Some(t) => tokio::time::timeout(t, rd.read(&mut first))
                 .await
@@ -183,7 +204,7 @@ impl RecordReader {
         if n == 0 {
             return Ok(None);
         }
-        let rest = self.read_rest(rd, first[0], &peer_gone);
+        let rest = self.read_rest(rd, (first, n), &peer_gone, spare);
         match self.record_timeout {
             Some(t) => tokio::time::timeout(t, rest)
                 .await
@@ -196,13 +217,20 @@ impl RecordReader {
     async fn read_rest(
         &self,
         rd: &mut (impl AsyncRead + Unpin),
-        first: u8,
+        (mut hdr, mut have): ([u8; MARK_LEN], usize),
         peer_gone: &impl Fn() -> bool,
+        spare: Option<Record>,
     ) -> Result<Record, RecordError> {
-        let mut data = Vec::new();
-        let mut grant = self.budget.as_ref().map(Budget::grant);
-        let mut hdr = [first, 0, 0, 0];
-        let mut have = 1;
+        let (mut data, mut grant) = match spare {
+            Some(Record { mut data, grant }) => {
+                data.clear();
+                (
+                    data,
+                    grant.or_else(|| self.budget.as_ref().map(Budget::grant)),
+                )
+            }
+            None => (Vec::new(), self.budget.as_ref().map(Budget::grant)),
+        };
         loop {
             rd.read_exact(&mut hdr[have..]).await.map_err(eof)?;
             have = 0;
@@ -221,6 +249,8 @@ impl RecordReader {
             // each wait for the others, until the record timeout closed them all.) A
             // record in several fragments takes the most a record may be at its first.
             let own_share = data.is_empty() && m & LAST_FRAGMENT != 0 && total <= self.share;
+            // The whole record's length is granted: its buffer may be allocated at once.
+            let mut granted = false;
             if let Some(g) = grant.as_mut().filter(|_| !own_share) {
                 let whole = if m & LAST_FRAGMENT != 0 {
                     total
@@ -231,10 +261,11 @@ impl RecordReader {
                 if add > 0 && !g.try_grow(add) {
                     grow_unless_gone(g, add, peer_gone).await?;
                 }
+                granted = m & LAST_FRAGMENT != 0;
             }
             while data.len() < total {
                 if data.len() == data.capacity() {
-                    let want = if self.trust_lengths {
+                    let want = if self.trust_lengths || granted {
                         total
                     } else {
                         total.min((2 * data.capacity()).max(FIRST_CHUNK))
@@ -399,6 +430,40 @@ mod tests {
         assert_eq!(rec.len(), 500);
         assert_eq!(budget.in_use(), rec.data.capacity());
         drop(rec);
+        assert_eq!(budget.in_use(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_spare_record_serves_the_next_without_allocating_or_more_budget() {
+        let budget = Budget::new(1 << 20);
+        let mut r = RecordReader::new(1 << 20);
+        r.budget = Some(budget.clone());
+        r.share = 1024;
+        let wire = fragments(&[(&[1; 300 << 10], true), (&[2; 200 << 10], true)]);
+        let mut rd = &wire[..];
+        let first = r.read(&mut rd).await.unwrap().unwrap();
+        assert_eq!(first.len(), 300 << 10);
+        let (ptr, cap) = (first.data.as_ptr(), first.data.capacity());
+        assert_eq!(
+            budget.in_use(),
+            cap,
+            "a granted record is allocated once, at its length"
+        );
+        let second = r
+            .read_reusing(&mut rd, || false, Some(first))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(second.iter().all(|&b| b == 2) && second.len() == 200 << 10);
+        assert_eq!((second.data.as_ptr(), second.data.capacity()), (ptr, cap));
+        assert_eq!(budget.in_use(), cap, "the spare's grant, no more");
+        // A clean end gives the spare (and its budget) back.
+        assert!(
+            r.read_reusing(&mut rd, || false, Some(second))
+                .await
+                .unwrap()
+                .is_none()
+        );
         assert_eq!(budget.in_use(), 0);
     }
 

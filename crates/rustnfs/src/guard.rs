@@ -285,7 +285,8 @@ async fn connection(
         }
     }
     // No read buffer of its own: an idle connection holds a socket and a task, nothing
-    // more; each record's buffer is drawn from the shared budget and freed after its call.
+    // more; each record's buffer is drawn from the shared budget and freed after its call
+    // (a large one kept for the next call while calls come back to back: `SPARE_KEEP`).
     let (mut rd, wr) = sock.into_split();
     // A record waiting for budget is not reading its socket; this tells it that the peer
     // reset the connection, so its half-read record's budget goes back at once.
@@ -295,7 +296,7 @@ async fn connection(
     };
     let peer_gone = move || {
         // SAFETY: `rd` owns the descriptor and outlives every call (they happen inside
-        // `reader.read_watching(&mut rd, ..)`).
+        // `reader.read_reusing(&mut rd, ..)`).
         let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(sock_fd) };
         crate::sys::tcp_closed(fd)
     };
@@ -304,26 +305,37 @@ async fn connection(
     let reader = record_reader(&guard);
     let mut stopping = guard.stopping.clone();
     let cfg = guard.config.clone();
+    // The last large call's record, kept for the next one (see `keep_spare`).
+    let mut spare: Option<oncrpc::record::Record> = None;
     let result: Result<(), Close> = async {
         loop {
             // Waiting for a call: idle, the first to be closed at the cap.
             guard.slots.set_idle(&slot, true);
             let mut one = [0u8; 1];
-            tokio::select! {
-                // A peek, not `readable()`: readiness can outlive the bytes of the last
-                // call, and a connection that looks busy is never taken back.
-                r = tokio::time::timeout(cfg.idle_timeout, rd.peek(&mut one)) => match r {
-                    Err(_) => return Err(Close::Record(RecordError::Idle(cfg.idle_timeout))),
-                    Ok(r) => {
-                        r?;
-                    }
-                },
-                _ = slot.evict.notified() => return Err(Close::Evicted),
-                _ = stopping.wait_for(|s| *s) => return Ok(()),
+            let idle_until = tokio::time::Instant::now() + cfg.idle_timeout;
+            loop {
+                let kept = spare.is_some();
+                tokio::select! {
+                    // A peek, not `readable()`: readiness can outlive the bytes of the
+                    // last call, and a connection that looks busy is never taken back.
+                    r = tokio::time::timeout_at(idle_until, rd.peek(&mut one)) => match r {
+                        Err(_) => return Err(Close::Record(RecordError::Idle(cfg.idle_timeout))),
+                        Ok(r) => {
+                            r?;
+                            break;
+                        }
+                    },
+                    // The spare goes back as soon as anyone waits for budget, and after
+                    // a short wait for a next call: an idle connection holds no buffer.
+                    _ = guard.budget.wanted(), if kept => spare = None,
+                    _ = tokio::time::sleep(SPARE_KEEP), if kept => spare = None,
+                    _ = slot.evict.notified() => return Err(Close::Evicted),
+                    _ = stopping.wait_for(|s| *s) => return Ok(()),
+                }
             }
             guard.slots.set_idle(&slot, false);
             let record = tokio::select! {
-                r = reader.read_watching(&mut rd, peer_gone) => r?,
+                r = reader.read_reusing(&mut rd, peer_gone, spare.take()) => r?,
                 _ = stopping.wait_for(|s| *s) => return Ok(()),
             };
             let Some(record) = record else { return Ok(()) };
@@ -364,11 +376,13 @@ async fn connection(
                     },
                 );
             }
-            let mut reply = Vec::with_capacity(if grant.is_some() { bound } else { 0 });
+            // A small reply starts with room for the common ones (a CREATE's is ~300
+            // bytes), so building it does not reallocate at every few XDR words.
+            let mut reply = Vec::with_capacity(if grant.is_some() { bound } else { 512 });
             off_the_workers(slow_call(&header), || {
                 guard.nfs.dispatch(&header, &record, &mut reply)
             });
-            drop(record);
+            spare = keep_spare(record);
             match grant.as_mut() {
                 Some(g) if reply.capacity() > g.bytes() => {
                     let _ = g.try_grow(reply.capacity() - g.bytes());
@@ -399,6 +413,21 @@ async fn connection(
     guard
         .closed
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// How long a connection keeps its last large record's buffer while it waits for the
+/// next call. A client writing 1 MiB blocks sends its next WRITE within a round trip of
+/// the reply; one that pauses longer, or anyone waiting for budget meanwhile, costs the
+/// spare (and a fresh buffer for the next large call).
+const SPARE_KEEP: Duration = Duration::from_millis(200);
+
+/// The record to keep as the connection's spare: one read into budgeted bytes beyond the
+/// connection's share (a large WRITE), whose buffer the next one reuses instead of
+/// mapping, faulting in and unmapping a fresh 1 MiB (strace showed mmap, mremap and
+/// munmap per WRITE). Small records are not kept: they cost a small heap allocation.
+fn keep_spare(record: oncrpc::record::Record) -> Option<oncrpc::record::Record> {
+    let budgeted = record.grant.as_ref().is_some_and(|g| g.bytes() > 0);
+    (budgeted && record.data.capacity() > CONNECTION_SHARE).then_some(record)
 }
 
 /// Calls whose file-system work can take long (a directory listed and every entry
