@@ -693,6 +693,48 @@ fn squash_gives_new_objects_the_squash_owner() {
     }
 }
 
+/// READ over a socket (the guard's data path; the copy path is the unit test
+/// `read_is_refused_without_read_permission`) checks read
+/// permission as knfsd does: a raw client that skips ACCESS and sends READ for a
+/// root-only file as uid 1000 gets NFS3ERR_ACCES; the owner reads its own 0600 file.
+#[test]
+fn raw_read_without_read_permission_is_refused() {
+    use crate::support::nfs3::{CallError, Conn};
+    use std::os::unix::fs::PermissionsExt;
+    let tree = Tree::new();
+    let export = tree.export();
+    if unsafe { libc::geteuid() } != 0 {
+        common::skip("reading as another uid needs a server that can act as its callers (root)");
+        return;
+    }
+    for (name, owner) in [("secret.txt", 0), ("mine.txt", 1000)] {
+        std::fs::write(export.join(name), name).unwrap();
+        std::os::unix::fs::chown(export.join(name), Some(owner), Some(owner)).unwrap();
+        std::fs::set_permissions(export.join(name), std::fs::Permissions::from_mode(0o600))
+            .unwrap();
+    }
+    let nfsd = Nfsd::start(tree.config()).unwrap();
+    let addr = SocketAddr::from(([127, 0, 0, 1], nfsd.port()));
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let mut c = Conn::connect_as(addr, "/", (1000, 1000), Duration::from_secs(5))
+            .await
+            .unwrap();
+        let root = c.root.clone();
+        let secret = c.lookup(&root, "secret.txt").await.unwrap();
+        match c.read(&secret, 0, 64).await {
+            Err(CallError::Status(s)) => assert_eq!(
+                s,
+                nfs3_client::nfs3_types::nfs3::nfsstat3::NFS3ERR_ACCES,
+                "uid 1000 reading root's 0600 file"
+            ),
+            other => panic!("uid 1000 read root's 0600 file: {other:?}"),
+        }
+        let mine = c.lookup(&root, "mine.txt").await.unwrap();
+        assert_eq!(c.read(&mine, 0, 64).await.unwrap(), b"mine.txt");
+    });
+}
+
 // ---- rustnfs --healthcheck (the built binary) ----------------------------------------------
 
 /// Runs `rustnfs --healthcheck ARGS` without SHARED_DIRECTORY; returns (exit code,

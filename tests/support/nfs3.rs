@@ -51,13 +51,14 @@ pub struct WriteReply {
     pub verf: [u8; 8],
 }
 
-fn cred() -> opaque_auth<'static> {
+/// AUTH_SYS as `uid`/`gid` (and only that group).
+fn cred(uid: u32, gid: u32) -> opaque_auth<'static> {
     opaque_auth::auth_unix(&auth_unix {
         stamp: 0,
         machinename: Opaque::owned(b"servelab-test".to_vec()),
-        uid: 0,
-        gid: 0,
-        gids: vec![0],
+        uid,
+        gid,
+        gids: vec![gid],
     })
 }
 
@@ -69,12 +70,23 @@ impl Conn {
     /// MOUNTs `export` on `addr` and opens the NFS connection; each call is bounded by
     /// `timeout`.
     pub async fn connect(addr: SocketAddr, export: &str, timeout: Duration) -> R<Conn> {
+        Conn::connect_as(addr, export, (0, 0), timeout).await
+    }
+
+    /// [`Conn::connect`] with calls made as `(uid, gid)`.
+    pub async fn connect_as(
+        addr: SocketAddr,
+        export: &str,
+        (uid, gid): (u32, u32),
+        timeout: Duration,
+    ) -> R<Conn> {
         let t = |f| tokio::time::timeout(timeout, f);
         let ms = t(TcpStream::connect(addr))
             .await
             .map_err(transport)?
             .map_err(transport)?;
-        let mut mc = MountClient::new_with_auth(TokioIo::new(ms), cred(), opaque_auth::default());
+        let mut mc =
+            MountClient::new_with_auth(TokioIo::new(ms), cred(uid, gid), opaque_auth::default());
         let ok = tokio::time::timeout(
             timeout,
             mc.mnt(dirpath(Opaque::borrowed(export.as_bytes()))),
@@ -89,7 +101,8 @@ impl Conn {
             .await
             .map_err(transport)?
             .map_err(transport)?;
-        let nfs = Nfs3Client::new_with_auth(TokioIo::new(ns), cred(), opaque_auth::default());
+        let nfs =
+            Nfs3Client::new_with_auth(TokioIo::new(ns), cred(uid, gid), opaque_auth::default());
         Ok(Conn { nfs, root, timeout })
     }
 

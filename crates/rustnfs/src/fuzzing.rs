@@ -298,10 +298,11 @@ fn answer_record(guard: &Guard, record: &[u8]) -> Option<(Option<u32>, Vec<u8>)>
     match guard::step(record) {
         Step::Close => None,
         Step::Refuse { xid, rejection, .. } => Some((Some(xid), rejection.record(xid))),
-        Step::Read { xid, args } => {
+        Step::Read { header, args } => {
             let mut reply = Vec::with_capacity(read3::reply_capacity(&args));
-            read3::reply(&guard.fs, xid, &args, &mut reply);
-            Some((Some(xid), reply))
+            let _scope = crate::identity::Scope::enter(guard.nfs.caller(&header));
+            read3::reply(&guard.fs, header.xid, &args, &mut reply);
+            Some((Some(header.xid), reply))
         }
         Step::Dispatch(header) => {
             let mut reply = Vec::new();

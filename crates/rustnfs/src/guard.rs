@@ -351,8 +351,9 @@ async fn connection(
                         .record_op(op, "total", rejection.label(), start.elapsed(), 0);
                     continue;
                 }
-                Step::Read { xid, args } => {
-                    read(&guard, xid, &args, start, &out).await?;
+                Step::Read { header, args } => {
+                    let caller = guard.nfs.caller(&header);
+                    read(&guard, header.xid, &caller, &args, start, &out).await?;
                     continue;
                 }
                 Step::Dispatch(header) => header,
@@ -499,7 +500,10 @@ pub(crate) enum Step<'r> {
         rejection: rpcmsg::Rejection,
     },
     /// READ with its arguments decoded: answered by a data path (see [`read3`]).
-    Read { xid: u32, args: ReadArgs<'r> },
+    Read {
+        header: CallHeader<'r>,
+        args: ReadArgs<'r>,
+    },
     /// Any other admitted call: answered by the dispatcher.
     Dispatch(CallHeader<'r>),
 }
@@ -517,10 +521,7 @@ pub(crate) fn step(record: &[u8]) -> Step<'_> {
         return Step::Dispatch(header);
     }
     match ReadArgs::parse(&record[header.args..]) {
-        Ok(args) => Step::Read {
-            xid: header.xid,
-            args,
-        },
+        Ok(args) => Step::Read { header, args },
         Err(_) => Step::Refuse {
             xid: header.xid,
             op: "READ",
@@ -546,18 +547,27 @@ async fn send(out: &ClientWriter, record: &[u8], limit: Duration) -> Result<(), 
 /// (`sendfile`) or read straight into a reply buffer from the shared budget (one copy),
 /// which goes back to the warm set once sent; the dispatcher would build the reply in a
 /// `Vec` of its own first. See the README's design notes for the measurement.
+///
+/// The caller's read permission is checked as knfsd checks it (`DirFs::may_read`):
+/// the file-system calls that decide it run synchronously inside the caller's
+/// [`crate::identity::Scope`], which never spans an `.await`.
 async fn read(
     guard: &Guard,
     xid: u32,
+    caller: &crate::identity::Caller,
     a: &ReadArgs<'_>,
     start: Instant,
     out: &ClientWriter,
 ) -> Result<(), Close> {
     let limit = guard.config.request_timeout;
-    if sendfile_enabled()
-        && let Ok(fh) = guard.fs.decode(a.fh)
-        && let Ok((attr, file)) = guard.fs.open_read(&fh)
-    {
+    let opened = sendfile_enabled()
+        .then(|| {
+            let _scope = crate::identity::Scope::enter(caller.clone());
+            let fh = guard.fs.decode(a.fh).ok()?;
+            guard.fs.open_read(&fh).ok()
+        })
+        .flatten();
+    if let Some((attr, file)) = opened {
         // Errors fall through to the copy path below, which builds their replies.
         return read_sendfile(guard, xid, a, attr, &file, start, out).await;
     }
@@ -567,7 +577,10 @@ async fn read(
             Ok(Err(e)) => return Err(Close::Record(e.into())),
             Err(_) => return Err(Close::NoBudget(limit)),
         };
-    let status = read3::reply(&guard.fs, xid, a, &mut reply.buf);
+    let status = {
+        let _scope = crate::identity::Scope::enter(caller.clone());
+        read3::reply(&guard.fs, xid, a, &mut reply.buf)
+    };
     let bytes = reply.buf.len() as u64;
     send(out, &reply.buf, limit).await?;
     guard.buffers.put(reply);

@@ -88,6 +88,23 @@ impl Caller {
         }
     }
 
+    /// Whether this caller may READ a file with this owner and mode, as knfsd decides
+    /// it: root (unsquashed) and the owner always (the owner override: a client that
+    /// opened its own file before a chmod reads through that open), else the class's
+    /// read bit — or its execute bit, since running a program over NFS is reading it
+    /// (knfsd's "read access to binaries even when mode 111").
+    pub fn may_read(&self, uid: u32, gid: u32, mode: u32) -> bool {
+        if self.uid == 0 || self.uid == uid {
+            return true;
+        }
+        let bits = if self.in_group(gid) {
+            (mode >> 3) & 0o7
+        } else {
+            mode & 0o7
+        };
+        bits & 0o5 != 0
+    }
+
     /// Whether this caller may write an object with this owner and mode, by the mode
     /// bits, with knfsd's owner override: the owner may always write its own file (a
     /// client that opened a file it created 0444 writes through that open, and the

@@ -110,6 +110,9 @@ impl DirFs {
         let start = Instant::now();
         let r = (|| {
             let attr = self.getattr_sync(fh).map_err(|s| (s, None))?;
+            if !self.may_read(&attr) {
+                return Err((nfsstat3::NFS3ERR_ACCES, Some(attr)));
+            }
             let count = count.min(MAX_IO) as usize;
             let file = self.file(fh, false).map_err(|s| (s, Some(attr.clone())))?;
             let base = out.len();
@@ -168,6 +171,9 @@ impl DirFs {
         (nfsstat3, Option<nfs3_types::nfs3::fattr3>),
     > {
         let attr = self.getattr_sync(fh).map_err(|s| (s, None))?;
+        if !self.may_read(&attr) {
+            return Err((nfsstat3::NFS3ERR_ACCES, Some(attr)));
+        }
         let file = self.file(fh, false).map_err(|s| (s, Some(attr.clone())))?;
         Ok((attr, file))
     }

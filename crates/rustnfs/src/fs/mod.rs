@@ -217,6 +217,16 @@ impl DirFs {
         crate::identity::current().is_none_or(|c| c.may_write(st.uid, st.gid, st.mode))
     }
 
+    /// Whether the current caller may READ a file with these attributes (see
+    /// [`crate::identity::Caller::may_read`]); always true when the server acts as itself
+    /// or no call is being answered on this thread.
+    pub(crate) fn may_read(&self, attr: &nfs3_types::nfs3::fattr3) -> bool {
+        if !self.inner.switching {
+            return true;
+        }
+        crate::identity::current().is_none_or(|c| c.may_read(attr.uid, attr.gid, attr.mode))
+    }
+
     /// Whether every change is refused (`--read-only`).
     pub fn read_only(&self) -> bool {
         self.inner.read_only

@@ -133,8 +133,14 @@ impl Dispatcher {
         );
     }
 
+    /// Who `call` acts as: its AUTH_SYS credential (AUTH_NONE and anything else: nobody)
+    /// after this export's squashing.
+    pub fn caller(&self, call: &CallHeader<'_>) -> Caller {
+        credential(call.cred.flavor, call.cred.body).squashed(self.squash)
+    }
+
     fn answer(&self, call: &CallHeader<'_>, record: &[u8], out: &mut Vec<u8>) -> &'static str {
-        let caller = credential(call.cred.flavor, call.cred.body).squashed(self.squash);
+        let caller = self.caller(call);
         // The caller this thread acts as for this call's changes (`identity::act`). The
         // call is answered synchronously on this thread, so the scope cannot leak to
         // another call: it ends with this function.

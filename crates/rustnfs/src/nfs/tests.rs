@@ -466,3 +466,70 @@ fn a_directory_made_in_an_sgid_directory_keeps_sgid_and_the_group() {
         "SGID inherited, the asked mode kept"
     );
 }
+
+/// READ checks the caller's read permission as knfsd does (a raw client can send READ
+/// without the ACCESS and open checks the Linux client makes): the owner always (the
+/// owner override), root unless squashed, else the class's read or execute bit.
+#[test]
+fn read_is_refused_without_read_permission() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some((tmp, d)) = acting_server(Squash::Root) else {
+        return;
+    };
+    let p = tmp.path();
+    let file = |name: &str, uid: u32, gid: u32, mode: u32| {
+        std::fs::write(p.join(name), b"data").unwrap();
+        std::os::unix::fs::chown(p.join(name), Some(uid), Some(gid)).unwrap();
+        std::fs::set_permissions(p.join(name), std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    file("secret", 0, 0, 0o600);
+    file("mine", 1000, 1000, 0o400);
+    file("group", 0, 2000, 0o640);
+    file("program", 0, 0, 0o711);
+    file("public", 0, 0, 0o644);
+    let read = |cred: &[u8], name: &str| {
+        let fh = wire(&d, name);
+        let mut a = Vec::new();
+        word(&mut a, fh.len() as u32);
+        a.extend_from_slice(&fh);
+        a.extend_from_slice(&0u64.to_be_bytes());
+        word(&mut a, 4096);
+        status(&run(&d, &call_with(2, NFS_PROG, 3, 6, cred, &a)).2)
+    };
+    let u1000 = sys_cred(1000, 1000, &[1000]);
+    let u1001 = sys_cred(1001, 1001, &[2000]);
+    let u1002 = sys_cred(1002, 1002, &[]);
+    const ACCES: u32 = 13;
+    for (who, cred, name, want) in [
+        ("1000", &u1000, "secret", ACCES),
+        ("squashed root", &root_cred(), "secret", ACCES),
+        ("the owner", &u1000, "mine", 0),
+        ("1001", &u1001, "mine", ACCES),
+        ("a member of its group", &u1001, "group", 0),
+        ("1002", &u1002, "group", ACCES),
+        ("1002 (execute only)", &u1002, "program", 0),
+        ("1002", &u1002, "public", 0),
+    ] {
+        assert_eq!(read(cred, name), want, "{who} reading {name}");
+    }
+    // Without root_squash, root reads anything.
+    let Some((tmp2, d2)) = acting_server(Squash::None) else {
+        return;
+    };
+    std::fs::write(tmp2.path().join("secret"), b"x").unwrap();
+    std::fs::set_permissions(
+        tmp2.path().join("secret"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    let fh = wire(&d2, "secret");
+    let mut a = Vec::new();
+    word(&mut a, fh.len() as u32);
+    a.extend_from_slice(&fh);
+    a.extend_from_slice(&0u64.to_be_bytes());
+    word(&mut a, 4096);
+    assert_eq!(
+        status(&run(&d2, &call_with(2, NFS_PROG, 3, 6, &root_cred(), &a)).2),
+        0
+    );
+}
