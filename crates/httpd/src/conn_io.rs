@@ -60,9 +60,11 @@ impl ConnIo {
         self.corked = on;
     }
 
+    /// One clock read per socket operation, for both the idle timeout and the queue.
     fn progress(&mut self) {
-        self.last_progress = Instant::now();
-        self.queue.progressed();
+        let now = Instant::now();
+        self.last_progress = now;
+        self.queue.progressed_at(now.into_std());
     }
 
     /// Fails every operation once a stalled body asked for the connection to close.

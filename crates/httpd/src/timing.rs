@@ -96,7 +96,8 @@ impl Recorder {
 /// The request facts the access log needs.
 pub(crate) struct RequestInfo {
     pub method: &'static str,
-    pub path: String,
+    /// Shared by the request's context and its timer (a reference count, not a copy).
+    pub path: Arc<str>,
     pub peer: SocketAddr,
     /// What only the access log needs; `None` when no log is written.
     pub log: Option<Arc<LogFields>>,
@@ -120,6 +121,7 @@ pub(crate) struct LogFields {
 pub(crate) struct Timing {
     recorder: Arc<Recorder>,
     start: Instant,
+    /// When the request was answered, for the access log (the epoch when none is kept).
     wall: SystemTime,
     info: RequestInfo,
     op: &'static str,
@@ -146,10 +148,16 @@ impl Timing {
         body_len: u64,
         mode: &'static str,
     ) -> Arc<Timing> {
+        // Only the access log shows the wall-clock time: no clock read without one.
+        let wall = if recorder.logs() {
+            SystemTime::now()
+        } else {
+            SystemTime::UNIX_EPOCH
+        };
         Arc::new(Timing {
             recorder,
             start,
-            wall: SystemTime::now(),
+            wall,
             info,
             op,
             status,
@@ -196,7 +204,7 @@ impl Drop for Timing {
                     "time": httpdate::fmt_http_date(self.wall),
                     "peer": self.info.peer.to_string(),
                     "method": self.info.method,
-                    "path": self.info.path,
+                    "path": &*self.info.path,
                     "protocol": f.protocol,
                     "host": f.host,
                     "user_agent": f.user_agent,

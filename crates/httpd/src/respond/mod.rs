@@ -22,7 +22,7 @@ use crate::body::{FileBody, SendQueue};
 use crate::storage::{Entry, Handle, Kind, Storage, StorageError};
 use crate::timing::{Recorder, RequestInfo, Timing};
 use crate::{listing, mime, path};
-use conditional::{Verdict, etag, header_list, secs};
+use conditional::{Verdict, header_list, secs};
 use headers::{Content, response};
 use range::{RangeReq, parse_range};
 pub(crate) use shaping::Shaping;
@@ -254,7 +254,7 @@ fn request_info(
     });
     RequestInfo {
         method,
-        path: truncate(req.uri().path()),
+        path: truncate(req.uri().path()).into(),
         peer,
         log,
     }
@@ -409,19 +409,12 @@ async fn serve_file(
     let shaping = &ctx.shared.shaping;
     let size = entry.meta.size;
     let mtime = secs(entry.meta.mtime);
-    let tag = match coding {
-        Some(c) => encoding::tag(&etag(mtime, size), c),
-        None => etag(mtime, size),
-    };
-    let last_modified = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(mtime));
+    let v = conditional::validators(mtime, size, coding);
+    let tag = v.etag.to_str().expect("ASCII");
     // What a 304 must repeat of the 200 (RFC 9110 §15.4.5) besides the validators.
-    let mut validators = vec![
-        (header::ETAG, HeaderValue::from_str(&tag).expect("ASCII")),
-        (
-            header::LAST_MODIFIED,
-            HeaderValue::from_str(&last_modified).expect("ASCII"),
-        ),
-    ];
+    let mut validators = Vec::with_capacity(4);
+    validators.push((header::ETAG, v.etag.clone()));
+    validators.push((header::LAST_MODIFIED, v.last_modified.clone()));
     if shaping.precompressed {
         validators.push((header::VARY, HeaderValue::from_static("Accept-Encoding")));
     }
@@ -429,7 +422,7 @@ async fn serve_file(
         validators.push((header::CACHE_CONTROL, cc));
     }
 
-    match conditional::evaluate(headers, &tag, mtime) {
+    match conditional::evaluate(headers, tag, mtime) {
         Verdict::Proceed => {}
         Verdict::PreconditionFailed => {
             return ctx.text(
@@ -452,7 +445,7 @@ async fn serve_file(
         }
         _ => RangeReq::Full,
     };
-    if range != RangeReq::Full && !conditional::if_range_fresh(headers, &tag, mtime) {
+    if range != RangeReq::Full && !conditional::if_range_fresh(headers, tag, mtime) {
         range = RangeReq::Full;
     }
     let ctype = HeaderValue::from_static(mime::content_type(name));
