@@ -79,21 +79,32 @@ impl ConnIo {
     }
 
     /// Called when an operation is pending: fails once nothing has moved for `idle`.
+    ///
+    /// The timer is re-armed lazily: progress only moves the deadline later, so a timer
+    /// still set for an earlier deadline fires early, finds the connection was not idle
+    /// that long, and is then reset to the real deadline. Resetting it on every pending
+    /// operation (every keep-alive request) took the time driver's lock each time.
     fn poll_idle(&mut self, cx: &mut Context<'_>) -> Poll<io::Error> {
         self.queue.park(cx.waker());
-        let deadline = self.last_progress + self.idle;
-        let sleep = self
-            .sleep
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
-        if sleep.deadline() != deadline {
-            sleep.as_mut().reset(deadline);
-        }
-        match sleep.as_mut().poll(cx) {
-            Poll::Ready(()) => Poll::Ready(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "connection idle for too long",
-            )),
-            Poll::Pending => Poll::Pending,
+        loop {
+            let deadline = self.last_progress + self.idle;
+            let sleep = self
+                .sleep
+                .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+            if sleep.deadline() > deadline {
+                // Only a shorter `idle` could do this; honour the earlier deadline.
+                sleep.as_mut().reset(deadline);
+            }
+            match sleep.as_mut().poll(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(()) if sleep.deadline() >= deadline => {
+                    return Poll::Ready(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "connection idle for too long",
+                    ));
+                }
+                Poll::Ready(()) => sleep.as_mut().reset(deadline),
+            }
         }
     }
 

@@ -1,6 +1,5 @@
 //! The `Server-Timing` response header (W3C Server Timing): `name;dur=<ms>` entries.
 
-use std::fmt::Write as _;
 use std::time::Duration;
 
 /// Formats phases as `meta;dur=0.012, read;dur=1.204` (milliseconds, 3 decimals: µs).
@@ -20,7 +19,22 @@ pub fn format(phases: &[(&str, Duration)]) -> String {
 /// an `f64` (`{:.3}`) was 15 % of a web server's instructions per 4 KiB response.
 pub fn push(out: &mut String, name: &str, d: Duration) {
     let micros = (d.as_nanos() + 500) / 1000;
-    let _ = write!(out, "{name};dur={}.", micros / 1000);
+    out.push_str(name);
+    out.push_str(";dur=");
+    // Digits of the whole milliseconds, most significant first (at most 39 of a u128).
+    let mut ms = micros / 1000;
+    let mut digits = [0u8; 40];
+    let mut n = digits.len();
+    loop {
+        n -= 1;
+        digits[n] = b'0' + (ms % 10) as u8;
+        ms /= 10;
+        if ms == 0 {
+            break;
+        }
+    }
+    out.push_str(std::str::from_utf8(&digits[n..]).expect("ASCII digits"));
+    out.push('.');
     let frac = (micros % 1000) as u32;
     for digit in [frac / 100, frac / 10 % 10, frac % 10] {
         out.push(char::from(b'0' + digit as u8));
