@@ -158,7 +158,12 @@ impl ConnShared {
 
     /// Records that the socket moved bytes now.
     pub(crate) fn progressed(&self) {
-        let ms = epoch().elapsed().as_millis() as u64;
+        self.progressed_at(Instant::now());
+    }
+
+    /// Records that the socket moved bytes at `now` (a clock read the caller made anyway).
+    pub(crate) fn progressed_at(&self, now: Instant) {
+        let ms = now.saturating_duration_since(epoch()).as_millis() as u64;
         self.progress_ms
             .store(ms, std::sync::atomic::Ordering::Relaxed);
     }

@@ -60,9 +60,11 @@ impl ConnIo {
         self.corked = on;
     }
 
+    /// One clock read per socket operation, for both the idle timeout and the queue.
     fn progress(&mut self) {
-        self.last_progress = Instant::now();
-        self.queue.progressed();
+        let now = Instant::now();
+        self.last_progress = now;
+        self.queue.progressed_at(now.into_std());
     }
 
     /// Fails every operation once a stalled body asked for the connection to close.
@@ -77,21 +79,32 @@ impl ConnIo {
     }
 
     /// Called when an operation is pending: fails once nothing has moved for `idle`.
+    ///
+    /// The timer is re-armed lazily: progress only moves the deadline later, so a timer
+    /// still set for an earlier deadline fires early, finds the connection was not idle
+    /// that long, and is then reset to the real deadline. Resetting it on every pending
+    /// operation (every keep-alive request) took the time driver's lock each time.
     fn poll_idle(&mut self, cx: &mut Context<'_>) -> Poll<io::Error> {
         self.queue.park(cx.waker());
-        let deadline = self.last_progress + self.idle;
-        let sleep = self
-            .sleep
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
-        if sleep.deadline() != deadline {
-            sleep.as_mut().reset(deadline);
-        }
-        match sleep.as_mut().poll(cx) {
-            Poll::Ready(()) => Poll::Ready(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "connection idle for too long",
-            )),
-            Poll::Pending => Poll::Pending,
+        loop {
+            let deadline = self.last_progress + self.idle;
+            let sleep = self
+                .sleep
+                .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+            if sleep.deadline() > deadline {
+                // Only a shorter `idle` could do this; honour the earlier deadline.
+                sleep.as_mut().reset(deadline);
+            }
+            match sleep.as_mut().poll(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(()) if sleep.deadline() >= deadline => {
+                    return Poll::Ready(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "connection idle for too long",
+                    ));
+                }
+                Poll::Ready(()) => sleep.as_mut().reset(deadline),
+            }
         }
     }
 

@@ -6,7 +6,14 @@ pub fn content_type(name: &str) -> &'static str {
         Some((_, e)) => e,
         None => return "application/octet-stream",
     };
-    match ext.to_ascii_lowercase().as_str() {
+    // Lower-cased on the stack (every known extension is short): no String per request.
+    let mut buf = [0u8; 8];
+    let Some(lower) = buf.get_mut(..ext.len()) else {
+        return "application/octet-stream";
+    };
+    lower.copy_from_slice(ext.as_bytes());
+    lower.make_ascii_lowercase();
+    match std::str::from_utf8(lower).unwrap_or("") {
         "html" | "htm" => "text/html; charset=utf-8",
         "css" => "text/css; charset=utf-8",
         "js" | "mjs" => "text/javascript; charset=utf-8",

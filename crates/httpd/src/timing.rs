@@ -13,7 +13,6 @@
 //!   a slow client);
 //! - `total`: from the request's arrival in the handler to the last byte.
 
-use std::collections::HashMap;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -34,7 +33,9 @@ const PHASES: [&str; 4] = ["total", "meta", "read", "send"];
 /// Where finished requests go: the registry and the access log.
 pub(crate) struct Recorder {
     registry: Arc<Registry>,
-    handles: RwLock<HashMap<(&'static str, u16), HandleSet>>,
+    /// A short list (a few ops × a few statuses), scanned comparing the status and the
+    /// op's address first: cheaper per request than hashing the op's text.
+    handles: RwLock<Vec<(&'static str, u16, HandleSet)>>,
     log: Option<std::sync::mpsc::Sender<String>>,
     format: AccessLogFormat,
 }
@@ -46,7 +47,7 @@ impl Recorder {
     ) -> Self {
         Recorder {
             registry,
-            handles: RwLock::new(HashMap::new()),
+            handles: RwLock::new(Vec::new()),
             log,
             format: AccessLogFormat::Json,
         }
@@ -64,15 +65,21 @@ impl Recorder {
     }
 
     fn handles(&self, op: &'static str, status: u16) -> HandleSet {
-        if let Some(h) = self.handles.read().get(&(op, status)) {
-            return h.clone();
+        let find = |list: &[(&'static str, u16, HandleSet)]| {
+            list.iter()
+                .find(|(o, s, _)| *s == status && (std::ptr::eq(*o, op) || *o == op))
+                .map(|(_, _, h)| h.clone())
+        };
+        if let Some(h) = find(&self.handles.read()) {
+            return h;
+        }
+        let mut list = self.handles.write();
+        if let Some(h) = find(&list) {
+            return h;
         }
         let h: HandleSet = Arc::new(std::array::from_fn(|_| OnceLock::new()));
-        self.handles
-            .write()
-            .entry((op, status))
-            .or_insert(h)
-            .clone()
+        list.push((op, status, h.clone()));
+        h
     }
 
     fn record(
@@ -96,7 +103,8 @@ impl Recorder {
 /// The request facts the access log needs.
 pub(crate) struct RequestInfo {
     pub method: &'static str,
-    pub path: String,
+    /// Shared by the request's context and its timer (a reference count, not a copy).
+    pub path: Arc<str>,
     pub peer: SocketAddr,
     /// What only the access log needs; `None` when no log is written.
     pub log: Option<Arc<LogFields>>,
@@ -120,6 +128,7 @@ pub(crate) struct LogFields {
 pub(crate) struct Timing {
     recorder: Arc<Recorder>,
     start: Instant,
+    /// When the request was answered, for the access log (the epoch when none is kept).
     wall: SystemTime,
     info: RequestInfo,
     op: &'static str,
@@ -146,10 +155,16 @@ impl Timing {
         body_len: u64,
         mode: &'static str,
     ) -> Arc<Timing> {
+        // Only the access log shows the wall-clock time: no clock read without one.
+        let wall = if recorder.logs() {
+            SystemTime::now()
+        } else {
+            SystemTime::UNIX_EPOCH
+        };
         Arc::new(Timing {
             recorder,
             start,
-            wall: SystemTime::now(),
+            wall,
             info,
             op,
             status,
@@ -196,7 +211,7 @@ impl Drop for Timing {
                     "time": httpdate::fmt_http_date(self.wall),
                     "peer": self.info.peer.to_string(),
                     "method": self.info.method,
-                    "path": self.info.path,
+                    "path": &*self.info.path,
                     "protocol": f.protocol,
                     "host": f.host,
                     "user_agent": f.user_agent,

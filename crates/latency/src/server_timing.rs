@@ -1,18 +1,44 @@
 //! The `Server-Timing` response header (W3C Server Timing): `name;dur=<ms>` entries.
 
-use std::fmt::Write as _;
 use std::time::Duration;
 
 /// Formats phases as `meta;dur=0.012, read;dur=1.204` (milliseconds, 3 decimals: µs).
 pub fn format(phases: &[(&str, Duration)]) -> String {
-    let mut out = String::new();
+    let mut out = String::with_capacity(phases.len() * 24);
     for (i, (name, d)) in phases.iter().enumerate() {
         if i > 0 {
             out.push_str(", ");
         }
-        let _ = write!(out, "{name};dur={:.3}", d.as_secs_f64() * 1e3);
+        push(&mut out, name, *d);
     }
     out
+}
+
+/// Appends one `name;dur=<ms>` entry to `out`: milliseconds with 3 decimals, the
+/// microseconds rounded half up. Integer arithmetic only: formatting the milliseconds as
+/// an `f64` (`{:.3}`) was 15 % of a web server's instructions per 4 KiB response.
+pub fn push(out: &mut String, name: &str, d: Duration) {
+    let micros = (d.as_nanos() + 500) / 1000;
+    out.push_str(name);
+    out.push_str(";dur=");
+    // Digits of the whole milliseconds, most significant first (at most 39 of a u128).
+    let mut ms = micros / 1000;
+    let mut digits = [0u8; 40];
+    let mut n = digits.len();
+    loop {
+        n -= 1;
+        digits[n] = b'0' + (ms % 10) as u8;
+        ms /= 10;
+        if ms == 0 {
+            break;
+        }
+    }
+    out.push_str(std::str::from_utf8(&digits[n..]).expect("ASCII digits"));
+    out.push('.');
+    let frac = (micros % 1000) as u32;
+    for digit in [frac / 100, frac / 10 % 10, frac % 10] {
+        out.push(char::from(b'0' + digit as u8));
+    }
 }
 
 /// Parses a header value into `(name, duration)` pairs; entries without a valid `dur` are
@@ -53,6 +79,18 @@ mod tests {
         let parsed = parse(&text);
         assert_eq!(parsed[0].0, "meta");
         assert_eq!(parsed[1].1, Duration::from_micros(1204));
+    }
+
+    #[test]
+    fn milliseconds_have_three_decimals_rounded_half_up() {
+        let f = |nanos| format(&[("x", Duration::from_nanos(nanos))]);
+        assert_eq!(f(0), "x;dur=0.000");
+        assert_eq!(f(499), "x;dur=0.000");
+        assert_eq!(f(500), "x;dur=0.001");
+        assert_eq!(f(24_400), "x;dur=0.024");
+        assert_eq!(f(1_000_000), "x;dur=1.000");
+        assert_eq!(f(12_345_678_901), "x;dur=12345.679");
+        assert_eq!(f(999_999_600), "x;dur=1000.000");
     }
 
     #[test]

@@ -98,8 +98,7 @@ impl Server {
                 .header_read_timeout(Duration::from_secs(30))
                 .keep_alive(true)
                 .writev(true)
-                .max_buf_size(16 * 1024)
-                .max_headers(100);
+                .max_buf_size(16 * 1024);
             let shared = self.shared.clone();
             let peer = std::net::SocketAddr::from(([127, 0, 0, 1], 1));
             let svc = service_fn(move |req| {

@@ -83,9 +83,12 @@ impl Shaping {
 
     /// The `Cache-Control` of a successful response for the file `name`.
     pub(crate) fn cache_control(&self, name: &str) -> Option<HeaderValue> {
-        let ext = name.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase());
-        if let Some(ext) = ext
-            && let Some((_, v)) = self.cache_control_by_ext.iter().find(|(e, _)| *e == ext)
+        // The stored extensions are lowercase: compared without a lowercased copy.
+        if let Some((_, ext)) = name.rsplit_once('.')
+            && let Some((_, v)) = self
+                .cache_control_by_ext
+                .iter()
+                .find(|(e, _)| e.eq_ignore_ascii_case(ext))
         {
             return Some(v.clone());
         }

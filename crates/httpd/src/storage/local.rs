@@ -197,9 +197,10 @@ fn pread_exact(file: &File, offset: u64, len: usize) -> Result<Bytes, StorageErr
     }
 }
 
-#[async_trait::async_trait]
-impl Storage for LocalStorage {
-    async fn open(&self, path: &[String]) -> Result<Entry, StorageError> {
+impl LocalStorage {
+    /// What [`Storage::open`] answers: every step is a short blocking call (or none, on a
+    /// fresh cache hit).
+    fn open_sync(&self, path: &[String]) -> Result<Entry, StorageError> {
         let Some(cache) = &self.cache else {
             return self.open_uncached(path).map(|(e, _)| e);
         };
@@ -223,6 +224,17 @@ impl Storage for LocalStorage {
                 Err(e)
             }
         }
+    }
+}
+
+#[async_trait::async_trait]
+impl Storage for LocalStorage {
+    async fn open(&self, path: &[String]) -> Result<Entry, StorageError> {
+        self.open_sync(path)
+    }
+
+    fn open_now(&self, path: &[String]) -> Option<Result<Entry, StorageError>> {
+        Some(self.open_sync(path))
     }
 
     async fn read(&self, handle: &Handle, offset: u64, len: usize) -> Result<Bytes, StorageError> {

@@ -178,6 +178,14 @@ pub trait Storage: Send + Sync + 'static {
     /// Resolves `path` to a file or directory without leaving the root.
     async fn open(&self, path: &[String]) -> Result<Entry, StorageError>;
 
+    /// [`Storage::open`] for a storage that answers without waiting (the local file
+    /// system's calls block briefly, or hit its open-file cache); `None`: use `open`.
+    /// Saves the boxed future of the async call on every request.
+    fn open_now(&self, path: &[String]) -> Option<Result<Entry, StorageError>> {
+        let _ = path;
+        None
+    }
+
     /// Reads exactly `len` bytes at `offset` (fewer only if the file shrank: an error).
     async fn read(&self, handle: &Handle, offset: u64, len: usize) -> Result<Bytes, StorageError>;
 
