@@ -77,7 +77,7 @@ pub fn rss_bytes(pid: u32) -> Option<u64> {
 }
 
 /// Clock ticks per second of `/proc/*/stat`'s times.
-fn ticks_per_sec() -> f64 {
+pub(crate) fn ticks_per_sec() -> f64 {
     // SAFETY: sysconf has no preconditions.
     let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     if t > 0 { t as f64 } else { 100.0 }

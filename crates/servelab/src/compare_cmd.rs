@@ -102,8 +102,9 @@ pub struct CompareArgs {
     /// more rounds of the large workload on A and B, up to this many in all.
     #[arg(long, default_value_t = 8)]
     pub max_repeat: usize,
-    /// Keep runs taken on a busy machine (load above one per core) in the figures; by
-    /// default they are left out and too few quiet runs means "rerun".
+    /// Keep runs taken on a busy machine (other processes used more than 20 % of the CPU
+    /// time during the run) in the figures; by default they are left out and too few
+    /// quiet runs means "rerun".
     #[arg(long)]
     pub keep_busy: bool,
     /// Seconds of each open-loop point of the latency-at-equal-load runs (A and B at

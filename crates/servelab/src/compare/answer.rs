@@ -250,9 +250,18 @@ fn sentences(report: &Report, answer: &Answer) -> Vec<String> {
                 })
                 .map(|r| r.runs.len())
                 .sum::<usize>();
+            let busy = report
+                .http
+                .iter()
+                .filter(|r| {
+                    r.workload == "large"
+                        && (r.scenario == A_SCENARIO || r.scenario == REFERENCE_SCENARIO)
+                })
+                .flat_map(|r| &r.runs)
+                .filter(|r| !report.settings.keep_busy && r.noise.is_some_and(|n| n.busy))
+                .count();
             out.push(format!(
-                "No conclusion: fewer than {MIN_RUNS} runs each of A and B on the {large} file count ({} of {total} were taken on a busy machine and left out, or had no CPU figures). Rerun on a quieter machine, or with --keep-busy to include busy runs.",
-                answer.excluded_busy_runs
+                "No conclusion: fewer than {MIN_RUNS} runs each of A and B on the {large} file count ({busy} of {total} were taken on a busy machine and left out, or had no CPU figures). Rerun on a quieter machine, or with --keep-busy to include busy runs."
             ));
         }
     }
@@ -411,6 +420,26 @@ mod tests {
             }),
             ..Default::default()
         }
+    }
+
+    /// The run's own client and servers raise the load average; only other work makes a
+    /// run busy. Reports without the figure are judged by the load as before.
+    #[test]
+    fn a_run_is_busy_by_other_work_not_by_its_own_load() {
+        let loaded = lab::environment::Noise {
+            load1: 6.0,
+            cores: 2,
+            ..Default::default()
+        };
+        let quiet = lab::environment::Noise {
+            load1: 0.1,
+            cores: 2,
+            ..Default::default()
+        };
+        assert!(!RunNoise::judge(loaded, loaded, Some(0.05)).busy);
+        assert!(RunNoise::judge(quiet, quiet, Some(0.5)).busy);
+        assert!(RunNoise::judge(loaded, quiet, None).busy);
+        assert!(!RunNoise::judge(quiet, quiet, None).busy);
     }
 
     #[test]

@@ -183,11 +183,11 @@ fn flags_of(http: &[HttpRow]) -> Vec<String> {
             .count();
         if busy > 0 {
             out.push(format!(
-                "{} {}: {busy} of {} runs on a busy machine (load above {:.1} per core before or after)",
+                "{} {}: {busy} of {} runs on a busy machine (other work above {:.0} % of the CPU time)",
                 r.workload,
                 r.scenario,
                 r.runs.len(),
-                lab::environment::BUSY_LOAD_PER_CORE
+                lab::affinity::OTHER_WORK_BUSY * 100.0
             ));
         }
     }

@@ -332,20 +332,23 @@ pub fn render(report: &Report) -> String {
         .iter()
         .any(|r| r.runs.iter().any(|x| x.noise.is_some()))
     {
-        let _ = writeln!(out, "## Noise (load average around each run)\n");
+        let _ = writeln!(out, "## Noise (other work during each run)\n");
         let _ = writeln!(
             out,
-            "1-minute load average and CPU pressure (`/proc/pressure/cpu` some avg10) just \
-             before and just after each run; a run is *busy* when the load exceeded {:.1} per \
-             core ({} cores) on either side.\n",
-            lab::environment::BUSY_LOAD_PER_CORE,
-            report.environment.cores
+            "*Other work*: the share of all CPU time ({} cores) during a run that went to \
+             processes other than the client and the serving processes (`/proc/stat` minus \
+             their `/proc/PID/stat`); a run is *busy* when it exceeded {:.0} %. The 1-minute \
+             load average and CPU pressure (`/proc/pressure/cpu` some avg10) just before and \
+             after each run are shown too, but they count the run's own client and servers \
+             (a closed-loop run keeps a 2-core machine's load near 2), so they do not decide.\n",
+            report.environment.cores,
+            lab::affinity::OTHER_WORK_BUSY * 100.0
         );
         let _ = writeln!(
             out,
-            "| Workload | Scenario | Load before (min–max) | Load after (min–max) | CPU pressure % (max) | Busy runs |"
+            "| Workload | Scenario | Other work % (max) | Load before (min–max) | Load after (min–max) | CPU pressure % (max) | Busy runs |"
         );
-        let _ = writeln!(out, "|---|---|---:|---:|---:|---:|");
+        let _ = writeln!(out, "|---|---|---:|---:|---:|---:|---:|");
         for r in &report.http {
             let n: Vec<_> = r.runs.iter().filter_map(|x| x.noise).collect();
             if n.is_empty() {
@@ -360,11 +363,16 @@ pub fn render(report: &Report) -> String {
                 .iter()
                 .filter_map(|x| x.after.cpu_pressure_avg10.or(x.before.cpu_pressure_avg10))
                 .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
+            let other = n
+                .iter()
+                .filter_map(|x| x.other_work)
+                .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
             let _ = writeln!(
                 out,
-                "| {} | {} | {} | {} | {} | {}/{} |",
+                "| {} | {} | {} | {} | {} | {} | {}/{} |",
                 r.workload,
                 r.scenario,
+                other.map_or("n/a".into(), |w| format!("{:.1}", w * 100.0)),
                 range(|x| x.before.load1),
                 range(|x| x.after.load1),
                 pressure.map_or("n/a".into(), |p| format!("{p:.1}")),

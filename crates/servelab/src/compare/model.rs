@@ -225,13 +225,35 @@ pub struct HttpRun {
     pub client: Option<ClientLoad>,
 }
 
-/// Load average and CPU pressure around one run.
+/// Load average and CPU pressure around one run, and the other work during it.
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
 pub struct RunNoise {
     pub before: Noise,
     pub after: Noise,
-    /// More runnable tasks than cores before or after the run.
+    /// Share (0–1) of all CPU time during the run that went to processes other than
+    /// the client and the serving processes (`lab::affinity::OtherWork`); absent in
+    /// reports of older versions, which judged by the load average alone.
+    #[serde(default)]
+    pub other_work: Option<f64>,
+    /// Other work above `lab::affinity::OTHER_WORK_BUSY` during the run (without that
+    /// figure: more runnable tasks than cores before or after it).
     pub busy: bool,
+}
+
+impl RunNoise {
+    /// Judges a run by the other work during it when known, else by the load average.
+    pub fn judge(before: Noise, after: Noise, other_work: Option<f64>) -> RunNoise {
+        let busy = match other_work {
+            Some(w) => w > lab::affinity::OTHER_WORK_BUSY,
+            None => before.busy() || after.busy(),
+        };
+        RunNoise {
+            before,
+            after,
+            other_work,
+            busy,
+        }
+    }
 }
 
 /// What a server cost during one run: memory, CPU, switches, files; per request and per

@@ -11,7 +11,7 @@ use loadgen::Schedule;
 
 use super::RunContext;
 use crate::compare::markdown::REFERENCE_SCENARIO;
-use crate::compare::model::EqualLoadRow;
+use crate::compare::model::{EqualLoadRow, RunNoise};
 use crate::compare::scenarios::{A_SCENARIO, HttpScenario};
 use crate::measure::{Load, rotation};
 use crate::stats;
@@ -68,6 +68,8 @@ impl RunContext<'_> {
                         sc.name
                     );
                     let before = Noise::now();
+                    let pids: Vec<u32> = sc.serving.iter().map(|(_, pid)| *pid).collect();
+                    let other_work = lab::affinity::OtherWork::start(&pids);
                     let result = Load::new(
                         format!("http://{}{path}", sc.addr),
                         Schedule::Rate {
@@ -80,7 +82,7 @@ impl RunContext<'_> {
                     .keepalive(false)
                     .threads(self.opts.client_threads)
                     .run();
-                    let busy = before.busy() || Noise::now().busy();
+                    let busy = RunNoise::judge(before, Noise::now(), other_work.finish()).busy;
                     match result {
                         Ok(r) => {
                             let p = points.entry((fi, k)).or_default();

@@ -193,6 +193,8 @@ impl RunContext<'_> {
         let before = sc.ours.as_ref().map(|p| p.scrape());
         let nfs_before = Self::rustnfs_of(sc, self.rustnfs.as_ref()).and_then(|p| p.scrape().ok());
         let noise_before = Noise::now();
+        let pids: Vec<u32> = sc.serving.iter().map(|(_, pid)| *pid).collect();
+        let other_work = lab::affinity::OtherWork::start(&pids);
         let probe = ClientProbe::start(self.opts.cpus.as_ref());
         let samplers: Vec<(String, u32, Sampler)> = sc
             .serving
@@ -208,15 +210,12 @@ impl RunContext<'_> {
             .map(|(name, pid, s)| (name, pid, s.finish()))
             .collect();
         let client = probe.finish();
+        let other_work = other_work.finish();
         let noise_after = Noise::now();
         match result {
             Ok(r) => {
                 let cost = Cost::from_processes(&usages, r.requests, r.body_bytes);
-                let noise = RunNoise {
-                    before: noise_before,
-                    after: noise_after,
-                    busy: noise_before.busy() || noise_after.busy(),
-                };
+                let noise = RunNoise::judge(noise_before, noise_after, other_work);
                 acc.push(&r, cost, noise, client);
             }
             Err(e) => self.fail(&sc.name, w.name, e),
