@@ -241,16 +241,8 @@ fn sentences(report: &Report, answer: &Answer) -> Vec<String> {
             ));
         }
         _ => {
-            let total = report
-                .http
-                .iter()
-                .filter(|r| {
-                    r.workload == "large"
-                        && (r.scenario == A_SCENARIO || r.scenario == REFERENCE_SCENARIO)
-                })
-                .map(|r| r.runs.len())
-                .sum::<usize>();
-            let busy = report
+            // The runs of the large file on A and B: those the headline needed.
+            let runs: Vec<&HttpRun> = report
                 .http
                 .iter()
                 .filter(|r| {
@@ -258,6 +250,10 @@ fn sentences(report: &Report, answer: &Answer) -> Vec<String> {
                         && (r.scenario == A_SCENARIO || r.scenario == REFERENCE_SCENARIO)
                 })
                 .flat_map(|r| &r.runs)
+                .collect();
+            let total = runs.len();
+            let busy = runs
+                .iter()
                 .filter(|r| !report.settings.keep_busy && r.noise.is_some_and(|n| n.busy))
                 .count();
             out.push(format!(
