@@ -194,8 +194,19 @@ impl OtherWork {
     /// The share (0–1) of all CPU time since [`OtherWork::start`] that went to anything
     /// else; `None` when `/proc/stat` gave no time.
     pub fn finish(self) -> Option<f64> {
-        let now = CpuTimes::now();
         let ours = (ours_cpu_s(&self.pids) - self.ours_s).max(0.0);
+        self.share_besides(ours)
+    }
+
+    /// [`OtherWork::finish`] when the measured processes' CPU seconds over the span are
+    /// known otherwise (a container's cgroup): this process and `measured_s` are ours.
+    pub fn finish_measured(self, measured_s: f64) -> Option<f64> {
+        let ours = (ours_cpu_s(&self.pids) - self.ours_s).max(0.0) + measured_s.max(0.0);
+        self.share_besides(ours)
+    }
+
+    fn share_besides(self, ours: f64) -> Option<f64> {
+        let now = CpuTimes::now();
         let (mut busy, mut total) = (0u64, 0u64);
         for (cpu, b, t) in &now.per_cpu {
             if let Some((_, b0, t0)) = self.cpu.per_cpu.iter().find(|x| x.0 == *cpu) {

@@ -193,7 +193,8 @@ fn sentences(a: &ContainerAnswer) -> Vec<String> {
         ));
     }
     out.push(format!(
-        "Runs taken on a busy machine (load above one per core) left out: {}.",
+        "Runs taken on a busy machine (other processes above {:.0} % of the CPU time during the run; the load above one per core where the stack's CPU is unknown) left out: {}.",
+        lab::affinity::OTHER_WORK_BUSY * 100.0,
         a.excluded_busy_runs
     ));
     out

@@ -424,6 +424,7 @@ impl<'a> Run<'a> {
                     c.scenario
                 );
                 let before = lab::environment::Noise::now();
+                let other_work = lab::affinity::OtherWork::start(&[]);
                 let sampler = serving::CellSampler::start(&c.serving);
                 let r = if is_small {
                     self.small(&c.url, w.small_concurrency, w.small_seconds)
@@ -431,7 +432,12 @@ impl<'a> Run<'a> {
                     self.large(&c.url)
                 };
                 let cpu_s = sampler.finish();
-                let busy = before.busy() || lab::environment::Noise::now().busy();
+                // Busy by the other work during the run when the stack's CPU is known (the
+                // load average counts the run's own client and servers), else by the load.
+                let busy = match cpu_s.and_then(|s| other_work.finish_measured(s)) {
+                    Some(w) => w > lab::affinity::OTHER_WORK_BUSY,
+                    None => before.busy() || lab::environment::Noise::now().busy(),
+                };
                 match r {
                     Ok(mut p) => {
                         p.busy = busy;

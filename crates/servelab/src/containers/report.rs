@@ -25,7 +25,9 @@ pub struct Point {
     /// A) per request, when its processes or cgroups could be sampled.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu_ms_per_request: Option<f64>,
-    /// The machine was busy (load above one per core) before or after the run.
+    /// The machine was busy: other processes used more than
+    /// `lab::affinity::OTHER_WORK_BUSY` of the CPU time during the run (without the
+    /// stack's CPU figure: the load was above one per core before or after it).
     #[serde(default)]
     pub busy: bool,
 }
