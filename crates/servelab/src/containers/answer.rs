@@ -36,6 +36,13 @@ pub struct ContainerAnswer {
     pub sentences: Vec<String>,
     pub comparisons: Vec<CellComparison>,
     pub excluded_busy_runs: usize,
+    /// Runs in the tables, busy or not.
+    #[serde(default)]
+    pub total_runs: usize,
+    /// The other work's share of the CPU time in the runs where it was measured: the
+    /// lowest, the median and the highest (0–1).
+    #[serde(default)]
+    pub other_work: Option<[f64; 3]>,
 }
 
 fn quiet(points: &[Point], keep_busy: bool) -> Vec<&Point> {
@@ -94,6 +101,15 @@ pub fn compute(rows: &[Row], keep_busy: bool) -> ContainerAnswer {
             .iter()
             .map(|r| r.points.iter().filter(|p| p.busy).count())
             .sum();
+    }
+    out.total_runs = rows.iter().map(|r| r.points.len()).sum();
+    let mut shares: Vec<f64> = rows
+        .iter()
+        .flat_map(|r| r.points.iter().filter_map(|p| p.other_work))
+        .collect();
+    shares.sort_by(f64::total_cmp);
+    if let (Some(&low), Some(&high)) = (shares.first(), shares.last()) {
+        out.other_work = Some([low, stats::median(&mut shares).unwrap_or(low), high]);
     }
     let find = |w: &str, sc: &str, place: &str| {
         rows.iter()
@@ -192,10 +208,19 @@ fn sentences(a: &ContainerAnswer) -> Vec<String> {
             vs_host.join("; ")
         ));
     }
+    let measured = a.other_work.map_or(String::new(), |[low, median, high]| {
+        format!(
+            " Other work during the runs: {:.0}–{:.0} % of the CPU time (median {:.0} %).",
+            low * 100.0,
+            high * 100.0,
+            median * 100.0
+        )
+    });
     out.push(format!(
-        "Runs taken on a busy machine (other processes above {:.0} % of the CPU time during the run; the load above one per core where the stack's CPU is unknown) left out: {}.",
+        "Runs taken on a busy machine (other processes above {:.0} % of the CPU time during the run; the load above one per core where the stack's CPU is unknown) left out: {} of {}.{measured}",
         lab::affinity::OTHER_WORK_BUSY * 100.0,
-        a.excluded_busy_runs
+        a.excluded_busy_runs,
+        a.total_runs
     ));
     out
 }
@@ -263,10 +288,18 @@ mod tests {
         let a = row("host", "A", &[50.0, 50.0, 50.0], &[2.0, 2.0, 2.0]);
         for p in b.points.iter_mut().take(2) {
             p.busy = true;
+            p.other_work = Some(0.35);
         }
+        b.points[2].other_work = Some(0.05);
         let ans = compute(&[b, a], false);
         assert_eq!(ans.excluded_busy_runs, 2);
         assert!(ans.comparisons[0].cpu_per_request.is_none());
         assert!(ans.sentences[0].contains("fewer than 2 quiet runs"));
+        let busy = ans.sentences.last().unwrap();
+        assert!(
+            busy.contains("left out: 2 of 6.")
+                && busy.contains("5–35 % of the CPU time (median 35 %)"),
+            "{busy}"
+        );
     }
 }

@@ -321,10 +321,14 @@ impl<'a> Run<'a> {
                         d.httpd_b.as_ref()
                     }
                 });
+                // Its cgroup on a v2 host, its process tree on a v1 host (as the rustnfs
+                // container below): with the cgroup alone, every Docker row of a v1 host
+                // had no CPU figure and fell back to the load average.
                 v.push((
                     "httpd container".into(),
-                    name.and_then(|n| serving::docker_cgroup(&n.name))
-                        .map(T::Cgroup),
+                    name.and_then(|n| {
+                        container_target(serving::docker_cgroup, serving::docker_pid)(&n.name)
+                    }),
                 ));
             }
         }
@@ -434,13 +438,15 @@ impl<'a> Run<'a> {
                 let cpu_s = sampler.finish();
                 // Busy by the other work during the run when the stack's CPU is known (the
                 // load average counts the run's own client and servers), else by the load.
-                let busy = match cpu_s.and_then(|s| other_work.finish_measured(s)) {
+                let other_work = cpu_s.and_then(|s| other_work.finish_measured(s));
+                let busy = match other_work {
                     Some(w) => w > lab::affinity::OTHER_WORK_BUSY,
                     None => before.busy() || lab::environment::Noise::now().busy(),
                 };
                 match r {
                     Ok(mut p) => {
                         p.busy = busy;
+                        p.other_work = other_work;
                         p.cpu_ms_per_request =
                             cpu_s.and_then(|s| crate::stats::service_demand_ms(&[s], p.requests));
                         runs[ci].push(p)

@@ -30,6 +30,10 @@ pub struct Point {
     /// stack's CPU figure: the load was above one per core before or after it).
     #[serde(default)]
     pub busy: bool,
+    /// The share (0–1) of all CPU time that went to processes other than this one and
+    /// the serving stack during the run, when the stack's CPU was known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other_work: Option<f64>,
 }
 
 impl Point {
@@ -50,6 +54,10 @@ impl Point {
                 crate::stats::median(&mut v)
             },
             busy: runs.iter().any(|p| p.busy),
+            other_work: {
+                let mut v: Vec<f64> = runs.iter().filter_map(|p| p.other_work).collect();
+                crate::stats::median(&mut v)
+            },
         })
     }
 }
