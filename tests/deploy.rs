@@ -1010,7 +1010,23 @@ fn k8s_manifests_are_valid_and_match_the_swarm_stack() {
                 "{svc}: Service targets unknown port {target}"
             );
         }
-        assert_eq!(pod["securityContext"]["runAsUser"].as_u64(), Some(65534));
+        // httpd runs as 65534 with no capability; rustnfs as root with only those it
+        // needs to act as each caller (issue 21), like the Docker image.
+        let caps = |list: &str| strings(&c["securityContext"]["capabilities"][list]);
+        assert_eq!(caps("drop"), ["ALL"], "{svc}");
+        if svc == "rustnfs" {
+            assert_eq!(pod["securityContext"]["runAsUser"].as_u64(), Some(0));
+            let mut added = caps("add");
+            added.sort();
+            assert_eq!(
+                added,
+                ["CHOWN", "DAC_OVERRIDE", "FOWNER", "SETGID", "SETUID"],
+                "rustnfs capabilities"
+            );
+        } else {
+            assert_eq!(pod["securityContext"]["runAsUser"].as_u64(), Some(65534));
+            assert!(caps("add").is_empty(), "{svc} adds capabilities");
+        }
         // Environment equal to the stack's.
         let env: BTreeMap<String, String> = c["env"]
             .as_sequence()
