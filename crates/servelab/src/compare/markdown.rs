@@ -337,12 +337,17 @@ pub fn render(report: &Report) -> String {
             out,
             "*Other work*: the share of all CPU time ({} cores) during a run that went to \
              processes other than the client and the serving processes (`/proc/stat` minus \
-             their `/proc/PID/stat`); a run is *busy* when it exceeded {:.0} %. The 1-minute \
+             their `/proc/PID/stat`); a run is *busy* when it exceeded {}. The 1-minute \
              load average and CPU pressure (`/proc/pressure/cpu` some avg10) just before and \
              after each run are shown too, but they count the run's own client and servers \
              (a closed-loop run keeps a 2-core machine's load near 2), so they do not decide.\n",
             report.environment.cores,
-            lab::affinity::OTHER_WORK_BUSY * 100.0
+            match report.settings.busy_other_work {
+                Some(t) => format!("{:.0} %", t * 100.0),
+                None => "the threshold of the servelab that took it (this report predates \
+                         recording it; 15–20 %)"
+                    .to_string(),
+            }
         );
         let _ = writeln!(
             out,

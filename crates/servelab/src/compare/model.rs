@@ -194,6 +194,10 @@ pub struct Settings {
     /// Seconds of each open-loop point of the equal-load runs.
     #[serde(default)]
     pub equal_load_seconds: f64,
+    /// The other-work share above which a run was judged busy when it was taken
+    /// (`None` in reports older than the field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busy_other_work: Option<f64>,
 }
 
 fn default_nfs_cache_ms() -> u64 {

@@ -173,6 +173,7 @@ impl<'a> RunContext<'a> {
                 max_repeat: opts.max_repeat,
                 keep_busy: opts.keep_busy,
                 equal_load_seconds: opts.equal_load_seconds,
+                busy_other_work: Some(lab::affinity::OTHER_WORK_BUSY),
             },
             http: Vec::new(),
             nfs: Vec::new(),
