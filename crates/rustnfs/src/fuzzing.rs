@@ -119,6 +119,7 @@ impl Export {
             budget,
             closed: Default::default(),
             slots: Default::default(),
+            slow_calls: tokio::sync::Semaphore::new(super::guard::SLOW_CALLS_AT_ONCE),
         };
         Ok(Export { guard, handles })
     }

@@ -85,6 +85,7 @@ pub async fn serve(
         budget,
         closed: Default::default(),
         slots: Default::default(),
+        slow_calls: Semaphore::new(guard::SLOW_CALLS_AT_ONCE),
     });
     guard::accept_loop(listener, guard, shutdown).await;
     info!("shutting down: finishing calls in flight");
