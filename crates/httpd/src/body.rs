@@ -262,52 +262,69 @@ const START_DEPTH: usize = 2;
 /// Costs three extra READs per large response (128 + 256 + 512 KiB before 1 MiB ones).
 const START_CHUNK: usize = 128 << 10;
 
-fn stream_budget() -> &'static Arc<Semaphore> {
-    static BUDGET: OnceLock<Arc<Semaphore>> = OnceLock::new();
-    BUDGET.get_or_init(|| Arc::new(Semaphore::new(STREAM_BUDGET_BYTES / BUDGET_UNIT)))
+/// The two budgets of [`STREAM_BUDGET_BYTES`] and [`STALLED_BUDGET_BYTES`] and the
+/// bodies waiting for the first, one set per server (its storage holds it): servers in
+/// one process (the test suite, a bench's in-process servers) must not wait on each
+/// other's stalled clients. A 256-client stall test once took 28 s when another test's
+/// server held the process-wide budget beside it.
+#[derive(Debug)]
+pub struct StreamBudgets {
+    shared: Arc<Semaphore>,
+    stalled: Arc<Semaphore>,
+    /// Bodies waiting for shared budget right now (see [`STALL_CLOSE_CONTENDED`]).
+    waiters: AtomicUsize,
 }
 
-fn stalled_budget() -> &'static Arc<Semaphore> {
-    static BUDGET: OnceLock<Arc<Semaphore>> = OnceLock::new();
-    BUDGET.get_or_init(|| Arc::new(Semaphore::new(STALLED_BUDGET_BYTES / BUDGET_UNIT)))
+impl StreamBudgets {
+    pub fn new() -> Arc<StreamBudgets> {
+        Arc::new(StreamBudgets {
+            shared: Arc::new(Semaphore::new(STREAM_BUDGET_BYTES / BUDGET_UNIT)),
+            stalled: Arc::new(Semaphore::new(STALLED_BUDGET_BYTES / BUDGET_UNIT)),
+            waiters: AtomicUsize::new(0),
+        })
+    }
+
+    /// The budgets of storages that keep none of their own (one per process).
+    pub fn process_wide() -> Arc<StreamBudgets> {
+        static BUDGETS: OnceLock<Arc<StreamBudgets>> = OnceLock::new();
+        BUDGETS.get_or_init(StreamBudgets::new).clone()
+    }
+
+    /// Budget units currently taken (tests and diagnostics).
+    #[cfg(test)]
+    fn shared_in_use(&self) -> usize {
+        (STREAM_BUDGET_BYTES / BUDGET_UNIT - self.shared.available_permits()) * BUDGET_UNIT
+    }
 }
 
-/// Bodies waiting for shared budget right now (see [`STALL_CLOSE_CONTENDED`]).
-static BUDGET_WAITERS: AtomicUsize = AtomicUsize::new(0);
-
-/// Counts one body in [`BUDGET_WAITERS`] while it lives.
-struct Waiting;
+/// Counts one body in [`StreamBudgets::waiters`] while it lives.
+struct Waiting(Arc<StreamBudgets>);
 
 impl Waiting {
-    fn new() -> Waiting {
-        BUDGET_WAITERS.fetch_add(1, Ordering::Relaxed);
-        Waiting
+    fn new(budgets: Arc<StreamBudgets>) -> Waiting {
+        budgets.waiters.fetch_add(1, Ordering::Relaxed);
+        Waiting(budgets)
     }
 }
 
 impl Drop for Waiting {
     fn drop(&mut self) {
-        BUDGET_WAITERS.fetch_sub(1, Ordering::Relaxed);
+        self.0.waiters.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
-/// Waits (FIFO) for `units` of the shared budget, counted in [`BUDGET_WAITERS`].
-fn wait_for_budget(units: u32) -> PermitWait {
+/// Waits (FIFO) for `units` of the shared budget, counted in its waiters.
+fn wait_for_budget(budgets: Arc<StreamBudgets>, units: u32) -> PermitWait {
     Box::pin(async move {
-        let _waiting = Waiting::new();
-        stream_budget().clone().acquire_many_owned(units).await
+        let shared = budgets.shared.clone();
+        let _waiting = Waiting::new(budgets);
+        shared.acquire_many_owned(units).await
     })
 }
 
 fn budget_units(len: usize) -> u32 {
     len.div_ceil(BUDGET_UNIT)
         .min(STREAM_BUDGET_BYTES / BUDGET_UNIT) as u32
-}
-
-/// Budget units currently taken (tests and diagnostics).
-#[cfg(test)]
-fn stream_budget_in_use() -> usize {
-    (STREAM_BUDGET_BYTES / BUDGET_UNIT - stream_budget().available_permits()) * BUDGET_UNIT
 }
 
 type PermitWait =
@@ -387,6 +404,8 @@ struct StreamState {
     watched: bool,
     /// The connection, to close it when a stall holds shared budget too long.
     conn: SendQueue,
+    /// The server's budgets (its storage's).
+    budgets: Arc<StreamBudgets>,
 }
 
 impl StreamState {
@@ -412,7 +431,7 @@ impl StreamState {
         } else {
             let piece = Bytes::copy_from_slice(&unsent.data[..n]);
             let units = budget_units(n);
-            match stream_budget().clone().try_acquire_many_owned(units) {
+            match self.budgets.shared.clone().try_acquire_many_owned(units) {
                 Ok(own) => {
                     unsent.data.advance(n);
                     if !unsent.data.is_empty() {
@@ -455,8 +474,9 @@ impl StreamState {
                 continue;
             };
             let units = held.num_permits() as u32;
-            let from_shared = Arc::ptr_eq(held.semaphore(), stream_budget());
-            if from_shared && let Ok(p) = stalled_budget().clone().try_acquire_many_owned(units) {
+            let from_shared = Arc::ptr_eq(held.semaphore(), &self.budgets.shared);
+            if from_shared && let Ok(p) = self.budgets.stalled.clone().try_acquire_many_owned(units)
+            {
                 *permit = Some(p);
             }
         }
@@ -483,19 +503,20 @@ async fn watchdog(state: Arc<Mutex<StreamState>>) {
         let mut stuck = false;
         let mut holding = false;
         let mut close = false;
+        let budgets = st.budgets.clone();
         for t in st.live_frames() {
             let shared = t
                 .permit
                 .lock()
                 .as_ref()
-                .is_some_and(|p| Arc::ptr_eq(p.semaphore(), stream_budget()));
+                .is_some_and(|p| Arc::ptr_eq(p.semaphore(), &budgets.shared));
             holding |= shared;
             stuck |= shared && t.handed.elapsed() >= STALL_AFTER;
             close |= shared && t.handed.elapsed() >= STALL_CLOSE_CONTENDED;
         }
         let idle = st.conn.idle_for();
         close &= idle >= STALL_CLOSE
-            || (idle >= STALL_CLOSE_CONTENDED && BUDGET_WAITERS.load(Ordering::Relaxed) > 0);
+            || (idle >= STALL_CLOSE_CONTENDED && budgets.waiters.load(Ordering::Relaxed) > 0);
         if close {
             tracing::debug!("stalled response holds shared budget: closing its connection");
             st.conn.abort();
@@ -580,6 +601,7 @@ impl FileBody {
         conn: SendQueue,
     ) -> FileBody {
         let depth = storage.read_ahead().max(1);
+        let budgets = storage.stream_budgets();
         // Spliced READ data sits in pipes that a stalled socket's frame holds whole (they
         // cannot be split and taken back like bytes), so with splice a READ is at most
         // one frame: a stalled client holds 128 KiB, not 1 MiB.
@@ -607,6 +629,7 @@ impl FileBody {
                     closed: false,
                     watched: false,
                     conn,
+                    budgets,
                 })),
                 permit_wait: None,
                 waiting_since: None,
@@ -759,13 +782,15 @@ impl http_body::Body for FileBody {
                 }
                 let depth = if st.stalled { 1 } else { st.depth };
                 // Keep up to `depth` reads in flight so the next chunk is read while this
-                // one is being sent, as far as the process-wide stream budget allows.
+                // one is being sent, as far as the server's stream budget allows.
                 while st.inflight.len() < depth && st.next < *end {
                     let len = (*end - st.next).min(st.chunk as u64) as usize;
                     let units = budget_units(len);
                     let permit = if st.inflight.is_empty() && st.unsent.is_none() {
                         // Nothing in flight: wait for budget (FIFO, so no body starves).
-                        let wait = permit_wait.get_or_insert_with(|| wait_for_budget(units));
+                        let budgets = st.budgets.clone();
+                        let wait =
+                            permit_wait.get_or_insert_with(|| wait_for_budget(budgets, units));
                         match wait.as_mut().poll(cx) {
                             Poll::Pending => {
                                 waiting_since.get_or_insert_with(Instant::now);
@@ -778,7 +803,7 @@ impl http_body::Body for FileBody {
                         }
                     } else {
                         // Read-ahead only from budget that is free right now.
-                        match stream_budget().clone().try_acquire_many_owned(units) {
+                        match st.budgets.shared.clone().try_acquire_many_owned(units) {
                             Ok(p) => p,
                             Err(_) => break,
                         }
@@ -981,12 +1006,15 @@ mod tests {
             .expect("data")
     }
 
-    /// The only test in this crate that streams, so it owns the process-wide budget.
+    /// The only test in this crate that streams from a storage without budgets of its own,
+    /// so it owns the process-wide ones.
     #[tokio::test]
     async fn a_frame_left_unwritten_gives_its_budget_back() {
         const C: usize = START_CHUNK;
+        let budgets = StreamBudgets::process_wide();
         let stalled_in_use =
-            || STALLED_BUDGET_BYTES - stalled_budget().available_permits() * BUDGET_UNIT;
+            || STALLED_BUDGET_BYTES - budgets.stalled.available_permits() * BUDGET_UNIT;
+        let stream_budget_in_use = || budgets.shared_in_use();
         let handle = Handle::Local(Arc::new(OpenFile::new(File::open("/dev/null").unwrap())));
         let conn = SendQueue::default();
         let mut body = FileBody::stream(Arc::new(Numbered), handle, 0, 8 << 20, 1 << 20, conn);
@@ -1030,11 +1058,8 @@ mod tests {
             assert_numbered(&frame, at);
             at += frame.len();
         }
-        let free = stream_budget().available_permits() as u32;
-        let taken = stream_budget()
-            .clone()
-            .try_acquire_many_owned(free)
-            .unwrap();
+        let free = budgets.shared.available_permits() as u32;
+        let taken = budgets.shared.clone().try_acquire_many_owned(free).unwrap();
         let piece = next_frame(&mut body).await;
         assert!(piece.len() <= FRAME_MAX, "a {} byte frame", piece.len());
         assert_numbered(&piece, at);

@@ -216,6 +216,12 @@ pub trait Storage: Send + Sync + 'static {
         false
     }
 
+    /// The budgets streamed bodies from this storage share: one set per server whose
+    /// storage streams (NFS), the process's otherwise.
+    fn stream_budgets(&self) -> Arc<crate::body::StreamBudgets> {
+        crate::body::StreamBudgets::process_wide()
+    }
+
     /// Short name for logs (`local`, `nfs`).
     fn name(&self) -> &'static str;
 }

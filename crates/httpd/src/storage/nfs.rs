@@ -136,6 +136,8 @@ pub struct NfsStorage {
     files: Option<DataCache>,
     /// The per-open revalidations of the data cache, shared between concurrent opens.
     revalidations: Revalidations,
+    /// What this server's streamed bodies may hold (see [`crate::body::StreamBudgets`]).
+    budgets: Arc<crate::body::StreamBudgets>,
     ttl: Duration,
     chunk: usize,
     read_ahead: usize,
@@ -221,6 +223,7 @@ impl NfsStorage {
             data: Mutex::new(SmallFiles::default()),
             files,
             revalidations: Revalidations::default(),
+            budgets: crate::body::StreamBudgets::new(),
             ttl,
             read_ahead,
             splice: false,
@@ -660,6 +663,10 @@ impl Storage for NfsStorage {
 
     fn splices(&self) -> bool {
         self.splice
+    }
+
+    fn stream_budgets(&self) -> Arc<crate::body::StreamBudgets> {
+        self.budgets.clone()
     }
 
     fn name(&self) -> &'static str {
