@@ -703,8 +703,8 @@ fn rpc_errors_follow_rfc_5531_and_never_are_silence() {
     // Programs and versions.
     expect(sys, 100_099, 1, Rejection::ProgUnavail);
     expect(sys, 100_227, 3, Rejection::ProgUnavail); // NFS_ACL
-    expect(sys, NFS, 4, Rejection::ProgMismatch { low: 3, high: 3 });
-    expect(sys, NFS, 2, Rejection::ProgMismatch { low: 3, high: 3 });
+    expect(sys, NFS, 5, Rejection::ProgMismatch { low: 3, high: 4 });
+    expect(sys, NFS, 2, Rejection::ProgMismatch { low: 3, high: 4 });
     expect(sys, MOUNT, 1, Rejection::ProgMismatch { low: 3, high: 3 });
     expect(sys, 100_000, 4, Rejection::ProgMismatch { low: 2, high: 2 });
     // RPC version 3, and a credential longer than RFC 5531's 400 bytes: raw bytes.

@@ -32,6 +32,7 @@ mod guard;
 pub mod health;
 pub mod identity;
 mod nfs;
+mod nfs4;
 pub mod rpc;
 mod sys;
 
