@@ -752,3 +752,50 @@ fn directories_list_in_pages_and_change() {
         proto::NOENT
     );
 }
+
+#[test]
+fn data_operations_refuse_what_is_not_a_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink("elsewhere", tmp.path().join("l")).unwrap();
+    let s = server(tmp.path());
+    let anon = |v: &mut Vec<u8>| stateid(v, (0, [0; 12]));
+    let read = op(op::READ, |v| {
+        anon(v);
+        xdr::u64(v, 0);
+        xdr::u32(v, 10);
+    });
+    let write = op(op::WRITE, |v| {
+        anon(v);
+        xdr::u64(v, 0);
+        xdr::u32(v, 0);
+        xdr::opaque(v, b"x");
+    });
+    assert_eq!(
+        run(&s, &compound(0, &[putroot(), read.clone()])).status,
+        proto::ISDIR
+    );
+    assert_eq!(
+        run(&s, &compound(0, &[putroot(), write])).status,
+        proto::ISDIR
+    );
+    let lookup_l = op(op::LOOKUP, |v| xdr::opaque(v, b"l"));
+    assert_eq!(
+        run(&s, &compound(0, &[putroot(), lookup_l.clone(), read])).status,
+        proto::INVAL
+    );
+    // LOOKUP through a symlink: NFS4ERR_SYMLINK (the client resolves it); READLINK reads it.
+    let through = op(op::LOOKUP, |v| xdr::opaque(v, b"x"));
+    assert_eq!(
+        run(&s, &compound(0, &[putroot(), lookup_l.clone(), through])).status,
+        proto::SYMLINK
+    );
+    let mut r = run(
+        &s,
+        &compound(0, &[putroot(), lookup_l, op(op::READLINK, |_| {})]),
+    );
+    assert_eq!(r.status, proto::OK);
+    r.op(op::PUTROOTFH);
+    r.op(op::LOOKUP);
+    r.op(op::READLINK);
+    assert_eq!(r.opaque(), b"elsewhere");
+}
