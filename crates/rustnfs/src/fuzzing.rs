@@ -387,6 +387,14 @@ pub fn nfs4_call(args: &[u8]) -> Vec<u8> {
     call(4, NFS_PROG, 4, 1, 0, x)
 }
 
+/// Whether `input` carries the sentinel's bytes itself: over NFSv4 a client's own bytes
+/// come back (the COMPOUND tag is echoed, a LOCK denied names the holder's owner), so
+/// the sentinel check would only find what the input put there (the first
+/// `rustnfs_nfs4` run stopped on exactly that: the sentinel as the tag).
+pub fn holds_sentinel(input: &[u8]) -> bool {
+    input.windows(SENTINEL.len()).any(|w| w == SENTINEL)
+}
+
 /// COMPOUND arguments for the `rustnfs_nfs4` seed corpus (fed through [`nfs4_call`]):
 /// the operations a client's mount, reads, writes, opens, locks and changes use, on the
 /// fixture's objects (handles by placeholder), and attempts to leave the export.

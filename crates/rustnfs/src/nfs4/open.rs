@@ -283,17 +283,20 @@ impl Nfs4 {
     ) -> Result<(), Status> {
         let fh = cur(cx)?;
         let mut st = self.state.lock();
-        let s = st.stateid(sid, &fh, true, cx.now)?;
+        // Any seqid of the stateid first, so a retransmission is recognised by its
+        // owner's seqid and answered again; then the exact one.
+        let s = st.stateid(sid, &fh, false, cx.now)?;
         if s.open.is_some() {
             return Err(proto::BAD_STATEID);
         }
         let key = s.owner.clone();
-        if st.confirmed(&key) {
-            return Err(proto::BAD_STATEID);
-        }
         if !sequence(&st, cx, &key, seqid)? {
             return Ok(());
         }
+        if st.confirmed(&key) {
+            return Err(proto::BAD_STATEID);
+        }
+        st.stateid(sid, &fh, true, cx.now)?;
         st.set_confirmed(&key);
         let s = st.stateid(sid, &fh, true, cx.now)?;
         s.seqid = s.seqid.wrapping_add(1);
