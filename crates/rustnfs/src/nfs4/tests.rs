@@ -799,3 +799,119 @@ fn data_operations_refuse_what_is_not_a_file() {
     r.op(op::READLINK);
     assert_eq!(r.opaque(), b"elsewhere");
 }
+
+#[test]
+fn share_reservations_open_modes_and_verify() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = server(tmp.path());
+    let cid = client(&s, b"c");
+    // A opens for reading and writing; B asks to write while denying reads: A's read
+    // access is in the way.
+    let open_with = |owner: &[u8], seqid: u32, access: u32, deny: u32| {
+        compound(
+            0,
+            &[
+                putroot(),
+                op(op::OPEN, |v| {
+                    xdr::u32(v, seqid);
+                    xdr::u32(v, access);
+                    xdr::u32(v, deny);
+                    xdr::u64(v, cid);
+                    xdr::opaque(v, owner);
+                    xdr::u32(v, 1);
+                    xdr::u32(v, 0);
+                    xdr::bitmap(v, 0);
+                    xdr::opaque(v, &[]);
+                    xdr::u32(v, 0);
+                    xdr::opaque(v, b"f");
+                }),
+            ],
+        )
+    };
+    let (fh, _) = open(&s, cid, b"A", 1, b"f");
+    let mut r = run(&s, &open_with(b"B", 1, 2, 1));
+    r.op(op::PUTROOTFH);
+    assert_eq!(r.op(op::OPEN), proto::SHARE_DENIED);
+    // A read-only open cannot write or truncate: OPENMODE.
+    let mut r = run(&s, &open_with(b"C", 1, 1, 0));
+    r.op(op::PUTROOTFH);
+    assert_eq!(r.op(op::OPEN), proto::OK);
+    let c_sid = r.stateid();
+    let confirm = compound(
+        0,
+        &[
+            putfh(&fh),
+            op(op::OPEN_CONFIRM, |v| {
+                stateid(v, c_sid);
+                xdr::u32(v, 2);
+            }),
+        ],
+    );
+    let mut r = run(&s, &confirm);
+    r.op(op::PUTFH);
+    assert_eq!(r.op(op::OPEN_CONFIRM), proto::OK);
+    let c_sid = r.stateid();
+    let mut r = run(
+        &s,
+        &compound(
+            0,
+            &[
+                putfh(&fh),
+                op(op::WRITE, |v| {
+                    stateid(v, c_sid);
+                    xdr::u64(v, 0);
+                    xdr::u32(v, 0);
+                    xdr::opaque(v, b"x");
+                }),
+            ],
+        ),
+    );
+    r.op(op::PUTFH);
+    assert_eq!(r.op(op::WRITE), proto::OPENMODE);
+    let mut r = run(
+        &s,
+        &compound(
+            0,
+            &[
+                putfh(&fh),
+                op(op::SETATTR, |v| {
+                    stateid(v, c_sid);
+                    xdr::bitmap(v, 1 << attr::SIZE);
+                    xdr::opaque(v, &0u64.to_be_bytes());
+                }),
+            ],
+        ),
+    );
+    r.op(op::PUTFH);
+    assert_eq!(r.op(op::SETATTR), proto::OPENMODE);
+    assert_eq!(r.bitmap(), 0, "attrsset is empty on failure");
+    // VERIFY and NVERIFY of the size (0), and GETATTR of a write-only attribute.
+    let size = |code: u32, n: u64| {
+        compound(
+            0,
+            &[
+                putfh(&fh),
+                op(code, |v| {
+                    xdr::bitmap(v, 1 << attr::SIZE);
+                    xdr::opaque(v, &n.to_be_bytes());
+                }),
+            ],
+        )
+    };
+    assert_eq!(run(&s, &size(op::VERIFY, 0)).status, proto::OK);
+    assert_eq!(run(&s, &size(op::VERIFY, 1)).status, proto::NOT_SAME);
+    assert_eq!(run(&s, &size(op::NVERIFY, 0)).status, proto::SAME);
+    assert_eq!(run(&s, &size(op::NVERIFY, 1)).status, proto::OK);
+    let write_only = compound(
+        0,
+        &[
+            putfh(&fh),
+            op(op::GETATTR, |v| xdr::bitmap(v, 1 << attr::TIME_MODIFY_SET)),
+        ],
+    );
+    assert_eq!(run(&s, &write_only).status, proto::INVAL);
+    // RENEW of the client, and of one that never was.
+    let renew = |c: u64| compound(0, &[op(op::RENEW, |v| xdr::u64(v, c))]);
+    assert_eq!(run(&s, &renew(cid)).status, proto::OK);
+    assert_eq!(run(&s, &renew(cid + 99)).status, proto::STALE_CLIENTID);
+}
