@@ -124,6 +124,13 @@ fn kernel_client_battery_nfs4_rustnfs_vs_ganesha() {
                 "{}: the mount's version",
                 j.name
             );
+            // The original experiment's line: `mount -t nfs4 -o nolock,vers=4.0 host:/`.
+            assert_eq!(
+                j.battery.original,
+                Some(Ok(())),
+                "{}: the original experiment's mount line",
+                j.name
+            );
         }
     }
     judge(&vm, "NFSv4.0", control, vec![rustnfs, plain]);

@@ -250,6 +250,9 @@ pub struct Battery {
     pub missing: Vec<String>,
     /// The mount's `vers=` option as the VM's /proc/mounts shows it (`vers=4.0`).
     pub version: Option<String>,
+    /// NFSv4 runs: whether the original experiment's mount line (`-t nfs4 -o
+    /// nolock,vers=4.0`) mounted and read back the battery's file (`None`: not tried).
+    pub original: Option<Result<(), String>>,
 }
 
 /// The battery's items, from its `ITEMS="…"` line, in run order.
@@ -271,15 +274,23 @@ pub fn parse(run: &VmRun) -> Battery {
     let mut errors = Vec::new();
     let mut done = false;
     let mut version = None;
+    let mut original = None;
     for line in run.console.lines() {
         // The firmware's last words ("Booting from ROM...") end without a newline, so the
         // guest's first line can follow them on the same console line: read each line
         // from its first marker on.
-        let line = ["BATTERY ", "VMMOUNT ", "VMVERS ", "VMERR ", "VMDONE"]
-            .iter()
-            .filter_map(|m| line.find(m))
-            .min()
-            .map_or(line, |i| &line[i..]);
+        let line = [
+            "BATTERY ",
+            "VMMOUNT ",
+            "VMVERS ",
+            "VMORIGINAL ",
+            "VMERR ",
+            "VMDONE",
+        ]
+        .iter()
+        .filter_map(|m| line.find(m))
+        .min()
+        .map_or(line, |i| &line[i..]);
         if let Some(rest) = line.strip_prefix("BATTERY ") {
             let mut parts = rest.splitn(3, ' ');
             let (Some(name), Some(verdict)) = (parts.next(), parts.next()) else {
@@ -293,6 +304,11 @@ pub fn parse(run: &VmRun) -> Battery {
                     detail,
                 },
             );
+        } else if let Some(o) = line.strip_prefix("VMORIGINAL ") {
+            original = Some(match o.trim() {
+                "OK" => Ok(()),
+                why => Err(why.to_string()),
+            });
         } else if let Some(v) = line.strip_prefix("VMVERS ") {
             version = Some(v.trim().to_string());
         } else if line == "VMMOUNT OK" {
@@ -335,6 +351,7 @@ pub fn parse(run: &VmRun) -> Battery {
         done: done && !run.timed_out,
         missing,
         version,
+        original,
     }
 }
 

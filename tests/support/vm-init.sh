@@ -71,6 +71,22 @@ if [ $? = 0 ]; then
 	fi
 	echo "VMDONE"
 	umount /mnt 2>/tmp/umount.err || echo "VMERR umount failed: $(tr '\n' ' ' </tmp/umount.err)"
+	if [ "$TYPE" = nfs4 ]; then
+		# The original experiment's mount line (issue 26), with the port added: it must
+		# mount and read back what the battery wrote.
+		if mount -t nfs4 -o "nolock,vers=4.0,port=$NFSPORT" "10.0.2.2:$EXPATH" /mnt \
+			2>/tmp/original.err; then
+			got=$(cat /mnt/kb/create/f 2>&1)
+			umount /mnt
+			if [ "$got" = hello ]; then
+				echo "VMORIGINAL OK"
+			else
+				echo "VMORIGINAL FAIL read kb/create/f: $got"
+			fi
+		else
+			echo "VMORIGINAL FAIL $(tr '\n' ' ' </tmp/original.err)"
+		fi
+	fi
 else
 	echo "VMMOUNT FAIL $(tr '\n' ' ' </tmp/mount.err)"
 fi
