@@ -52,6 +52,12 @@ pub const READDIR_MAX: u32 = 1 << 20;
 /// What any one operation's result fits in but READ's, READDIR's and READLINK's: the
 /// largest is a LOCK denied with a 1 KiB owner, or a GETATTR with every attribute.
 const OP_REPLY: usize = 1536;
+/// The most bytes one COMPOUND's result holds: two whole READs and room for the rest.
+/// A COMPOUND that could say more (128 READs of 1 MiB would ask 128 MiB of the shared
+/// budget for one reply) is answered in part: READ and READDIR are shortened to the
+/// room left (a short READ is a READ), and an operation that no longer fits is
+/// `NFS4ERR_RESOURCE`, NFSv4.0's answer to a request too large to process.
+pub const REPLY_MAX: usize = 2 * MAX_IO as usize + 64 * 1024;
 
 /// The NFSv4.0 server. Cheap to clone.
 #[derive(Clone)]
@@ -74,6 +80,9 @@ struct Ctx<'c> {
     seq: Option<(OwnerKey, u32)>,
     /// Set by an operation answering a retransmission: its remembered reply, sent as is.
     replay: Option<Vec<u8>>,
+    /// Bytes the current operation's result may take ([`REPLY_MAX`] minus what the
+    /// results before it took).
+    room: usize,
 }
 
 impl Nfs4 {
@@ -122,7 +131,7 @@ impl Nfs4 {
                 _ => OP_REPLY,
             })
             .sum();
-        16 + xdr::opaque_size(c.tag.len()) + ops + 8
+        (16 + xdr::opaque_size(c.tag.len()) + ops + 8).min(REPLY_MAX)
     }
 
     fn compound(&self, caller: &Caller, args: &[u8], out: &mut Vec<u8>) -> Status {
@@ -154,12 +163,16 @@ impl Nfs4 {
             now,
             seq: None,
             replay: None,
+            room: 0,
         };
         let mut n = 0u32;
         let mut status = proto::OK;
         for o in &c.ops {
             let start = Instant::now();
             xdr::u32(out, o.code());
+            // What is left once this result's number, the BADXDR result that may follow
+            // and the status word are counted.
+            cx.room = REPLY_MAX.saturating_sub(out.len() - status_at + 16);
             let s = self.run(o, &mut cx, out);
             n += 1;
             self.registry.record_op(
@@ -193,7 +206,17 @@ impl Nfs4 {
         xdr::u32(out, proto::OK);
         cx.seq = None;
         cx.replay = None;
-        let r = self.exec(o, cx, out);
+        let need = match o {
+            Op::Read { .. } => 64,
+            Op::Readdir { .. } => 128,
+            Op::Readlink => 32 + 4096,
+            _ => OP_REPLY,
+        };
+        let r = if cx.room < need {
+            Err(proto::RESOURCE)
+        } else {
+            self.exec(o, cx, out)
+        };
         if let Some(reply) = cx.replay.take() {
             out.truncate(at);
             out.extend_from_slice(&reply);

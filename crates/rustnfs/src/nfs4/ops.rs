@@ -154,9 +154,11 @@ impl Nfs4 {
         xdr::bool(out, false);
         let len_at = out.len();
         xdr::u32(out, 0);
+        // Within the reply's room (the status and the two words above are counted).
+        let room = u32::try_from(cx.room.saturating_sub(16)).unwrap_or(u32::MAX);
         let (_, n, eof) = self
             .fs
-            .read_into(&fh, offset, count.min(MAX_IO), out)
+            .read_into(&fh, offset, count.min(MAX_IO).min(room), out)
             .map_err(|(s, _)| proto::from_v3(s))?;
         out[eof_at..eof_at + 4].copy_from_slice(&u32::from(eof).to_be_bytes());
         out[len_at..len_at + 4].copy_from_slice(&n.to_be_bytes());
@@ -219,7 +221,7 @@ impl Nfs4 {
         if cookie == 1 || cookie == 2 {
             return Err(proto::BAD_COOKIE);
         }
-        let limit = maxcount.min(READDIR_MAX) as usize;
+        let limit = (maxcount.min(READDIR_MAX) as usize).min(cx.room.saturating_sub(8));
         let mut it = v3(self.fs.dir_iter(&fh, cookie, true))?;
         let base = out.len();
         xdr::fixed(out, &[0u8; 8]);

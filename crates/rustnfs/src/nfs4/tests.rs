@@ -915,3 +915,41 @@ fn share_reservations_open_modes_and_verify() {
     assert_eq!(run(&s, &renew(cid)).status, proto::OK);
     assert_eq!(run(&s, &renew(cid + 99)).status, proto::STALE_CLIENTID);
 }
+
+#[test]
+fn a_compound_asking_more_than_one_reply_holds_is_answered_in_part() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("big"), vec![7u8; 3 << 20]).unwrap();
+    let s = server(tmp.path());
+    let mut ops = vec![putroot(), op(op::LOOKUP, |v| xdr::opaque(v, b"big"))];
+    for i in 0..100u64 {
+        ops.push(op(op::READ, |v| {
+            stateid(v, (0, [0; 12]));
+            xdr::u64(v, (i % 3) << 20);
+            xdr::u32(v, 1 << 20);
+        }));
+    }
+    let args = compound(0, &ops);
+    assert_eq!(Nfs4::reply_bound(&args), REPLY_MAX, "the bound is capped");
+    let mut r = run(&s, &args);
+    assert_eq!(r.status, proto::RESOURCE);
+    r.op(op::PUTROOTFH);
+    r.op(op::LOOKUP);
+    // Two whole READs, then a short one in what room is left, then RESOURCE.
+    let mut got = Vec::new();
+    loop {
+        let status = r.op(op::READ);
+        if status != proto::OK {
+            assert_eq!(status, proto::RESOURCE);
+            break;
+        }
+        r.u32();
+        got.push(r.opaque().len());
+    }
+    assert_eq!(&got[..2], &[1 << 20, 1 << 20]);
+    assert!(
+        got.len() <= 3 && got.iter().sum::<usize>() < REPLY_MAX,
+        "{got:?}"
+    );
+    assert_eq!(r.count as usize, 2 + got.len() + 1);
+}
