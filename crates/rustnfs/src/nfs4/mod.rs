@@ -87,11 +87,13 @@ struct Ctx<'c> {
 
 impl Nfs4 {
     pub fn new(fs: DirFs, registry: Arc<Registry>, verf: [u8; 8]) -> Self {
-        let epoch = u64::from_be_bytes(verf) / 1_000_000_000;
+        // The instance's start in microseconds (wrapping every 71 minutes): two starts
+        // within one second still tell their client ids and stateids apart.
+        let epoch = (u64::from_be_bytes(verf) / 1_000) as u32;
         Nfs4 {
             fs,
             registry,
-            state: Arc::new(Mutex::new(State::new(epoch as u32))),
+            state: Arc::new(Mutex::new(State::new(epoch))),
             verf,
         }
     }

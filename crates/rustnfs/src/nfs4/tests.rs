@@ -8,9 +8,14 @@ use super::*;
 use crate::config::Config;
 
 fn server(dir: &std::path::Path) -> Nfs4 {
+    server_started(dir, 1_700_000_000_000_000_000)
+}
+
+/// A server instance that started at `nanos` (its verifier).
+fn server_started(dir: &std::path::Path, nanos: u64) -> Nfs4 {
     let registry = Registry::new("t");
     let fs = DirFs::open(&Config::new(dir), registry.clone()).unwrap();
-    Nfs4::new(fs, registry, 1_700_000_000_000_000_000u64.to_be_bytes())
+    Nfs4::new(fs, registry, nanos.to_be_bytes())
 }
 
 fn root() -> Caller {
@@ -952,4 +957,50 @@ fn a_compound_asking_more_than_one_reply_holds_is_answered_in_part() {
         "{got:?}"
     );
     assert_eq!(r.count as usize, 2 + got.len() + 1);
+}
+
+#[test]
+fn after_a_restart_old_state_is_stale_and_handles_still_work() {
+    let tmp = tempfile::tempdir().unwrap();
+    let before = server(tmp.path());
+    let cid = client(&before, b"c");
+    let (fh, sid) = open(&before, cid, b"o", 1, b"f");
+    // The next instance, started 200 ms later (within the same second).
+    let after = server_started(tmp.path(), 1_700_000_000_200_000_000);
+    let renew = compound(0, &[op(op::RENEW, |v| xdr::u64(v, cid))]);
+    assert_eq!(run(&after, &renew).status, proto::STALE_CLIENTID);
+    let mut r = run(
+        &after,
+        &compound(
+            0,
+            &[
+                putfh(&fh),
+                op(op::READ, |v| {
+                    stateid(v, sid);
+                    xdr::u64(v, 0);
+                    xdr::u32(v, 1);
+                }),
+                op(op::GETATTR, |v| xdr::bitmap(v, 1 << attr::SIZE)),
+            ],
+        ),
+    );
+    assert_eq!(r.op(op::PUTFH), proto::OK, "handles persist");
+    assert_eq!(r.op(op::READ), proto::STALE_STATEID);
+    // Reading with the anonymous stateid works on the new instance.
+    let mut r = run(
+        &after,
+        &compound(
+            0,
+            &[
+                putfh(&fh),
+                op(op::READ, |v| {
+                    stateid(v, (0, [0; 12]));
+                    xdr::u64(v, 0);
+                    xdr::u32(v, 1);
+                }),
+            ],
+        ),
+    );
+    r.op(op::PUTFH);
+    assert_eq!(r.op(op::READ), proto::OK);
 }
