@@ -852,6 +852,67 @@ fn nfs_read_checks(url: &str, file: &Path) {
     assert!(failures(&r, ErrorKind::Checksum) >= 2, "{:?}", r.failures);
 }
 
+/// The read and metadata workloads over NFSv4.0 (`version=4`): a verified read of the
+/// dataset's file and the OPEN/CLOSE/GETATTR/REMOVE mix, leaving nothing behind.
+fn nfs4_checks(url_of: impl Fn(&str) -> String, export: &Path) {
+    let file = export.join("testfile.bin");
+    let expected = crc32(&std::fs::read(&file).unwrap());
+    let mut p = plan(&url_of("/testfile.bin"), Schedule::Count(30), 2);
+    p.options.block_size = 1 << 20;
+    p.options.nfs_workload = NfsWorkload::Read;
+    p.options.verify_crc32 = Some(expected);
+    let r = run_bounded(p, Duration::from_secs(120));
+    assert_eq!((r.requests, r.failed()), (30, 0), "{:?}", r.first_error);
+    assert_eq!(r.checksum_crc32, Some(expected));
+    assert_eq!(r.latency.combined("READ", "total").unwrap().count(), 30);
+
+    let mut p = plan(&url_of("/"), Schedule::Count(400), 2);
+    p.options.nfs_workload = NfsWorkload::Metadata;
+    p.options.nfs_files = 50;
+    let r = run_bounded(p, Duration::from_secs(120));
+    assert_eq!((r.requests, r.failed()), (400, 0), "{:?}", r.first_error);
+    // Two workers share the 400 operations, each cycling through 50 files.
+    for op in ["OPEN", "CLOSE", "GETATTR", "REMOVE"] {
+        let n = r.latency.combined(op, "total").unwrap().count();
+        assert!(n >= 50, "{op}: {n}");
+    }
+    let left: Vec<_> = std::fs::read_dir(export)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("servelab-"))
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+
+    // The write workload is v3 only: a clear error up front.
+    let mut p = plan(&url_of("/"), Schedule::Count(1), 1);
+    p.options.nfs_workload = NfsWorkload::Write;
+    assert!(matches!(loadgen::run(p), Err(loadgen::Error::Plan(_))));
+}
+
+/// Issue 26 §3: the NFS-level read and metadata workloads over NFSv4.0, against rustnfs
+/// and against Ganesha serving v4 (the same client, so the rows compare).
+#[test]
+fn nfs4_reads_and_metadata_against_rustnfs_and_ganesha() {
+    let tmp = tempfile::tempdir().unwrap();
+    let export = common::write_dataset(&tmp.path().join("export"));
+    let server = common::Nfsd::exporting(&export).unwrap();
+    let port = server.port();
+    nfs4_checks(
+        |p| format!("nfs://127.0.0.1{p}?version=4&nfsport={port}"),
+        &export,
+    );
+    let gtmp = tempfile::tempdir().unwrap();
+    let gexport = common::write_dataset(&gtmp.path().join("export"));
+    let Some(g) = crate::support::ganesha::start_v4(&gexport) else {
+        return;
+    };
+    let gport = crate::support::ganesha::nfs_port(&g);
+    nfs4_checks(
+        |p| format!("nfs://127.0.0.1{p}?version=4&nfsport={gport}&uid=0&gid=0"),
+        &gexport,
+    );
+}
+
 #[test]
 fn nfs_reads_writes_and_metadata_against_rustnfs() {
     let tmp = tempfile::tempdir().unwrap();

@@ -703,8 +703,8 @@ fn rpc_errors_follow_rfc_5531_and_never_are_silence() {
     // Programs and versions.
     expect(sys, 100_099, 1, Rejection::ProgUnavail);
     expect(sys, 100_227, 3, Rejection::ProgUnavail); // NFS_ACL
-    expect(sys, NFS, 4, Rejection::ProgMismatch { low: 3, high: 3 });
-    expect(sys, NFS, 2, Rejection::ProgMismatch { low: 3, high: 3 });
+    expect(sys, NFS, 5, Rejection::ProgMismatch { low: 3, high: 4 });
+    expect(sys, NFS, 2, Rejection::ProgMismatch { low: 3, high: 4 });
     expect(sys, MOUNT, 1, Rejection::ProgMismatch { low: 3, high: 3 });
     expect(sys, 100_000, 4, Rejection::ProgMismatch { low: 2, high: 2 });
     // RPC version 3, and a credential longer than RFC 5531's 400 bytes: raw bytes.
@@ -748,6 +748,92 @@ fn rpc_errors_follow_rfc_5531_and_never_are_silence() {
         c.s.read(&mut buf).is_err(),
         "no stray bytes after the replies"
     );
+}
+
+/// NFSv4 COMPOUNDs over a real socket, through the guard (issue 26): malformed
+/// arguments are `NFS4ERR_BADXDR`, minor version 1 `NFS4ERR_MINOR_VERS_MISMATCH`, an
+/// unknown procedure PROC_UNAVAIL, and a COMPOUND of 128 one-MiB READs is answered in
+/// part within one bounded reply (`NFS4ERR_RESOURCE` once it is full) — never a closed
+/// connection, never silence; the same connection then serves v3 as before.
+#[test]
+fn nfs4_compounds_over_a_socket_are_answered_and_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = lab::dataset::pseudo_random_bytes(3 << 20, 26);
+    std::fs::write(dir.path().join("big"), &data).unwrap();
+    let nfsd = Nfsd::exporting(dir.path()).unwrap();
+    let mut c = Raw::connect(nfsd.addr);
+    let body = auth_sys_body();
+    let sys = OpaqueAuth {
+        flavor: flavor::AUTH_SYS,
+        body: &body,
+    };
+    let v4 = |c: &mut Raw, proc_: u32, args: &[u8]| {
+        let xid = c.send_as(sys, NFS, 4, proc_, args);
+        let (h, rec) = c.recv().expect("an answer, not silence");
+        assert_eq!(h.xid, xid);
+        (h, rec)
+    };
+    let (h, _) = v4(&mut c, 0, &[]);
+    assert_eq!(h.status, Ok(()), "v4 NULL");
+    let (h, _) = v4(&mut c, 2, &[]);
+    assert_eq!(h.status, Err(Rejection::ProcUnavail));
+    let compound = |minor: u32, ops: &[Xdr]| {
+        let mut x = Xdr::default().opaque(b"").u32(minor).u32(ops.len() as u32);
+        for o in ops {
+            x.0.extend_from_slice(&o.0);
+        }
+        x.0
+    };
+    let status = |h: &msg::ReplyHeader, rec: &[u8]| word(rec, h.body);
+    const BADXDR: u32 = 10036;
+    const RESOURCE: u32 = 10018;
+    const MINOR_VERS_MISMATCH: u32 = 10021;
+    let (h, rec) = v4(&mut c, 1, &compound(1, &[Xdr::default().u32(24)]));
+    assert_eq!(status(&h, &rec), MINOR_VERS_MISMATCH);
+    // PUTROOTFH, then a LOOKUP whose name claims 4 GiB.
+    let (h, rec) = v4(
+        &mut c,
+        1,
+        &compound(
+            0,
+            &[Xdr::default().u32(24), Xdr::default().u32(15).u32(u32::MAX)],
+        ),
+    );
+    assert_eq!(status(&h, &rec), BADXDR);
+    // PUTROOTFH, LOOKUP big, then 128 READs of 1 MiB with the anonymous stateid.
+    let mut ops = vec![
+        Xdr::default().u32(24),
+        Xdr::default().u32(15).opaque(b"big"),
+    ];
+    for i in 0..126u64 {
+        ops.push(
+            Xdr::default()
+                .u32(25)
+                .u32(0) // the anonymous stateid: seqid 0, 12 zero bytes
+                .u32(0)
+                .u32(0)
+                .u32(0)
+                .u64((i % 3) << 20)
+                .u32(1 << 20),
+        );
+    }
+    let (h, rec) = v4(&mut c, 1, &compound(0, &ops));
+    assert_eq!(h.status, Ok(()));
+    assert_eq!(status(&h, &rec), RESOURCE);
+    assert!(
+        rec.len() < (2 << 20) + (128 << 10),
+        "reply of {} bytes",
+        rec.len()
+    );
+    // The first READ's data is the file's first MiB: after the status, the empty tag,
+    // the count, PUTROOTFH's and LOOKUP's results, READ's number, status and eof.
+    let first = h.body + 12 + 8 + 8 + 8 + 4;
+    assert_eq!(word(&rec, first), 1 << 20);
+    assert_eq!(&rec[first + 4..first + 4 + 64], &data[..64]);
+    // The connection still serves v3.
+    let root = c.mount_root();
+    let fh = c.lookup(&root, b"big");
+    assert_eq!(c.read_file(&fh, data.len()), data);
 }
 
 // ---- Availability under cheap attacks (issue 22) ----------------------------------------

@@ -8,7 +8,7 @@
 # (1001:1001); the server must decide as a local file system would. Checks that read data back first drop
 # the page cache, so they see what the server stored, not what the client remembers.
 
-ITEMS="create append touch_existing touch_date excl_create truncate truncate_huge sparse errors hardlink symlink rename_over_file rename_over_dir chmod cp_p tar unlink_open names df dotdot_root mount_paths rm_rf dir_many write_8m perm_owner perm_private perm_root_dir perm_chown perm_sgid_chmod perm_suid_write perm_sticky perm_groups perm_utimes special_files"
+ITEMS="create append touch_existing touch_date excl_create truncate truncate_huge sparse errors hardlink symlink rename_over_file rename_over_dir chmod cp_p tar unlink_open names df dotdot_root mount_paths rm_rf dir_many write_8m perm_owner perm_private perm_root_dir perm_chown perm_sgid_chmod perm_suid_write perm_sticky perm_groups perm_utimes special_files fcntl_lock"
 
 # Entries in the big-directory item (overridable for local sizing runs).
 DIR_ENTRIES=${DIR_ENTRIES:-2000}
@@ -489,6 +489,48 @@ item_special_files() {
 		case "$m" in *"not permitted"*) dev="device refused (EPERM)" ;; *) fail "mknod c 1 3: $m" ;; esac
 	fi
 	echo "fifo chmod/chown/touch; $dev"
+}
+
+item_fcntl_lock() {
+	# Two processes, one fcntl write lock on the whole file: while the first holds it, a
+	# try fails and a waiter blocks until it is released. Over NFSv4 the other process
+	# uses a second mount (nosharecache: its own inodes), so the client cannot settle
+	# the conflict locally and the server must (LOCK denied, the waiter polling); over
+	# v3 with nolock the client keeps locks to itself, so both use the one mount.
+	echo x >f || fail "create failed"
+	other=f
+	if [ "$TYPE" = nfs4 ]; then
+		mkdir -p /mnt3
+		mount -t nfs4 -o "$OPTS,nosharecache" "10.0.2.2:$EXPATH" /mnt3 ||
+			fail "second mount failed"
+		other=/mnt3/kb/fcntl_lock/f
+		[ -e "$other" ] || { umount /mnt3; fail "f not seen through the second mount"; }
+	fi
+	lockhold f 5 >held.out 2>&1 &
+	holder=$!
+	n=0
+	until grep -q locked held.out; do
+		[ $n -lt 200 ] || fail "the first lock was not taken: $(cat held.out)"
+		sleep 0.1
+		n=$((n + 1))
+	done
+	lockhold -n "$other"
+	rc=$?
+	start=$(date +%s)
+	lockhold "$other" 0 >waiter.out 2>&1
+	wrc=$?
+	waited=$(($(date +%s) - start))
+	wait $holder
+	hrc=$?
+	lockhold -n "$other"
+	frc=$?
+	[ "$other" = f ] || umount /mnt3
+	[ $rc = 1 ] || fail "a try while the lock is held: rc $rc, want 1 (held)"
+	[ $wrc = 0 ] || fail "the waiting lock failed: $(cat waiter.out)"
+	[ $hrc = 0 ] || fail "the holder failed: $(cat held.out)"
+	[ $waited -ge 2 ] || fail "the waiter did not wait for the holder (${waited}s)"
+	[ $frc = 0 ] || fail "the lock was not free after both released it"
+	echo "held lock refused to a try, waiter blocked ${waited}s, free after"
 }
 
 if [ "$1" = one ]; then

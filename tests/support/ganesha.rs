@@ -15,6 +15,12 @@ pub fn start(export: &Path) -> Option<ExternalServer> {
     common::available(lab::peers::start_ganesha(export))
 }
 
+/// Ganesha serving NFSv3 and NFSv4 with `export` as the pseudo-root `/` (the v4
+/// control of the kernel-client battery), or `None` as [`start`].
+pub fn start_v4(export: &Path) -> Option<ExternalServer> {
+    common::available(lab::peers::start_ganesha_v4(export))
+}
+
 /// Its NFS port.
 pub fn nfs_port(g: &ExternalServer) -> u16 {
     g.addr.port()

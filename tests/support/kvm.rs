@@ -23,10 +23,23 @@ use crate::common;
 pub const BATTERY: &str = include_str!("battery.sh");
 /// The VM's `/init`.
 const INIT: &str = include_str!("vm-init.sh");
-/// The NFSv3 client and what it needs, in the order the battery needs them; their
-/// dependencies (from `modules.dep`) are loaded first whatever this order says.
+/// The fcntl lock helper (busybox has no fcntl-lock tool), built statically.
+const LOCKHOLD: &str = include_str!("lockhold.c");
+/// The NFSv3 and NFSv4 clients and what they need, in the order the battery needs
+/// them; their dependencies (from `modules.dep`) are loaded first whatever this order
+/// says. `nfsv4` needs `dns_resolver` (`modinfo -F depends nfsv4`).
 const MODULES: &[&str] = &[
-    "e1000", "netfs", "fscache", "sunrpc", "grace", "lockd", "nfs_acl", "nfs", "nfsv3",
+    "e1000",
+    "netfs",
+    "fscache",
+    "sunrpc",
+    "grace",
+    "lockd",
+    "nfs_acl",
+    "nfs",
+    "nfsv3",
+    "dns_resolver",
+    "nfsv4",
 ];
 /// busybox-static's binary (Debian's dynamic busybox lives at the same path only when
 /// busybox-static is absent; it is rejected below).
@@ -82,6 +95,7 @@ impl Vm {
     pub fn require() -> Option<Vm> {
         let qemu = common::require_tool("qemu-system-x86_64")?;
         common::require_tool("cpio")?;
+        common::require_tool("cc")?;
         let Some(kernel) = Kernel::find() else {
             let msg = "no kernel with /lib/modules/V and /boot/vmlinuz-V (linux-image-amd64)";
             if lab::in_ci() {
@@ -115,8 +129,8 @@ impl Vm {
     pub fn run_battery(&self, mount: &MountTarget, dir_entries: usize, timeout: Duration) -> VmRun {
         let append = format!(
             "console=ttyS0 quiet panic=-1 servelab_nfsport={} servelab_mountport={} \
-             servelab_path={} servelab_entries={dir_entries}",
-            mount.nfs_port, mount.mount_port, mount.path
+             servelab_path={} servelab_entries={dir_entries} servelab_vers={}",
+            mount.nfs_port, mount.mount_port, mount.path, mount.vers
         );
         // KVM is opt-in: a /dev/kvm that opens is no proof that guests run (on this
         // machine qemu -accel kvm hangs before the kernel starts).
@@ -169,12 +183,15 @@ impl Vm {
     }
 }
 
-/// Where the VM mounts from: the ports on the host's loopback and the MOUNT path.
+/// Where the VM mounts from: the ports on the host's loopback, the path (MOUNT's for
+/// v3, the pseudo-file-system's for v4) and the version: `3`, `4.0`, or `4` (plain
+/// `-t nfs4`: whatever the client negotiates).
 #[derive(Debug, Clone)]
 pub struct MountTarget {
     pub nfs_port: u16,
     pub mount_port: u16,
     pub path: String,
+    pub vers: &'static str,
 }
 
 /// One VM run's output.
@@ -231,6 +248,11 @@ pub struct Battery {
     pub done: bool,
     /// Items of [`items`] the VM never reported (they are failures in `items` too).
     pub missing: Vec<String>,
+    /// The mount's `vers=` option as the VM's /proc/mounts shows it (`vers=4.0`).
+    pub version: Option<String>,
+    /// NFSv4 runs: whether the original experiment's mount line (`-t nfs4 -o
+    /// nolock,vers=4.0`) mounted and read back the battery's file (`None`: not tried).
+    pub original: Option<Result<(), String>>,
 }
 
 /// The battery's items, from its `ITEMS="…"` line, in run order.
@@ -251,15 +273,24 @@ pub fn parse(run: &VmRun) -> Battery {
     let mut reported = BTreeMap::new();
     let mut errors = Vec::new();
     let mut done = false;
+    let mut version = None;
+    let mut original = None;
     for line in run.console.lines() {
         // The firmware's last words ("Booting from ROM...") end without a newline, so the
         // guest's first line can follow them on the same console line: read each line
         // from its first marker on.
-        let line = ["BATTERY ", "VMMOUNT ", "VMERR ", "VMDONE"]
-            .iter()
-            .filter_map(|m| line.find(m))
-            .min()
-            .map_or(line, |i| &line[i..]);
+        let line = [
+            "BATTERY ",
+            "VMMOUNT ",
+            "VMVERS ",
+            "VMORIGINAL ",
+            "VMERR ",
+            "VMDONE",
+        ]
+        .iter()
+        .filter_map(|m| line.find(m))
+        .min()
+        .map_or(line, |i| &line[i..]);
         if let Some(rest) = line.strip_prefix("BATTERY ") {
             let mut parts = rest.splitn(3, ' ');
             let (Some(name), Some(verdict)) = (parts.next(), parts.next()) else {
@@ -273,6 +304,13 @@ pub fn parse(run: &VmRun) -> Battery {
                     detail,
                 },
             );
+        } else if let Some(o) = line.strip_prefix("VMORIGINAL ") {
+            original = Some(match o.trim() {
+                "OK" => Ok(()),
+                why => Err(why.to_string()),
+            });
+        } else if let Some(v) = line.strip_prefix("VMVERS ") {
+            version = Some(v.trim().to_string());
         } else if line == "VMMOUNT OK" {
             mounted = Ok(());
         } else if let Some(why) = line.strip_prefix("VMMOUNT FAIL") {
@@ -312,6 +350,8 @@ pub fn parse(run: &VmRun) -> Battery {
         errors,
         done: done && !run.timed_out,
         missing,
+        version,
+        original,
     }
 }
 
@@ -402,7 +442,7 @@ fn build_initramfs(kernel: &Kernel) -> Result<PathBuf, String> {
     let order = load_order(&deps)?;
     let busybox_meta = std::fs::metadata(BUSYBOX).map_err(|e| format!("{BUSYBOX}: {e}"))?;
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    (INIT, BATTERY, &order, busybox_meta.len()).hash(&mut h);
+    (INIT, BATTERY, LOCKHOLD, &order, busybox_meta.len()).hash(&mut h);
     busybox_meta.modified().ok().hash(&mut h);
     let cache = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join("kernel-vm")
@@ -463,6 +503,14 @@ fn build_initramfs(kernel: &Kernel) -> Result<PathBuf, String> {
     }
     std::fs::write(root.join("modules.order"), names).map_err(|e| io("modules.order", e))?;
     std::fs::write(root.join("battery.sh"), BATTERY).map_err(|e| io("battery.sh", e))?;
+    let src = stage.path().join("lockhold.c");
+    std::fs::write(&src, LOCKHOLD).map_err(|e| io("lockhold.c", e))?;
+    common::run_ok(
+        Command::new("cc")
+            .args(["-static", "-Os", "-o"])
+            .arg(root.join("bin/lockhold"))
+            .arg(&src),
+    );
     let init = root.join("init");
     std::fs::write(&init, INIT).map_err(|e| io("init", e))?;
     std::fs::set_permissions(&init, std::os::unix::fs::PermissionsExt::from_mode(0o755))

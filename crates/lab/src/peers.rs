@@ -347,12 +347,22 @@ const GANESHA_LOCK: &str = "/tmp/servelab-ganesha-start.lock";
 /// when tests and a comparison run side by side), so start-ups hold an exclusive lock on
 /// a shared file, and a failed start is retried on fresh ports (three attempts).
 pub fn start_ganesha(root: &Path) -> Result<ExternalServer> {
+    start_ganesha_with(root, false)
+}
+
+/// [`start_ganesha`] serving NFSv4 as well (`Protocols = 3, 4`), with `root` as the
+/// pseudo-root `/`, so `mount -t nfs4 host:/` mounts it (graceless, as the v3 one).
+pub fn start_ganesha_v4(root: &Path) -> Result<ExternalServer> {
+    start_ganesha_with(root, true)
+}
+
+fn start_ganesha_with(root: &Path, v4: bool) -> Result<ExternalServer> {
     let program = Baseline::Ganesha.detect()?;
     ensure_rpcbind()?;
     let _lock = ganesha_lock()?;
     let mut last = None;
     for _ in 0..3 {
-        match try_start_ganesha(&program, root) {
+        match try_start_ganesha(&program, root, v4) {
             Ok(s) => return Ok(s),
             Err(e) => last = Some(e),
         }
@@ -369,19 +379,27 @@ fn ganesha_lock() -> Result<std::fs::File> {
     Ok(lock)
 }
 
-fn try_start_ganesha(program: &Path, root: &Path) -> Result<ExternalServer> {
+fn try_start_ganesha(program: &Path, root: &Path, v4: bool) -> Result<ExternalServer> {
+    // Over v4, owners as numeric strings both ways, as rustnfs and Linux clients with
+    // AUTH_SYS use them: Ganesha's default maps through the host's user database and
+    // answers uids it has no name for as nobody.
+    let (protocols, pseudo, numeric) = if v4 {
+        ("3, 4", "/", " Only_Numeric_Owners = true;")
+    } else {
+        ("3", "/servelab", "")
+    };
     let dir = workdir("ganesha")?;
     let nfs_port = free_port()?;
     let mnt_port = free_port()?;
     let nlm_port = free_port()?;
     let rq_port = free_port()?;
     let conf = format!(
-        "NFS_CORE_PARAM {{\n Protocols = 3;\n NFS_Port = {nfs_port};\n MNT_Port = {mnt_port};\n\
+        "NFS_CORE_PARAM {{\n Protocols = {protocols};\n NFS_Port = {nfs_port};\n MNT_Port = {mnt_port};\n\
          NLM_Port = {nlm_port};\n Rquota_Port = {rq_port};\n Bind_addr = 127.0.0.1;\n\
-         Enable_NLM = false;\n Enable_RQUOTA = false;\n}}\nNFSV4 {{ Graceless = true; }}\n\
+         Enable_NLM = false;\n Enable_RQUOTA = false;\n}}\nNFSV4 {{ Graceless = true;{numeric} }}\n\
          NFS_KRB5 {{ Active_krb5 = false; }}\n\
-         EXPORT {{\n Export_Id = 1;\n Path = {};\n Pseudo = /servelab;\n Access_Type = RW;\n\
-         Squash = No_Root_Squash;\n Protocols = 3;\n Transports = TCP;\n SecType = sys;\n\
+         EXPORT {{\n Export_Id = 1;\n Path = {};\n Pseudo = {pseudo};\n Access_Type = RW;\n\
+         Squash = No_Root_Squash;\n Protocols = {protocols};\n Transports = TCP;\n SecType = sys;\n\
          FSAL {{ Name = VFS; }}\n}}\nLOG {{ Default_Log_Level = WARN; }}\n",
         root.display()
     );

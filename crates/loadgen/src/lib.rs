@@ -5,7 +5,8 @@
 //! - `worker`: the one worker loop, driven by the schedule against a `Target`; workers
 //!   run on single-threaded event loops, one per OS thread, like wrk's threads.
 //! - `pace`: the open-loop pacer thread, releasing fixed-rate tickets on time.
-//! - [`http`], `tcp`, `nfs`, `file`: the `Target` implementations. [`tcp::serve`] is the
+//! - [`http`], `tcp`, `nfs`, `nfs4`, `file`: the `Target` implementations (`nfs4`: the
+//!   read and metadata workloads over NFSv4.0, for `nfs://…?version=4`). [`tcp::serve`] is the
 //!   server side of `tcp://` (`servelab tcp-server`); [`http::parse_response_head`] is
 //!   the HTTP client's response parser, public for fuzzing.
 //! - [`sample`]: one operation's raw instants and outcome; the per-worker collector that
@@ -25,6 +26,7 @@ pub mod tcp;
 
 mod file;
 mod nfs;
+mod nfs4;
 mod pace;
 mod progress;
 mod worker;
@@ -147,6 +149,17 @@ pub fn run(plan: LoadPlan) -> Result<Report, Error> {
                 reverse: plan.options.reverse,
             });
             drive(Arc::new(target), &plan, threads)?
+        }
+        TargetUrl::Nfs { url } if nfs4::wants_v4(url) => {
+            report.target.clone_from(url);
+            let target = nfs4::Nfs4Target::new(url, &plan)?;
+            report.host = target.host();
+            report.port = target.port();
+            report.path = target.path();
+            let target = Arc::new(target);
+            let out = drive(Arc::new(target.clone()), &plan, threads)?;
+            report.checksum_crc32 = target.checksum();
+            out
         }
         TargetUrl::Nfs { url } => {
             report.target.clone_from(url);

@@ -456,7 +456,8 @@ fn keep_spare(record: oncrpc::record::Record) -> Option<oncrpc::record::Record> 
 /// hundred 1 MiB FILE_SYNC WRITEs kept both workers busy, and every other client's calls
 /// waited behind them for seconds.
 fn slow_call(h: &CallHeader<'_>) -> bool {
-    h.prog == NFS_PROG && matches!(h.proc_, 7 | 16 | 17 | 21)
+    // Every NFSv4 COMPOUND may hold a WRITE, COMMIT or READDIR.
+    h.prog == NFS_PROG && (matches!(h.proc_, 7 | 16 | 17 | 21) || h.vers == 4)
 }
 
 /// Runs `f` with the worker handing its other tasks to another thread while it runs
@@ -501,7 +502,7 @@ pub(crate) fn admit(record: &[u8]) -> Result<rpcmsg::CallHeader<'_>, Refusal> {
         .check(&PROGRAMS)
         .map_err(|rejection| Refusal::Reply {
             xid: header.xid,
-            op: rpc::proc_name(header.prog, header.proc_),
+            op: rpc::call_name(header.prog, header.vers, header.proc_),
             rejection,
         })?;
     Ok(header)
@@ -536,7 +537,7 @@ pub(crate) fn step(record: &[u8]) -> Step<'_> {
         Err(Refusal::Garbage) => return Step::Close,
         Err(Refusal::Reply { xid, op, rejection }) => return Step::Refuse { xid, op, rejection },
     };
-    if header.prog != NFS_PROG || header.proc_ != 6 {
+    if header.prog != NFS_PROG || header.vers != 3 || header.proc_ != 6 {
         return Step::Dispatch(header);
     }
     match ReadArgs::parse(&record[header.args..]) {
@@ -791,15 +792,17 @@ mod tests {
             assert_eq!(r, Rejection::Auth(why));
             assert_eq!(&w[1..], &[1, 1, 1, why as u32][..]);
         }
-        // A program not offered: PROG_UNAVAIL; NFS v4: PROG_MISMATCH (3..3).
+        // A program not offered: PROG_UNAVAIL; NFS v5: PROG_MISMATCH (3..4).
         let (r, op, w) = refused(&call(2, 100_227, 3, &root, &none));
         assert_eq!(
             (r, op, &w[5..]),
             (Rejection::ProgUnavail, "OTHER", &[1][..])
         );
-        let (r, _, w) = refused(&call(2, NFS_PROG, 4, &root, &none));
-        assert_eq!(r, Rejection::ProgMismatch { low: 3, high: 3 });
-        assert_eq!(&w[5..], &[2, 3, 3][..]);
+        let (r, _, w) = refused(&call(2, NFS_PROG, 5, &root, &none));
+        assert_eq!(r, Rejection::ProgMismatch { low: 3, high: 4 });
+        assert_eq!(&w[5..], &[2, 3, 4][..]);
+        // NFS v4 is admitted.
+        assert!(admit(&call(2, NFS_PROG, 4, &root, &none)).is_ok());
         // An authenticator over 400 bytes: AUTH_BADCRED, its procedure unread.
         let (r, op, _) = refused(&call(2, NFS_PROG, 3, &[1, 404], &none));
         assert_eq!((r, op), (Rejection::Auth(AuthStat::BadCred), "OTHER"));

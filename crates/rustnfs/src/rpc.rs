@@ -23,7 +23,7 @@ pub const PROGRAMS: [oncrpc::msg::Program; 3] = [
     oncrpc::msg::Program {
         prog: NFS_PROG,
         low: 3,
-        high: 3,
+        high: 4,
     },
     oncrpc::msg::Program {
         prog: MOUNT_PROG,
@@ -98,6 +98,17 @@ pub fn proc_name(prog: u32, proc_: u32) -> &'static str {
         _ => return "OTHER",
     };
     table.get(proc_ as usize).copied().unwrap_or("UNKNOWN_PROC")
+}
+
+/// The metric name of a call: [`proc_name`] for v3, MOUNT and the portmapper;
+/// `NFS4_NULL` and `NFS4_COMPOUND` for NFSv4.
+pub fn call_name(prog: u32, vers: u32, proc_: u32) -> &'static str {
+    match (prog, vers, proc_) {
+        (NFS_PROG, 4, 0) => "NFS4_NULL",
+        (NFS_PROG, 4, 1) => "NFS4_COMPOUND",
+        (NFS_PROG, 4, _) => "NFS4_UNKNOWN_PROC",
+        _ => proc_name(prog, proc_),
+    }
 }
 
 /// How a reply ended, for the `status` label: `ok`, an nfsstat3/mountstat3 name, or the

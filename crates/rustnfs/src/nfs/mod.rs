@@ -17,7 +17,7 @@
 //! - `mount`: MOUNT v3 and the portmapper (v2) on the same port.
 
 mod mount;
-mod read;
+pub(crate) mod read;
 pub(crate) mod read3;
 mod write;
 pub mod xdr;
@@ -70,6 +70,8 @@ pub struct Dispatcher {
     verf: writeverf3,
     /// How callers are mapped before they act (root_squash, all_squash, none).
     squash: Squash,
+    /// NFSv4.0 (program 100003 version 4), on the same file system and verifier.
+    nfs4: crate::nfs4::Nfs4,
 }
 
 impl Dispatcher {
@@ -77,11 +79,13 @@ impl Dispatcher {
         let started = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
+        let verf = started.to_be_bytes();
         Dispatcher {
+            nfs4: crate::nfs4::Nfs4::new(fs.clone(), registry.clone(), verf),
             fs,
             registry,
             port,
-            verf: writeverf3(started.to_be_bytes()),
+            verf: writeverf3(verf),
             squash,
         }
     }
@@ -92,6 +96,10 @@ impl Dispatcher {
     /// READ within its capped count, every other reply within [`SMALL_REPLY`].
     pub fn reply_bound(call: &CallHeader<'_>, record: &[u8]) -> usize {
         const HEAD: usize = record::MARK_LEN + rpcmsg::ACCEPTED_HEADER_LEN;
+        if call.prog == NFS_PROG && call.vers == 4 {
+            let args = record.get(call.args..).unwrap_or_default();
+            return HEAD + crate::nfs4::Nfs4::reply_bound(args).max(SMALL_REPLY);
+        }
         let mut a = Args::new(record.get(call.args..).unwrap_or_default());
         let body = match (call.prog, call.proc_) {
             (NFS_PROG, 6) => read3::ReadArgs::decode(&mut a)
@@ -125,7 +133,7 @@ impl Dispatcher {
         let status = self.answer(call, record, out);
         record::finish(out, at);
         self.registry.record_op(
-            rpc::proc_name(call.prog, call.proc_),
+            rpc::call_name(call.prog, call.vers, call.proc_),
             "total",
             status,
             start.elapsed(),
@@ -149,6 +157,15 @@ impl Dispatcher {
         rpcmsg::accepted(out, call.xid, AcceptStat::Success);
         let mut args = Args::new(&record[call.args..]);
         let r = match call.prog {
+            NFS_PROG if call.vers == 4 => {
+                let args = &record[call.args..];
+                self.nfs4
+                    .call(call.proc_, &caller, args, out)
+                    .map_err(|r| match r {
+                        crate::nfs4::Reject::ProcUnavail => Refused::ProcUnavail,
+                        crate::nfs4::Reject::Garbage => Refused::Garbage,
+                    })
+            }
             NFS_PROG => self.nfs(call.proc_, &caller, &mut args, out),
             MOUNT_PROG => self.mount(call.proc_, &mut args, out),
             PMAP_PROG => self.pmap(call.proc_, &mut args, out),

@@ -302,7 +302,7 @@ fn fill<E>(
 }
 
 /// The ACCESS3 bits `caller` has on an object with attributes `attr`.
-pub(super) fn allowed(attr: &fattr3, caller: &Caller, read_only: bool) -> u32 {
+pub(crate) fn allowed(attr: &fattr3, caller: &Caller, read_only: bool) -> u32 {
     let dir = attr.type_ == ftype3::NF3DIR;
     let bits = if caller.uid == 0 {
         // Root: read and write anything; execute only what some execute bit allows.
