@@ -8,8 +8,10 @@
 //!
 //! The VMs boot at once (one per server, each mounting over qemu's user network), so a
 //! test costs about one VM's time. The table is always written to stderr. The NFSv4.0
-//! test runs the same battery over `vers=4.0` and plain `-t nfs4` against rustnfs, with
-//! Ganesha serving v4 as the control.
+//! test runs the same battery over `vers=4.0` and plain `-t nfs4` against rustnfs, and
+//! against the rustnfs image started as `docker run rustnfs` (where a Docker engine
+//! answers), with Ganesha serving v4 as the control; each v4 VM also mounts with the
+//! original experiment's line, `mount -t nfs4 -o nolock,vers=4.0 host:/`.
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -18,8 +20,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::common::Nfsd;
-use crate::support::ganesha;
 use crate::support::kvm::{self, Battery, MountTarget, Vm, VmRun};
+use crate::support::{docker, ganesha};
 
 /// Entries of the big-directory item (about 20 ms each under TCG on this machine).
 const DIR_ENTRIES: usize = 2000;
@@ -90,18 +92,29 @@ fn kernel_client_battery_nfs4_rustnfs_vs_ganesha() {
     let n_dir = export_dir();
     let nfsd = Nfsd::exporting(r_dir.path()).unwrap();
     let negotiated = Nfsd::exporting(n_dir.path()).unwrap();
+    // `docker run rustnfs` as a user runs it (the image's root with Docker's default
+    // capabilities, the export a bind mount), published on loopback: the original
+    // experiment's server, mounted with its own line.
+    let d_dir = export_dir();
+    let mut cleanup = docker::Cleanup::default();
+    let container = docker::docker_available("kernel NFS client against docker run rustnfs")
+        .then(|| rustnfs_container(d_dir.path(), &mut cleanup));
     let v4 = |port: u16, vers| MountTarget {
         nfs_port: port,
         mount_port: port,
         path: "/".into(),
         vers,
     };
-    let targets = [
+    let mut targets = vec![
         v4(ganesha::nfs_port(&g_server), "4.0"),
         v4(nfsd.port(), "4.0"),
         v4(negotiated.port(), "4"),
     ];
-    let runs = run_all(&vm, &targets.iter().collect::<Vec<_>>());
+    if let Some(port) = container {
+        targets.push(v4(port, "4.0"));
+    }
+    let mut runs = run_all(&vm, &targets.iter().collect::<Vec<_>>());
+    let d_run = (runs.len() == 4).then(|| runs.pop().unwrap());
     // What the servers saw: the fcntl item's locks went to the server (a conflict
     // answered DENIED), and the plain mount asked a later minor version first.
     let locks = (
@@ -116,7 +129,9 @@ fn kernel_client_battery_nfs4_rustnfs_vs_ganesha() {
     let control = Judged::new("Ganesha v4.0", g_run, g_dir.path());
     let rustnfs = Judged::new("rustnfs v4.0", r_run, r_dir.path());
     let plain = Judged::new("rustnfs -t nfs4", n_run, n_dir.path());
-    for j in [&control, &rustnfs, &plain] {
+    let in_docker = d_run.map(|run| Judged::new("docker run rustnfs", run, d_dir.path()));
+    drop(cleanup);
+    for j in [&control, &rustnfs, &plain].into_iter().chain(&in_docker) {
         if j.battery.mounted.is_ok() {
             assert_eq!(
                 j.battery.version.as_deref(),
@@ -133,7 +148,12 @@ fn kernel_client_battery_nfs4_rustnfs_vs_ganesha() {
             );
         }
     }
-    judge(&vm, "NFSv4.0", control, vec![rustnfs, plain]);
+    judge(
+        &vm,
+        "NFSv4.0",
+        control,
+        [rustnfs, plain].into_iter().chain(in_docker).collect(),
+    );
     assert!(
         locks.0 > 0 && locks.1 > 0,
         "rustnfs saw LOCK ok/DENIED {locks:?}: the fcntl item's locks never reached it"
@@ -142,6 +162,41 @@ fn kernel_client_battery_nfs4_rustnfs_vs_ganesha() {
         mismatches > 0,
         "plain -t nfs4 never asked a minor version above 0 (no MINOR_VERS_MISMATCH)"
     );
+}
+
+/// Starts the rustnfs image (`docker/build.sh`'s, tag `e2e`) exporting `dir` without root
+/// squash, published on 127.0.0.1 at a port Docker picks; returns the port once it
+/// answers.
+fn rustnfs_container(dir: &Path, cleanup: &mut docker::Cleanup) -> u16 {
+    docker::built();
+    let name = docker::unique("servelab-e2e-kvm-v4-");
+    cleanup.push(docker::docker(&["rm", "-f", &name]));
+    let volume = format!("{}:/nfs-share", dir.display());
+    let image = docker::image("rustnfs");
+    // The battery works as the VM's root, as the control lets it (no root squash, as
+    // the in-process servers): the image's root_squash default would make that root
+    // 65534 in the export's 0755 directory.
+    docker::run_text(&mut docker::docker(&[
+        "run",
+        "-d",
+        "--name",
+        &name,
+        "-p",
+        "127.0.0.1::2049",
+        "-e",
+        "NO_ROOT_SQUASH=true",
+        "-v",
+        &volume,
+        &image,
+    ]));
+    let port = docker::run_text(&mut docker::docker(&["port", &name, "2049/tcp"]));
+    let port: u16 = port.rsplit(':').next().unwrap().trim().parse().unwrap();
+    docker::wait_for(Duration::from_secs(15), "rustnfs in its container", || {
+        std::net::TcpStream::connect(("127.0.0.1", port))
+            .ok()
+            .map(|_| ())
+    });
+    port
 }
 
 /// A fresh export directory the VM's users can reach (tempdir makes them 0700).
