@@ -7,6 +7,9 @@ pub const WRK: &str = "wrk";
 pub const AB: &str = "ab";
 pub const IPERF3: &str = "iperf3";
 pub const NFS_CAT: &str = "nfs-cat";
+/// servelab load over NFSv4.0 (`nfs://…?version=4`): the same read and metadata
+/// workloads, on every NFS server that speaks v4.
+pub const LOAD_NFS4: &str = "servelab-load-nfs4";
 
 /// Server names as they appear in the CSV.
 pub const HTTPD_LOCAL: &str = "httpd-local";

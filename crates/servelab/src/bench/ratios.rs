@@ -155,7 +155,7 @@ pub fn ratios(rows: &[Row]) -> Vec<Ratio> {
             .map(|r| r.case.clone()),
     );
     for case in &nfs_cases {
-        for tool in [LOAD, suite::NFS_CAT] {
+        for tool in [LOAD, suite::LOAD_NFS4, suite::NFS_CAT] {
             let unit = if is_bytes_case("nfs", case) {
                 "bytes/s"
             } else {

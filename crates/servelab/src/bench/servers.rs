@@ -35,6 +35,8 @@ pub struct NfsServer {
     /// nfs-cat's URL for a path inside the export.
     libnfs_prefix: String,
     libnfs_query: String,
+    /// The NFSv4.0 port when the server speaks v4 with the export as its pseudo-root.
+    v4_port: Option<u16>,
 }
 
 impl NfsServer {
@@ -43,6 +45,11 @@ impl NfsServer {
     }
     pub fn libnfs_url(&self, path: &str) -> String {
         format!("{}{path}{}", self.libnfs_prefix, self.libnfs_query)
+    }
+    /// loadgen's NFSv4.0 URL for a path inside the export (as root, like the v3 runs).
+    pub fn v4_url(&self, path: &str) -> Option<String> {
+        self.v4_port
+            .map(|p| format!("nfs://127.0.0.1/{path}?version=4&nfsport={p}&uid=0&gid=0"))
     }
 }
 
@@ -127,6 +134,8 @@ impl Servers {
             .wants(Group::Http)
             .then(|| start_peer(Baseline::H2o, root, skipped))
             .flatten();
+        // Ganesha serves v3 and v4 (its pseudo-root the export), so the NFSv4.0 rows
+        // have their control.
         let ganesha = opts
             .wants(Group::Nfs)
             .then(|| start_peer(Baseline::Ganesha, root, skipped))
@@ -163,6 +172,7 @@ impl Servers {
                 "?version=3&nfsport={p}&mountport={p}",
                 p = rustnfs.addr.port()
             ),
+            v4_port: Some(rustnfs.addr.port()),
         }];
         if let Some(g) = &ganesha {
             let mnt = g.extra_port.unwrap_or(0);
@@ -173,6 +183,7 @@ impl Servers {
                 query: format!("?mountport={mnt}"),
                 libnfs_prefix: format!("nfs://127.0.0.1{root_s}/"),
                 libnfs_query: format!("?version=3&nfsport={}&mountport={mnt}", g.addr.port()),
+                v4_port: Some(g.addr.port()),
             });
         }
         Ok(Servers {
@@ -200,7 +211,10 @@ fn start_peer(b: Baseline, root: &Path, skipped: &mut Vec<Skip>) -> Option<Exter
     if b == Baseline::KernelNfs {
         return None;
     }
-    let started = b.start(root);
+    let started = match b {
+        Baseline::Ganesha => lab::peers::start_ganesha_v4(root),
+        _ => b.start(root),
+    };
     match started {
         Ok(s) => Some(s),
         Err(e) => {

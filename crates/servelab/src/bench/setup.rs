@@ -78,7 +78,7 @@ pub fn setup_note(
     );
     let _ = writeln!(
         s,
-        "- NFS: servelab load nfs:// (nfsclient, one connection per client, 1 MiB READs, metadata = CREATE/GETATTR/REMOVE over 200 names); nfs-cat = libnfs, the 10 MiB file 5 times in a row per measurement, wall time including each mount"
+        "- NFS: servelab load nfs:// (nfsclient, one connection per client, 1 MiB READs, metadata = CREATE/GETATTR/REMOVE over 200 names); servelab-load-nfs4 = the same over NFSv4.0 (one v4 client per worker: OPEN + 1 MiB READs; OPEN-create/CLOSE/GETATTR/REMOVE), Ganesha serving v3 and v4 with the export as its pseudo-root; nfs-cat = libnfs, the 10 MiB file 5 times in a row per measurement, wall time including each mount"
     );
     let _ = writeln!(
         s,

@@ -221,6 +221,33 @@ impl<'a> Suite<'a> {
                 result,
                 Some(peak),
             ));
+            // The same workload over NFSv4.0 (the boot set stays v3: its files are
+            // read through MOUNT paths).
+            let v4 = match case {
+                NfsCase::SeqRead(c) => s
+                    .v4_url(dataset::LARGE_FILE)
+                    .map(|u| (u, NfsWorkload::Read, c)),
+                NfsCase::Metadata(c) => s
+                    .v4_url(&format!("scratch-{}", s.name))
+                    .map(|u| (u, NfsWorkload::Metadata, c)),
+                NfsCase::BootSet => None,
+            };
+            if let Some((url, workload, c)) = v4 {
+                self.progress(rep, &format!("nfs  {label:<22} {:<12} {LOAD_NFS4}", s.name));
+                let sampler = Sampler::start(Target::Tree(s.pid));
+                let result = nfs_load(&url, workload, c, d);
+                let peak = sampler.finish().peak_rss_bytes;
+                self.rows.push(Row::new(
+                    rep + 1,
+                    "nfs",
+                    &label,
+                    s.name,
+                    LOAD_NFS4,
+                    c,
+                    result,
+                    Some(peak),
+                ));
+            }
         }
     }
 
