@@ -24,6 +24,17 @@ pub(crate) struct ReplyBuf {
     grant: Grant,
 }
 
+impl ReplyBuf {
+    /// Counts what the buffer holds now, after a reply grew it past its grant (a bound
+    /// that was too small), where the budget has room.
+    pub fn settle(&mut self) {
+        let extra = self.buf.capacity().saturating_sub(self.grant.bytes());
+        if extra > 0 {
+            let _ = self.grant.try_grow(extra);
+        }
+    }
+}
+
 /// The shared warm set.
 pub(crate) struct ReplyBuffers {
     budget: Budget,
