@@ -462,6 +462,14 @@ pub fn render(report: &Report) -> String {
             );
         }
         let _ = writeln!(out);
+        let ratios = nfs_ratios(&report.nfs);
+        if !ratios.is_empty() {
+            let _ = writeln!(
+                out,
+                "rustnfs / Ganesha, median ops/s, same client and protocol: {}. Rows marked (NFSv4.0) ran `nfs://…?version=4` against both servers' v4 pseudo-root.\n",
+                ratios.join("; ")
+            );
+        }
     }
 
     if !report.nfs_procedures.is_empty() {
@@ -621,4 +629,62 @@ fn distinct<'a>(items: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
         }
     }
     out
+}
+
+/// "read 1.85, read (NFSv4.0) 1.40, …": each rustnfs row's median ops/s over Ganesha's in
+/// the same workload and protocol.
+fn nfs_ratios(rows: &[super::model::NfsRow]) -> Vec<String> {
+    rows.iter()
+        .filter_map(|r| {
+            let protocol = r.server.strip_prefix("rustnfs")?;
+            let g = rows.iter().find(|g| {
+                g.workload == r.workload && g.server.strip_prefix("ganesha") == Some(protocol)
+            })?;
+            (g.ops_per_sec > 0.0).then(|| {
+                format!(
+                    "{}{protocol} {:.2}",
+                    r.workload,
+                    r.ops_per_sec / g.ops_per_sec
+                )
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::model::NfsRow;
+    use super::*;
+
+    fn row(workload: &str, server: &str, ops: f64) -> NfsRow {
+        NfsRow {
+            workload: workload.into(),
+            server: server.into(),
+            clients: 4,
+            ops_per_sec: ops,
+            ops_min: ops,
+            ops_max: ops,
+            bytes_per_sec: 0.0,
+            mean_ms: 0.0,
+            p99_ms: 0.0,
+            failed: 0,
+        }
+    }
+
+    /// Each rustnfs row against Ganesha's of the same workload and protocol, never across
+    /// protocols; a row without its Ganesha counterpart has no ratio.
+    #[test]
+    fn nfs_ratios_pair_the_same_workload_and_protocol() {
+        let rows = [
+            row("read", "rustnfs", 300.0),
+            row("read", "rustnfs (NFSv4.0)", 140.0),
+            row("read", "ganesha", 200.0),
+            row("read", "ganesha (NFSv4.0)", 100.0),
+            row("metadata", "rustnfs (NFSv4.0)", 50.0),
+        ];
+        assert_eq!(
+            nfs_ratios(&rows),
+            ["read 1.50", "read (NFSv4.0) 1.40"].map(String::from)
+        );
+    }
 }

@@ -1,5 +1,5 @@
 //! The NFS-level phase: sequential READ and the metadata mix straight against rustnfs
-//! and Ganesha with our load generator, and rustnfs's per-procedure latencies for every
+//! and Ganesha with our load generator, over NFSv3 and over NFSv4.0, and rustnfs's per-procedure latencies for every
 //! workload that went through it (HTTP via A included).
 
 use std::collections::BTreeMap;
@@ -21,11 +21,21 @@ impl RunContext<'_> {
     fn nfs_targets(&self) -> Vec<NfsTarget> {
         let mut v = Vec::new();
         let (large, scratch) = (&self.info.large_file, &self.scratch.name);
+        // Over NFSv4.0 the export is the pseudo-root of both servers (Ganesha is started
+        // serving v3 and v4); as root, as the v3 runs (both export without root squash).
+        let v4 = |port: u16, path: &str| {
+            format!("nfs://127.0.0.1/{path}?version=4&nfsport={port}&uid=0&gid=0")
+        };
         if let Some(n) = &self.rustnfs {
             v.push(NfsTarget {
                 server: "rustnfs",
                 read_url: format!("nfs://{}//{large}", n.addr),
                 meta_url: format!("nfs://{}//{scratch}", n.addr),
+            });
+            v.push(NfsTarget {
+                server: "rustnfs (NFSv4.0)",
+                read_url: v4(n.addr.port(), large),
+                meta_url: v4(n.addr.port(), scratch),
             });
         }
         if let Some(g) = &self.ganesha {
@@ -35,6 +45,11 @@ impl RunContext<'_> {
                 server: "ganesha",
                 read_url: format!("nfs://{}{root}//{large}{q}", g.addr),
                 meta_url: format!("nfs://{}{root}//{scratch}{q}", g.addr),
+            });
+            v.push(NfsTarget {
+                server: "ganesha (NFSv4.0)",
+                read_url: v4(g.addr.port(), large),
+                meta_url: v4(g.addr.port(), scratch),
             });
         }
         v
@@ -66,7 +81,7 @@ impl RunContext<'_> {
                 let before = self
                     .rustnfs
                     .as_ref()
-                    .filter(|_| t.server == "rustnfs")
+                    .filter(|_| t.server.starts_with("rustnfs"))
                     .and_then(|p| p.scrape().ok());
                 let result = Load::for_seconds(url, self.opts.nfs_seconds, self.opts.nfs_clients)
                     .nfs(wl)
@@ -78,7 +93,11 @@ impl RunContext<'_> {
                 if let (Some(before), Some(nfs)) = (before, &self.rustnfs) {
                     Self::add_nfs_phases(
                         &mut self.nfs_phases,
-                        format!("NFS {wname}"),
+                        if t.server.ends_with("(NFSv4.0)") {
+                            format!("NFS {wname} over NFSv4.0")
+                        } else {
+                            format!("NFS {wname}")
+                        },
                         nfs,
                         &before,
                     );

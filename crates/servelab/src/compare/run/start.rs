@@ -51,7 +51,12 @@ impl RunContext<'_> {
         if b == Baseline::KernelNfs {
             return None;
         }
-        let started = b.start(&self.info.root);
+        // Ganesha serves v3 and v4 (the export its pseudo-root): the NFS-level rows run
+        // over both.
+        let started = match b {
+            Baseline::Ganesha => lab::peers::start_ganesha_v4(&self.info.root),
+            _ => b.start(&self.info.root),
+        };
         match started {
             Ok(s) => Some(s),
             Err(e) if self.opts.baselines.explicit(b) => {
