@@ -71,10 +71,13 @@ fn a_client_with_too_little_cpu_is_labelled_client_bound() {
             &client.to_string(),
             "--server-cpus",
             &server.to_string(),
+            // Enough work that every run's server CPU is many clock ticks (10 ms):
+            // 40 requests of 256 KiB cost B's httpd 2–4 ms, often 0 ticks, and a run
+            // with no CPU figure made the answer "No conclusion" in a CI rehearsal.
             "--large-size",
-            "256KiB",
+            "1MiB",
             "--requests",
-            "40",
+            "400",
             "--concurrency",
             "4",
             "--small-seconds",
