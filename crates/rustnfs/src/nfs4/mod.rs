@@ -119,6 +119,20 @@ impl Nfs4 {
     /// anything runs (the guard takes the reply's budget first): READ within its
     /// capped count, READDIR within its capped `maxcount`, READLINK within a path,
     /// every other operation within [`OP_REPLY`].
+    /// Whether a COMPOUND's file-system work can take long (data written or synced, a
+    /// directory listed), so the guard runs it off the runtime's workers; one that does
+    /// not decode is answered BADXDR at once.
+    pub fn is_slow(args: &[u8]) -> bool {
+        args::decode(args).is_ok_and(|c| {
+            c.ops.iter().any(|o| {
+                matches!(
+                    o,
+                    Op::Write { .. } | Op::Commit | Op::Readdir { .. } | Op::Setattr { .. }
+                )
+            })
+        })
+    }
+
     pub fn reply_bound(args: &[u8]) -> usize {
         let Ok(c) = args::decode(args) else {
             return 16 + args::TAG_MAX;
