@@ -17,43 +17,8 @@ use std::sync::OnceLock;
 use libfuzzer_sys::fuzz_target;
 use rustnfs::fuzzing::Target;
 
-/// The system allocator, refusing (abort) any single allocation above [`LIMIT`].
-struct Capped;
-
-const LIMIT: usize = 64 << 20;
-
-impl Capped {
-    fn check(size: usize) {
-        if size > LIMIT {
-            use std::io::Write;
-            // No formatting: nothing here may allocate.
-            let _ = std::io::stderr().write_all(b"rustnfs_request: one allocation above 64 MiB\n");
-            std::process::abort();
-        }
-    }
-}
-
-// SAFETY: forwards to the system allocator unchanged, after the size check.
-unsafe impl std::alloc::GlobalAlloc for Capped {
-    unsafe fn alloc(&self, l: std::alloc::Layout) -> *mut u8 {
-        Capped::check(l.size());
-        unsafe { std::alloc::System.alloc(l) }
-    }
-    unsafe fn alloc_zeroed(&self, l: std::alloc::Layout) -> *mut u8 {
-        Capped::check(l.size());
-        unsafe { std::alloc::System.alloc_zeroed(l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: std::alloc::Layout, new: usize) -> *mut u8 {
-        Capped::check(new);
-        unsafe { std::alloc::System.realloc(p, l, new) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: std::alloc::Layout) {
-        unsafe { std::alloc::System.dealloc(p, l) }
-    }
-}
-
-#[global_allocator]
-static ALLOC: Capped = Capped;
+#[path = "capped_alloc.rs"]
+mod capped_alloc;
 
 fn target() -> &'static Target {
     static T: OnceLock<Target> = OnceLock::new();
