@@ -204,13 +204,29 @@ impl RecordReader {
         if n == 0 {
             return Ok(None);
         }
-        let rest = self.read_rest(rd, (first, n), &peer_gone, spare);
+        self.read_after(rd, (first, n), peer_gone, spare)
+            .await
+            .map(Some)
+    }
+
+    /// The rest of a record whose first `n` mark bytes (0 to 4) the caller already read
+    /// (`first.0[..first.1]`), as [`read_reusing`](Self::read_reusing) goes on after its
+    /// first read: a server that waits for the next call by reading its mark spends one
+    /// `recv` per call on the wait and the mark together, not a peek and a read.
+    pub async fn read_after(
+        &self,
+        rd: &mut (impl AsyncRead + Unpin),
+        first: ([u8; MARK_LEN], usize),
+        peer_gone: impl Fn() -> bool,
+        spare: Option<Record>,
+    ) -> Result<Record, RecordError> {
+        debug_assert!(first.1 <= MARK_LEN, "more than a mark's bytes");
+        let rest = self.read_rest(rd, first, &peer_gone, spare);
         match self.record_timeout {
             Some(t) => tokio::time::timeout(t, rest)
                 .await
-                .map_err(|_| RecordError::Slow(t))?
-                .map(Some),
-            None => rest.await.map(Some),
+                .map_err(|_| RecordError::Slow(t))?,
+            None => rest.await,
         }
     }
 
@@ -367,6 +383,21 @@ mod tests {
             v.extend_from_slice(body);
         }
         v
+    }
+
+    #[tokio::test]
+    async fn a_record_goes_on_from_the_mark_bytes_its_caller_read() {
+        let wire = fragments(&[(b"hello ", false), (b"world", true), (b"next", true)]);
+        let r = RecordReader::new(1024);
+        for have in 0..=MARK_LEN {
+            let mut mark = [0u8; MARK_LEN];
+            mark[..have].copy_from_slice(&wire[..have]);
+            let mut rd = &wire[have..];
+            let rec = r.read_after(&mut rd, (mark, have), || false, None).await;
+            assert_eq!(rec.unwrap().data, b"hello world", "{have} mark bytes read");
+            // The next record is untouched.
+            assert_eq!(r.read(&mut rd).await.unwrap().unwrap().data, b"next");
+        }
     }
 
     #[tokio::test]

@@ -20,7 +20,7 @@ use nfs3_types::nfs3::{fattr3, nfsstat3};
 use oncrpc::Budget;
 use oncrpc::msg::{self as rpcmsg, CallHeader};
 use oncrpc::record::{RecordError, RecordReader};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
@@ -322,19 +322,21 @@ async fn connection(
         loop {
             // Waiting for a call: idle, the first to be closed at the cap.
             guard.slots.set_idle(&slot, true);
-            let mut one = [0u8; 1];
+            let mut mark = [0u8; oncrpc::record::MARK_LEN];
             let idle_until = tokio::time::Instant::now() + cfg.idle_timeout;
-            loop {
+            let have = loop {
                 let kept = spare.is_some();
                 tokio::select! {
-                    // A peek, not `readable()`: readiness can outlive the bytes of the
-                    // last call, and a connection that looks busy is never taken back.
-                    r = tokio::time::timeout_at(idle_until, rd.peek(&mut one)) => match r {
+                    // The wait reads the next call's mark itself (a `read` is cancel-safe:
+                    // a branch that wins first consumed nothing), so a call costs one
+                    // `recv` for the wait and the mark, not a peek and a read. Not
+                    // `readable()`: readiness can outlive the bytes of the last call, and
+                    // a connection that looks busy is never taken back.
+                    r = tokio::time::timeout_at(idle_until, rd.read(&mut mark)) => match r {
                         Err(_) => return Err(Close::Record(RecordError::Idle(cfg.idle_timeout))),
-                        Ok(r) => {
-                            r?;
-                            break;
-                        }
+                        // A clean end between calls.
+                        Ok(Ok(0)) => return Ok(()),
+                        Ok(r) => break r?,
                     },
                     // The spare goes back as soon as anyone waits for budget, and after
                     // a short wait for a next call: an idle connection holds no buffer.
@@ -343,13 +345,12 @@ async fn connection(
                     _ = slot.evict.notified() => return Err(Close::Evicted),
                     _ = stopping.wait_for(|s| *s) => return Ok(()),
                 }
-            }
+            };
             guard.slots.set_idle(&slot, false);
             let record = tokio::select! {
-                r = reader.read_reusing(&mut rd, peer_gone, spare.take()) => r?,
+                r = reader.read_after(&mut rd, (mark, have), peer_gone, spare.take()) => r?,
                 _ = stopping.wait_for(|s| *s) => return Ok(()),
             };
-            let Some(record) = record else { return Ok(()) };
             let start = Instant::now();
             // RFC 5531: every call gets an answer, a refused one included.
             let header = match step(&record) {
