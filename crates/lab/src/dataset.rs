@@ -26,6 +26,10 @@ pub struct DatasetInfo {
     pub small_bytes: u64,
     /// Number of files in the small-file set (`small/`), used by the NFS metadata run.
     pub small_set_files: usize,
+    /// The file system the dataset is on (`None` when the kernel did not say, and in
+    /// reports written before it was recorded): the metadata mix measures it too.
+    #[serde(default)]
+    pub file_system: Option<crate::fsinfo::FileSystem>,
 }
 
 /// Sizes of a generated dataset.
@@ -81,6 +85,7 @@ pub fn generate(root: &Path, spec: DatasetSpec) -> io::Result<DatasetInfo> {
         small_file: SMALL_FILE.into(),
         small_bytes: spec.small_bytes,
         small_set_files: spec.small_set_files,
+        file_system: crate::fsinfo::of(root),
     })
 }
 
@@ -120,6 +125,7 @@ pub fn describe_existing(root: &Path) -> io::Result<DatasetInfo> {
         small_file: small.1,
         small_bytes: small.0,
         small_set_files,
+        file_system: crate::fsinfo::of(root),
     })
 }
 

@@ -10,6 +10,7 @@
 //! - [`affinity`]: CPU pinning of the client and the servers, and how busy CPUs were.
 //! - [`dataset`]: the one seeded dataset generator.
 //! - [`environment`]: what the machine was, and how busy ([`environment::Noise`]).
+//! - [`fsinfo`]: the file system a directory is on (type, device, ext4 journal).
 //! - [`sampler`]: RSS, CPU, context switches and open files of a process tree (or a
 //!   cgroup), sampled during a run.
 //! - [`http`]: the one small blocking HTTP/1 client: a GET or raw request per
@@ -21,6 +22,7 @@
 pub mod affinity;
 pub mod dataset;
 pub mod environment;
+pub mod fsinfo;
 pub mod http;
 #[cfg(feature = "inproc")]
 pub mod inproc;

@@ -72,6 +72,15 @@ pub fn setup_note(
         info.small_file,
         info.small_bytes
     );
+    if let Some(fs) = &info.file_system {
+        let _ = writeln!(s, "- Dataset's file system: {}", fs.describe());
+        if fs.creates_skip_recent_deletions() {
+            let _ = writeln!(
+                s,
+                "  - ext4 without a journal makes every create skip the inodes freed in the last 60 s or more, so the metadata cases slow down as they run, for whichever server runs then: their ratios measure the file system's recent deletions as much as the servers (`lab::fsinfo`)"
+            );
+        }
+    }
     let _ = writeln!(
         s,
         "- HTTP: wrk -t min(c, cores) -c C -d D --latency [-H 'Connection: close']; servelab load: the loadgen library, one thread per core, keep-alive = HTTP/1.1 reuse, close = HTTP/1.0 new connection per request (as ab)"

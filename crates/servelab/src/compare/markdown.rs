@@ -470,6 +470,9 @@ pub fn render(report: &Report) -> String {
                 ratios.join("; ")
             );
         }
+        if let Some(caveat) = metadata_caveat(report) {
+            let _ = writeln!(out, "{caveat}\n");
+        }
     }
 
     if !report.nfs_procedures.is_empty() {
@@ -572,6 +575,9 @@ pub fn render(report: &Report) -> String {
         ds.small_set_files,
         ds.seed.map(|s| format!(", seed {s}")).unwrap_or_default()
     );
+    if let Some(fs) = &ds.file_system {
+        let _ = writeln!(out, "| Dataset's file system | {} |", fs.describe());
+    }
     if let Some(link) = &report.settings.link {
         let _ = writeln!(
             out,
@@ -631,6 +637,26 @@ fn distinct<'a>(items: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
     out
 }
 
+/// Why the metadata rows may measure the file system more than the servers: the
+/// dataset is on ext4 without a journal (see `lab::fsinfo`).
+fn metadata_caveat(report: &Report) -> Option<String> {
+    let fs = report.dataset.file_system.as_ref()?;
+    if !fs.creates_skip_recent_deletions() || !report.nfs.iter().any(|n| n.workload == "metadata") {
+        return None;
+    }
+    Some(format!(
+        "**The metadata rows measure the file system as much as the servers.** The dataset \
+         is on {}. Without a journal, ext4 makes every create skip the inodes freed in \
+         the last 60 s or more (`recently_deleted` in its inode allocator), so the mix's \
+         CREATEs get slower the longer it runs, for whichever server runs then; the \
+         rows' spread, and rustnfs's CREATE latency beside its REMOVE's below, show it. \
+         To compare the servers' own metadata work, put the generated dataset on tmpfs \
+         (`TMPDIR=/dev/shm servelab compare`) or a journalled file system, or pass \
+         `--dataset DIR` there (measured: `crates/rustnfs/bench/RESULTS.md`).",
+        fs.describe()
+    ))
+}
+
 /// "read 1.85, read (NFSv4.0) 1.40, …": each rustnfs row's median ops/s over Ganesha's in
 /// the same workload and protocol.
 fn nfs_ratios(rows: &[super::model::NfsRow]) -> Vec<String> {
@@ -686,5 +712,42 @@ mod tests {
             nfs_ratios(&rows),
             ["read 1.50", "read (NFSv4.0) 1.40"].map(String::from)
         );
+    }
+
+    /// The committed compare run (benches/results/2026-12-02-compare-v4) had its dataset
+    /// on ext4 without a journal (recorded since): its metadata rows get the caveat, the
+    /// same run on a journalled ext4 or on tmpfs does not, and neither does a run without
+    /// metadata rows.
+    #[test]
+    fn metadata_rows_on_ext4_without_a_journal_are_explained() {
+        let mut report: Report = serde_json::from_str(include_str!(
+            "../../../../benches/results/2026-12-02-compare-v4/report.json"
+        ))
+        .unwrap();
+        assert!(
+            report.dataset.file_system.is_none(),
+            "written before it was recorded"
+        );
+        assert!(!render(&report).contains("measure the file system"));
+        let on = |kind: &str, journal| lab::fsinfo::FileSystem {
+            kind: kind.into(),
+            source: "/dev/vda".into(),
+            journal,
+        };
+        report.dataset.file_system = Some(on("ext4", Some(false)));
+        let md = render(&report);
+        assert!(md.contains("| Dataset's file system | ext4 (/dev/vda, no journal) |"));
+        let caveat = md
+            .lines()
+            .find(|l| l.contains("measure the file system as much as the servers"))
+            .expect("the caveat");
+        assert!(caveat.contains("ext4 (/dev/vda, no journal)"), "{caveat}");
+        for fs in [on("ext4", Some(true)), on("tmpfs", None)] {
+            report.dataset.file_system = Some(fs);
+            assert!(!render(&report).contains("measure the file system"));
+        }
+        report.dataset.file_system = Some(on("ext4", Some(false)));
+        report.nfs.retain(|n| n.workload != "metadata");
+        assert!(!render(&report).contains("measure the file system"));
     }
 }
