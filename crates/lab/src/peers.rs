@@ -473,11 +473,19 @@ fn ensure_rpcbind() -> Result<()> {
         .ok_or_else(|| LabError::Missing("rpcbind is not installed".into()))?;
     // `rpcbind -w` daemonizes and stays up after we exit: other runs reuse it. A second
     // one started at the same moment by another process just fails, so its status is
-    // not the verdict — whether port 111 answers is.
-    let _ = Command::new(program)
-        .arg("-w")
-        .stderr(Stdio::null())
-        .status();
+    // not the verdict — whether port 111 answers is. It keeps no descriptor of ours past
+    // stdio: one inherited from the caller (`flock /tmp/bench.lock servelab bench …`)
+    // would hold that lock for as long as rpcbind lives.
+    let mut rpcbind = Command::new(program);
+    rpcbind.arg("-w").stderr(Stdio::null());
+    // SAFETY: close_range is async-signal-safe and touches only the child's descriptors.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut rpcbind, || {
+            libc::close_range(3, libc::c_uint::MAX, 0);
+            Ok(())
+        });
+    }
+    let _ = rpcbind.status();
     let deadline = Instant::now() + Duration::from_secs(5);
     while Instant::now() < deadline {
         if TcpStream::connect_timeout(&port111, Duration::from_millis(200)).is_ok() {

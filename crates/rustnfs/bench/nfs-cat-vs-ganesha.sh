@@ -42,7 +42,14 @@ EXPORT { Export_Id = 1; Path = $work/www; Pseudo = /www; Access_Type = RW; Squas
   Protocols = 3; Transports = TCP; SecType = sys; FSAL { Name = VFS; } }
 LOG { Default_Log_Level = WARN; }
 CONF
-if ! pgrep -x rpcbind >/dev/null; then rpcbind -w; rpcbind_pid=$(pgrep -xn rpcbind); fi
+# rpcbind daemonizes and outlives the script: it gets none of our descriptors past stdio
+# (under `flock /tmp/bench.lock`, an inherited lock descriptor held the lock until rpcbind
+# exited, and the next benchmark waited for ever).
+start_rpcbind() {
+  pgrep -x rpcbind >/dev/null && return 0
+  (for fd in $(ls /proc/$BASHPID/fd); do [ "$fd" -gt 2 ] && eval "exec $fd>&-"; done; exec rpcbind -w)
+}
+if ! pgrep -x rpcbind >/dev/null; then start_rpcbind; rpcbind_pid=$(pgrep -xn rpcbind); fi
 ganesha.nfsd -f "$work/ganesha.conf" -L "$work/ganesha.log" -p "$work/ganesha.pid"
 wait_port "$gport"; wait_port "$mport"; sleep 1
 
