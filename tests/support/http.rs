@@ -104,6 +104,12 @@ pub fn ab_100(url: &str, expect_len: usize) {
 /// A client that sends `GET target` and never reads: a socket with a tiny receive buffer
 /// (set before connect, so the advertised window stays small).
 pub fn stalled_client(addr: SocketAddr, target: &str) -> TcpStream {
+    stalled_client_from(addr, target, std::net::Ipv4Addr::UNSPECIFIED)
+}
+
+/// [`stalled_client`] from the loopback address `from` (`0.0.0.0`: the kernel's choice),
+/// so an attack can come from several client addresses (127.0.0.2, 127.0.0.3, …).
+pub fn stalled_client_from(addr: SocketAddr, target: &str, from: std::net::Ipv4Addr) -> TcpStream {
     use std::os::fd::FromRawFd;
     let SocketAddr::V4(v4) = addr else {
         panic!("IPv4 test address expected")
@@ -121,14 +127,24 @@ pub fn stalled_client(addr: SocketAddr, target: &str) -> TcpStream {
             (&small as *const libc::c_int).cast(),
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         );
-        let sa = libc::sockaddr_in {
+        let sockaddr = |ip: std::net::Ipv4Addr, port: u16| libc::sockaddr_in {
             sin_family: libc::AF_INET as libc::sa_family_t,
-            sin_port: v4.port().to_be(),
+            sin_port: port.to_be(),
             sin_addr: libc::in_addr {
-                s_addr: u32::from(*v4.ip()).to_be(),
+                s_addr: u32::from(ip).to_be(),
             },
             sin_zero: [0; 8],
         };
+        if !from.is_unspecified() {
+            let local = sockaddr(from, 0);
+            let rc = libc::bind(
+                fd,
+                (&local as *const libc::sockaddr_in).cast(),
+                std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+            );
+            assert_eq!(rc, 0, "bind {from}: {}", std::io::Error::last_os_error());
+        }
+        let sa = sockaddr(*v4.ip(), v4.port());
         let rc = libc::connect(
             fd,
             (&sa as *const libc::sockaddr_in).cast(),

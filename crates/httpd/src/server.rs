@@ -171,6 +171,7 @@ pub async fn serve(
         let _ = stream.set_nodelay(true);
         let queue = SendQueue::default();
         queue.set_socket(std::os::fd::AsRawFd::as_raw_fd(&stream));
+        queue.set_peer(peer.ip());
         let id = open.insert(peer.ip(), queue.clone());
         let io = TokioIo::new(ConnIo::new(stream, queue.clone(), config.idle_timeout));
         let shared = shared.clone();
