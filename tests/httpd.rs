@@ -699,7 +699,7 @@ fn nfs_backend_matches_local(cfg: httpd::Config, www: &Path) {
 fn stalled_readers_do_not_starve_other_downloads() {
     // From one address and from four with READ data in buffers, from four with it in
     // pipes. Not yet met: 1,000 from four addresses with buffers, where a 10 MiB
-    // download took 0.35-1.5 s of the 1 s bar in the first seconds of the attack. Each
+    // download took 0.35-1.5 s of the 1 s bar in the first 6 s of the attack. Each
     // stalled client's kernel send queue takes 2.8 MB before it stops (loopback's
     // autotuned buffer), so httpd really is streaming 2.8 GB of NFS READs to them then.
     // TCP_NOTSENT_LOWAT 256 KiB made it 0.02-0.70 s but cost 20 % of --nfs requests/s
