@@ -79,6 +79,8 @@ pub(crate) struct ConnShared {
     /// The client's address: bodies wait for stream budget in turn per address (see
     /// [`StreamBudgets::turn`]); unset in tests without a socket.
     peer: OnceLock<std::net::IpAddr>,
+    /// The socket's unsent bytes are capped ([`ConnShared::cap_unsent`]).
+    unsent_capped: std::sync::atomic::AtomicBool,
 }
 
 /// A request in progress on a connection: held from the service call until hyper drops
@@ -130,6 +132,41 @@ impl ConnShared {
     /// Records the client's address.
     pub(crate) fn set_peer(&self, ip: std::net::IpAddr) {
         let _ = self.peer.set(ip);
+    }
+
+    /// Caps what the socket holds unsent at [`UNSENT_CAP`] (`TCP_NOTSENT_LOWAT`), once per
+    /// connection; see [`MANY_STREAMS`] for when.
+    fn cap_unsent(&self) {
+        if self
+            .unsent_capped
+            .swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            return;
+        }
+        let Some(&fd) = self.socket.get() else {
+            return;
+        };
+        let cap = UNSENT_CAP as libc::c_int;
+        // SAFETY: `fd` is this connection's open socket; the option is an int.
+        let failed = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::IPPROTO_TCP,
+                libc::TCP_NOTSENT_LOWAT,
+                (&cap as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            ) != 0
+        };
+        if failed {
+            tracing::debug!(error = %std::io::Error::last_os_error(), "TCP_NOTSENT_LOWAT");
+        }
+    }
+
+    /// Whether [`ConnShared::cap_unsent`] has capped the socket (tests).
+    #[cfg(test)]
+    fn unsent_capped(&self) -> bool {
+        self.unsent_capped
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Bytes the socket's send buffer can take now without blocking, or 0 when unknown:
@@ -218,6 +255,19 @@ type ReadTask = JoinHandle<Result<Chunk, StorageError>>;
 /// so every response makes progress.
 pub const STREAM_BUDGET_BYTES: usize = 16 << 20;
 
+/// With more streamed bodies than this alive at once, each new one caps its socket's
+/// unsent bytes at [`UNSENT_CAP`]. A socket whose client stops reading otherwise takes
+/// 2.8 MB from httpd before it pushes back (loopback's autotuned send buffer): 1,000
+/// such clients from four addresses had httpd copying 2.8 GB of NFS data into their
+/// sockets in the attack's first seconds, and a download beside them took 0.35–1.5 s,
+/// waiting for CPU and budget. Capped always, the same option cost `--nfs` 20 % of its
+/// 10 MiB requests/s and 25 % more CPU per request (smaller writes, more wakeups), so
+/// it applies only past the concurrency a benchmark sweep or a busy site streams at.
+const MANY_STREAMS: usize = 256;
+
+/// The unsent bytes a socket may hold once [`MANY_STREAMS`] bodies are streaming.
+const UNSENT_CAP: usize = 256 << 10;
+
 /// The budget counts in units of this size (a READ of `n` bytes takes ⌈n / unit⌉).
 const BUDGET_UNIT: usize = 64 << 10;
 
@@ -284,6 +334,8 @@ pub struct StreamBudgets {
     stalled: Arc<Semaphore>,
     /// Bodies waiting for shared budget right now (see [`STALL_CLOSE_CONTENDED`]).
     waiters: AtomicUsize,
+    /// Streamed bodies alive now (see [`MANY_STREAMS`]).
+    streaming: AtomicUsize,
     /// One turn per client address to wait in [`StreamBudgets::shared`]'s queue (see
     /// [`StreamBudgets::turn`]); an entry lives while a body of that address waits.
     turns: Mutex<HashMap<std::net::IpAddr, Weak<Semaphore>>>,
@@ -295,6 +347,7 @@ impl StreamBudgets {
             shared: Arc::new(Semaphore::new(STREAM_BUDGET_BYTES / BUDGET_UNIT)),
             stalled: Arc::new(Semaphore::new(STALLED_BUDGET_BYTES / BUDGET_UNIT)),
             waiters: AtomicUsize::new(0),
+            streaming: AtomicUsize::new(0),
             turns: Mutex::new(HashMap::new()),
         })
     }
@@ -428,6 +481,65 @@ struct Unsent {
 struct Ticket {
     handed: Instant,
     permit: Mutex<Option<OwnedSemaphorePermit>>,
+    /// Where the share goes once hyper has written the frame (see [`Recycled`]).
+    recycle: Arc<Mutex<Recycled>>,
+}
+
+impl Drop for Ticket {
+    /// The frame was written (or dropped with its connection): its shared budget goes to
+    /// its own body's next READ while that body keeps its share, else back to the budget.
+    fn drop(&mut self) {
+        let Some(permit) = self.permit.get_mut().take() else {
+            return;
+        };
+        let mut slot = self.recycle.lock();
+        if !slot.wanted || !Arc::ptr_eq(permit.semaphore(), &slot.shared) {
+            return;
+        }
+        match &mut slot.permit {
+            Some(kept) => kept.merge(permit),
+            None => slot.permit = Some(permit),
+        }
+        if let Some(w) = slot.waker.take() {
+            w.wake();
+        }
+    }
+}
+
+/// Shared budget that a streamed body's written frames gave back, kept for the body's
+/// next READs instead of going back to the budget's queue — for bodies started while
+/// [`MANY_STREAMS`] were alive. Such a body, while its client drains, keeps the share it
+/// was granted until its last READ, so it waits for budget once, not once per READ:
+/// with 1,000 stalled clients from four addresses queued for the budget, a download
+/// that queued again for each of its ~14 READs waited for a round of stalled closes
+/// ([`STALL_CLOSE_CONTENDED`]) more than once, 0.5–0.6 s in all (0.04–0.17 s keeping
+/// its share). A READ then reads what the share covers (growing only from free budget),
+/// which at a benchmark's concurrency, where bodies always queue for budget, meant
+/// smaller READs and 10 % fewer 10 MiB requests/s: below [`MANY_STREAMS`] every READ
+/// queues as before. A stalled body gives its share back ([`StreamState::release`]), as
+/// does one with nothing left to read.
+struct Recycled {
+    permit: Option<OwnedSemaphorePermit>,
+    /// The body was started past [`MANY_STREAMS`]: it keeps what its frames give back.
+    keeps: bool,
+    /// It may read again; when false a written frame's share goes straight back.
+    wanted: bool,
+    /// The body, woken while it waits in the budget's queue when a share comes back.
+    waker: Option<std::task::Waker>,
+    /// Only shares of this budget are kept (the stalled budget's go back).
+    shared: Arc<Semaphore>,
+}
+
+impl Recycled {
+    fn new(shared: Arc<Semaphore>, keeps: bool) -> Arc<Mutex<Recycled>> {
+        Arc::new(Mutex::new(Recycled {
+            permit: None,
+            keeps,
+            wanted: keeps,
+            waker: None,
+            shared,
+        }))
+    }
 }
 
 /// What a streamed body and its stall watchdog share.
@@ -454,9 +566,46 @@ struct StreamState {
     conn: SendQueue,
     /// The server's budgets (its storage's).
     budgets: Arc<StreamBudgets>,
+    /// Budget the body's written frames gave back, for its next READs.
+    recycled: Arc<Mutex<Recycled>>,
 }
 
 impl StreamState {
+    /// Registers a frame about to be handed to hyper, holding `permit`.
+    fn ticket(&mut self, permit: OwnedSemaphorePermit) -> Arc<Ticket> {
+        let ticket = Arc::new(Ticket {
+            handed: Instant::now(),
+            permit: Mutex::new(Some(permit)),
+            recycle: self.recycled.clone(),
+        });
+        self.frames.push_back(Arc::downgrade(&ticket));
+        ticket
+    }
+
+    /// Up to `units` of the budget the body's written frames gave back, topped up from
+    /// the shared budget if it is free now; `None` when nothing was given back.
+    fn take_recycled(&mut self, units: u32) -> Option<OwnedSemaphorePermit> {
+        let mut slot = self.recycled.lock();
+        let kept = slot.permit.as_mut()?;
+        let have = kept.num_permits();
+        let want = units as usize;
+        let mut permit = if have > want {
+            kept.split(want).expect("fewer than held")
+        } else {
+            slot.permit.take().expect("checked above")
+        };
+        if have < want
+            && let Ok(more) = self
+                .budgets
+                .shared
+                .clone()
+                .try_acquire_many_owned((want - have) as u32)
+        {
+            permit.merge(more);
+        }
+        Some(permit)
+    }
+
     /// Frames still held by hyper.
     fn live_frames(&mut self) -> impl Iterator<Item = Arc<Ticket>> + '_ {
         self.frames.retain(|w| w.strong_count() > 0);
@@ -505,17 +654,13 @@ impl StreamState {
                 }
             }
         };
-        let ticket = Arc::new(Ticket {
-            handed: Instant::now(),
-            permit: Mutex::new(Some(permit)),
-        });
-        self.frames.push_back(Arc::downgrade(&ticket));
-        Some((data, ticket))
+        Some((data, self.ticket(permit)))
     }
 
     /// Gives back the budget of a body whose socket is not draining.
     fn release(&mut self) {
         self.stalled = true;
+        self.recycled.lock().permit = None;
         for t in self.live_frames().collect::<Vec<_>>() {
             let mut permit = t.permit.lock();
             let Some(held) = permit.as_ref() else {
@@ -650,6 +795,10 @@ impl FileBody {
     ) -> FileBody {
         let depth = storage.read_ahead().max(1);
         let budgets = storage.stream_budgets();
+        let many = budgets.streaming.fetch_add(1, Ordering::Relaxed) >= MANY_STREAMS;
+        if many {
+            conn.cap_unsent();
+        }
         // Spliced READ data sits in pipes that a stalled socket's frame holds whole (they
         // cannot be split and taken back like bytes), so with splice a READ is at most
         // one frame: a stalled client holds 128 KiB, not 1 MiB.
@@ -677,6 +826,7 @@ impl FileBody {
                     closed: false,
                     watched: false,
                     conn,
+                    recycled: Recycled::new(budgets.shared.clone(), many),
                     budgets,
                 })),
                 permit_wait: None,
@@ -832,9 +982,15 @@ impl http_body::Body for FileBody {
                 // Keep up to `depth` reads in flight so the next chunk is read while this
                 // one is being sent, as far as the server's stream budget allows.
                 while st.inflight.len() < depth && st.next < *end {
-                    let len = (*end - st.next).min(st.chunk as u64) as usize;
+                    let mut len = (*end - st.next).min(st.chunk as u64) as usize;
                     let units = budget_units(len);
-                    let permit = if st.inflight.is_empty() && st.unsent.is_none() {
+                    let permit = if let Some(p) = st.take_recycled(units) {
+                        // Leave the budget's queue if the body was in it: it reads on
+                        // the share it already had (less than asked, a smaller READ).
+                        *permit_wait = None;
+                        len = len.min(p.num_permits() * BUDGET_UNIT);
+                        p
+                    } else if st.inflight.is_empty() && st.unsent.is_none() {
                         // Nothing in flight: wait for budget (FIFO, so no body starves).
                         let budgets = st.budgets.clone();
                         let peer = st.conn.peer.get().copied();
@@ -842,6 +998,17 @@ impl http_body::Body for FileBody {
                             .get_or_insert_with(|| wait_for_budget(budgets, units, peer));
                         match wait.as_mut().poll(cx) {
                             Poll::Pending => {
+                                // A frame written meanwhile gives its share back to
+                                // this body, which then stops waiting in the queue.
+                                let mut slot = st.recycled.lock();
+                                if slot.keeps {
+                                    slot.waker = Some(cx.waker().clone());
+                                    if slot.permit.is_some() {
+                                        // Given back since this poll looked.
+                                        cx.waker().wake_by_ref();
+                                    }
+                                }
+                                drop(slot);
                                 waiting_since.get_or_insert_with(Instant::now);
                                 return Poll::Pending;
                             }
@@ -866,6 +1033,14 @@ impl http_body::Body for FileBody {
                         permit,
                     });
                     st.next += len as u64;
+                }
+                {
+                    // Nothing left to read (until a stall rewinds): shares go back.
+                    let mut slot = st.recycled.lock();
+                    slot.wanted = slot.keeps && st.next < *end;
+                    if !slot.wanted {
+                        slot.permit = None;
+                    }
                 }
                 if !st.watched && !st.inflight.is_empty() {
                     st.watched = true;
@@ -913,11 +1088,7 @@ impl http_body::Body for FileBody {
                             t.add_read(waited);
                         }
                         *remaining -= chunk.len() as u64;
-                        let ticket = Arc::new(Ticket {
-                            handed: Instant::now(),
-                            permit: Mutex::new(Some(read.permit)),
-                        });
-                        st.frames.push_back(Arc::downgrade(&ticket));
+                        let ticket = st.ticket(read.permit);
                         let conn = st.conn.clone();
                         drop(st);
                         let data = match chunk {
@@ -983,7 +1154,13 @@ impl Drop for FileBody {
         if let Kind::Stream { state, .. } = &mut self.kind {
             let mut st = state.lock();
             st.closed = true;
+            st.budgets.streaming.fetch_sub(1, Ordering::Relaxed);
             st.unsent = None;
+            {
+                let mut slot = st.recycled.lock();
+                slot.wanted = false;
+                slot.permit = None;
+            }
             for r in st.inflight.drain(..) {
                 r.task.abort();
             }
@@ -1043,6 +1220,71 @@ mod tests {
         fn name(&self) -> &'static str {
             "numbered"
         }
+    }
+
+    /// [`Numbered`]'s bytes, with budgets of its own instead of the process-wide ones.
+    struct OwnBudgets(Arc<StreamBudgets>);
+
+    #[async_trait::async_trait]
+    impl Storage for OwnBudgets {
+        async fn open(&self, path: &[String]) -> Result<crate::storage::Entry, StorageError> {
+            Numbered.open(path).await
+        }
+        async fn read(&self, h: &Handle, offset: u64, len: usize) -> Result<Bytes, StorageError> {
+            Numbered.read(h, offset, len).await
+        }
+        async fn list(
+            &self,
+            e: &crate::storage::Entry,
+        ) -> Result<Vec<crate::storage::ListEntry>, StorageError> {
+            Numbered.list(e).await
+        }
+        fn read_ahead(&self) -> usize {
+            Numbered.read_ahead()
+        }
+        fn max_read(&self) -> usize {
+            Numbered.max_read()
+        }
+        fn name(&self) -> &'static str {
+            "own-budgets"
+        }
+        fn stream_budgets(&self) -> Arc<StreamBudgets> {
+            self.0.clone()
+        }
+    }
+
+    /// Past [`MANY_STREAMS`] bodies alive at once, a new body caps its socket's unsent
+    /// bytes; below it (a benchmark's concurrency) nothing is capped, and a body that
+    /// ends makes room again.
+    #[test]
+    fn sockets_are_capped_only_past_many_streams() {
+        let storage: Arc<dyn Storage> = Arc::new(OwnBudgets(StreamBudgets::new()));
+        let handle = Handle::Local(Arc::new(OpenFile::new(File::open("/dev/null").unwrap())));
+        let start = |conn: &SendQueue| {
+            FileBody::stream(
+                storage.clone(),
+                handle.clone(),
+                0,
+                8 << 20,
+                1 << 20,
+                conn.clone(),
+            )
+        };
+        let conns: Vec<SendQueue> = (0..MANY_STREAMS).map(|_| SendQueue::default()).collect();
+        let mut bodies: Vec<FileBody> = conns.iter().map(start).collect();
+        assert!(conns.iter().all(|c| !c.unsent_capped()));
+        let past = SendQueue::default();
+        bodies.push(start(&past));
+        assert!(past.unsent_capped(), "body {} capped", MANY_STREAMS + 1);
+        drop(bodies.drain(..2));
+        let after = SendQueue::default();
+        bodies.push(start(&after));
+        assert!(!after.unsent_capped(), "room again once bodies ended");
+        drop(bodies);
+        assert_eq!(
+            storage.stream_budgets().streaming.load(Ordering::Relaxed),
+            0
+        );
     }
 
     async fn next_frame(body: &mut FileBody) -> Bytes {
