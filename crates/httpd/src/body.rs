@@ -234,6 +234,14 @@ impl ConnShared {
         self.abort.load(std::sync::atomic::Ordering::Acquire)
     }
 
+    /// Wakes the connection's task if its I/O is pending (it then looks at what changed,
+    /// e.g. the fast path's shutdown flag).
+    pub(crate) fn wake(&self) {
+        if let Some(w) = self.waker.lock().take() {
+            w.wake();
+        }
+    }
+
     pub(crate) fn park(&self, waker: &std::task::Waker) {
         let mut slot = self.waker.lock();
         if !slot.as_ref().is_some_and(|w| w.will_wake(waker)) {

@@ -105,6 +105,12 @@ pub struct Args {
           num_args = 0..=1, default_value = "false", default_missing_value = "true",
           value_parser = parse_bool)]
     pub no_sendfile: bool,
+    /// Let hyper answer every request, also the plain keep-alive GET/HEAD of small cached
+    /// files the fast path answers with the same bytes (for comparison).
+    #[arg(long, env = "HTTPD_NO_FAST_PATH",
+          num_args = 0..=1, default_value = "false", default_missing_value = "true",
+          value_parser = parse_bool)]
+    pub no_fast_path: bool,
     /// NFS: move READ data from the NFS socket through pipes to the client's socket with
     /// splice(2) instead of copying it through httpd's memory: less httpd CPU and memory,
     /// but lower throughput on loopback (see the README's design notes).
@@ -200,6 +206,7 @@ impl Args {
         cfg.header_timeout = Duration::from_secs(args.header_timeout);
         cfg.idle_timeout = Duration::from_secs(args.idle_timeout);
         cfg.sendfile = !args.no_sendfile;
+        cfg.fast_path = !args.no_fast_path;
         cfg.nfs_splice = args.nfs_splice;
         cfg.open_file_cache = Duration::from_millis(args.open_file_cache_ms);
         cfg.nfs_connections = args.nfs_connections;

@@ -137,6 +137,9 @@ pub struct Config {
     pub nfs_data_cache_stats: Arc<crate::storage::CacheStats>,
     /// How long shutdown waits for in-flight responses before closing them.
     pub shutdown_grace: Duration,
+    /// Answer plain keep-alive GET/HEAD requests for small cached local files before
+    /// hyper (the same bytes, less CPU; see `fast.rs`). Off: hyper answers every request.
+    pub fast_path: bool,
 }
 
 impl Config {
@@ -175,6 +178,7 @@ impl Config {
             nfs_data_cache_dir: None,
             nfs_data_cache_stats: Arc::default(),
             shutdown_grace: Duration::from_secs(30),
+            fast_path: true,
         }
     }
 

@@ -24,6 +24,9 @@ pub(crate) struct ConnIo {
     stream: TcpStream,
     queue: SendQueue,
     idle: Duration,
+    /// A pending read fails after this long without progress (at most `idle`): the fast
+    /// path's header timeout between keep-alive requests (hyper keeps its own).
+    read_limit: Duration,
     last_progress: Instant,
     /// Allocated on the first pending I/O, then only reset.
     sleep: Option<Pin<Box<Sleep>>>,
@@ -39,10 +42,16 @@ impl ConnIo {
             stream,
             queue,
             idle,
+            read_limit: idle,
             last_progress: Instant::now(),
             sleep: None,
             corked: false,
         }
+    }
+
+    /// Pending reads fail after `limit` without progress (`None`: after `idle`).
+    pub(crate) fn set_read_limit(&mut self, limit: Option<Duration>) {
+        self.read_limit = limit.map_or(self.idle, |l| l.min(self.idle));
     }
 
     fn set_cork(&mut self, on: bool) {
@@ -84,10 +93,10 @@ impl ConnIo {
     /// still set for an earlier deadline fires early, finds the connection was not idle
     /// that long, and is then reset to the real deadline. Resetting it on every pending
     /// operation (every keep-alive request) took the time driver's lock each time.
-    fn poll_idle(&mut self, cx: &mut Context<'_>) -> Poll<io::Error> {
+    fn poll_idle(&mut self, cx: &mut Context<'_>, limit: Duration) -> Poll<io::Error> {
         self.queue.park(cx.waker());
         loop {
-            let deadline = self.last_progress + self.idle;
+            let deadline = self.last_progress + limit;
             let sleep = self
                 .sleep
                 .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
@@ -263,7 +272,7 @@ impl AsyncRead for ConnIo {
                 this.progress();
                 Poll::Ready(r)
             }
-            Poll::Pending => match this.poll_idle(cx) {
+            Poll::Pending => match this.poll_idle(cx, this.read_limit) {
                 Poll::Ready(e) => Poll::Ready(Err(e)),
                 Poll::Pending => Poll::Pending,
             },
@@ -292,7 +301,7 @@ impl AsyncWrite for ConnIo {
                 this.progress();
                 Poll::Ready(r)
             }
-            Poll::Pending => match this.poll_idle(cx) {
+            Poll::Pending => match this.poll_idle(cx, this.idle) {
                 Poll::Ready(e) => Poll::Ready(Err(e)),
                 Poll::Pending => Poll::Pending,
             },

@@ -13,6 +13,8 @@
 //! - `body`: the response body — inline bytes, zero-copy `sendfile` markers, or chunked
 //!   reads (pipelined over NFS) — and the per-request timer recorded when the last
 //!   frame has been written.
+//! - `fast`: plain keep-alive GET/HEAD of small cached files answered before hyper, byte
+//!   for byte as the normal path would; anything else hands the connection to hyper.
 //! - `conn_io`: the socket wrapper doing `sendfile` for marker frames and the idle
 //!   timeout.
 //! - `timing`: phases (`meta`, `read`, `send`, `total`) into `latency`, access log lines.
@@ -24,6 +26,7 @@ mod body;
 pub mod cli;
 pub mod config;
 mod conn_io;
+mod fast;
 pub mod health;
 mod listing;
 mod mime;

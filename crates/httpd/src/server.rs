@@ -7,6 +7,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -20,6 +21,7 @@ use crate::body::{InRequest, SendQueue};
 use crate::cli::RunConfig;
 use crate::config::{AccessLog, Backend, Config};
 use crate::conn_io::ConnIo;
+use crate::fast::{self, Fast};
 use crate::respond::{self, Shared};
 use crate::storage::{CacheStats, LocalStorage, NfsStorage, Storage};
 use crate::timing::{Recorder, spawn_log_writer};
@@ -36,37 +38,46 @@ impl std::io::Write for SharedWriter {
     }
 }
 
-async fn open_storage(config: &Config) -> Result<Arc<dyn Storage>, Error> {
+/// The server's storage, and the local one again by its type (for the fast path).
+async fn open_storage(
+    config: &Config,
+) -> Result<(Arc<dyn Storage>, Option<Arc<LocalStorage>>), Error> {
     Ok(match &config.backend {
-        Backend::Local { root } => Arc::new(
-            LocalStorage::new(root, config.follow_symlinks, config.chunk_size)
-                .map_err(|err| Error::Root {
-                    path: root.clone(),
-                    err,
-                })?
-                .with_open_cache((!config.open_file_cache.is_zero()).then(|| {
-                    crate::storage::open_cache::OpenCacheConfig {
-                        valid_for: config.open_file_cache,
-                        ..Default::default()
-                    }
-                })),
-        ),
-        Backend::Nfs { url } => Arc::new(
-            NfsStorage::connect(
-                url,
-                config.nfs_connections,
-                config.nfs_timeout,
-                config.nfs_attr_ttl,
-                config.chunk_size,
-                config.nfs_read_ahead,
-                (
-                    config.nfs_data_cache,
-                    config.nfs_data_cache_dir.as_deref(),
-                    config.nfs_data_cache_stats.clone(),
-                ),
-            )
-            .await?
-            .with_splice(config.nfs_splice),
+        Backend::Local { root } => {
+            let local = Arc::new(
+                LocalStorage::new(root, config.follow_symlinks, config.chunk_size)
+                    .map_err(|err| Error::Root {
+                        path: root.clone(),
+                        err,
+                    })?
+                    .with_open_cache((!config.open_file_cache.is_zero()).then(|| {
+                        crate::storage::open_cache::OpenCacheConfig {
+                            valid_for: config.open_file_cache,
+                            ..Default::default()
+                        }
+                    })),
+            );
+            (local.clone(), Some(local))
+        }
+        Backend::Nfs { url } => (
+            Arc::new(
+                NfsStorage::connect(
+                    url,
+                    config.nfs_connections,
+                    config.nfs_timeout,
+                    config.nfs_attr_ttl,
+                    config.chunk_size,
+                    config.nfs_read_ahead,
+                    (
+                        config.nfs_data_cache,
+                        config.nfs_data_cache_dir.as_deref(),
+                        config.nfs_data_cache_stats.clone(),
+                    ),
+                )
+                .await?
+                .with_splice(config.nfs_splice),
+            ),
+            None,
         ),
     })
 }
@@ -82,7 +93,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Error> {
     config.validate()?;
-    let storage = open_storage(&config).await?;
+    let (storage, local) = open_storage(&config).await?;
     let (log_tx, log_thread) = match &config.access_log {
         None => (None, None),
         Some(target) => {
@@ -114,6 +125,12 @@ pub async fn serve(
         sendfile: config.sendfile,
         inline_limit: config.inline_limit,
     });
+    let fast = Fast::new(
+        shared.clone(),
+        local,
+        config.header_timeout,
+        config.fast_path,
+    );
     // The sendfile markers (body.rs) depend on this builder: HTTP/1 only, and the queued
     // ("writev") write strategy, which hands each body `Bytes` to ConnIo as the very slice
     // the body built, never copied into a flat buffer — a copied marker would lose its
@@ -173,7 +190,7 @@ pub async fn serve(
         queue.set_socket(std::os::fd::AsRawFd::as_raw_fd(&stream));
         queue.set_peer(peer.ip());
         let id = open.insert(peer.ip(), queue.clone());
-        let io = TokioIo::new(ConnIo::new(stream, queue.clone(), config.idle_timeout));
+        let mut conn_io = ConnIo::new(stream, queue.clone(), config.idle_timeout);
         let shared = shared.clone();
         let svc_queue = queue.clone();
         let svc = service_fn(move |req| {
@@ -185,11 +202,27 @@ pub async fn serve(
                 Ok::<_, Infallible>(res.map(|body| body.in_request(busy)))
             }
         });
-        let conn = graceful.watch(builder.serve_connection(io, svc));
+        // Held from here, so shutdown also waits for connections still on the fast path.
+        let watcher = graceful.watcher();
+        let builder = builder.clone();
+        let fast = fast.clone();
         let open = open.clone();
         tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            // What hyper starts with: the bytes the fast path read and left, if it did not
+            // finish the connection.
+            let prefix = match &fast {
+                Some(f) => match fast::serve(f, &mut conn_io, &queue).await {
+                    fast::End::Closed => None,
+                    fast::End::Handoff(rest) => Some(rest),
+                },
+                None => Some(Bytes::new()),
+            };
+            if let Some(prefix) = prefix {
+                let io = TokioIo::new(fast::Rewind::new(prefix, conn_io));
+                let conn = watcher.watch(builder.serve_connection(io, svc));
+                if let Err(e) = conn.await {
+                    tracing::debug!(%peer, error = %e, "connection ended with an error");
+                }
             }
             open.remove(id);
             drop(permit);
@@ -197,6 +230,10 @@ pub async fn serve(
     }
     drop(listener);
     housekeeping.abort();
+    if let Some(f) = &fast {
+        f.stop();
+        open.wake_all();
+    }
     tracing::info!("shutting down: finishing in-flight responses");
     let finished = tokio::time::timeout(config.shutdown_grace, graceful.shutdown())
         .await
@@ -255,6 +292,13 @@ impl OpenConns {
         let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.conns.lock().insert(id, (ip.to_canonical(), conn));
         id
+    }
+
+    /// Wakes every connection waiting for I/O (the fast path's look at its shutdown flag).
+    fn wake_all(&self) {
+        for (_, q) in self.conns.lock().values() {
+            q.wake();
+        }
     }
 
     fn remove(&self, id: u64) {

@@ -26,7 +26,7 @@ use parking_lot::RwLock;
 
 /// Series handles per (op, status), so the hot path skips the registry's map scan.
 /// Created on first use, so a phase never measured (no `read` for a HEAD) has no row.
-type HandleSet = Arc<[OnceLock<SeriesHandle>; 4]>;
+pub(crate) type HandleSet = Arc<[OnceLock<SeriesHandle>; 4]>;
 
 const PHASES: [&str; 4] = ["total", "meta", "read", "send"];
 
@@ -64,7 +64,8 @@ impl Recorder {
         self.log.is_some()
     }
 
-    fn handles(&self, op: &'static str, status: u16) -> HandleSet {
+    /// The series of (`op`, `status`), made on first use.
+    pub(crate) fn handles(&self, op: &'static str, status: u16) -> HandleSet {
         let find = |list: &[(&'static str, u16, HandleSet)]| {
             list.iter()
                 .find(|(o, s, _)| *s == status && (std::ptr::eq(*o, op) || *o == op))
@@ -80,6 +81,28 @@ impl Recorder {
         let h: HandleSet = Arc::new(std::array::from_fn(|_| OnceLock::new()));
         list.push((op, status, h.clone()));
         h
+    }
+
+    /// Records one finished request's phases (`read` only when it is not zero), as
+    /// [`Timing`] does when it drops; `bytes` is the body length sent.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn record_phases(
+        &self,
+        set: &HandleSet,
+        op: &'static str,
+        status: u16,
+        total: Duration,
+        meta: Duration,
+        read: Duration,
+        bytes: u64,
+    ) {
+        let send = total.saturating_sub(meta).saturating_sub(read);
+        self.record(set, op, status, 0, total, bytes);
+        self.record(set, op, status, 1, meta, 0);
+        if !read.is_zero() {
+            self.record(set, op, status, 2, read, bytes);
+        }
+        self.record(set, op, status, 3, send, bytes);
     }
 
     fn record(
@@ -197,12 +220,7 @@ impl Drop for Timing {
         let bytes = if complete { self.body_len } else { 0 };
         let r = &self.recorder;
         let h = r.handles(self.op, status);
-        r.record(&h, self.op, status, 0, total, bytes);
-        r.record(&h, self.op, status, 1, self.meta, 0);
-        if !read.is_zero() {
-            r.record(&h, self.op, status, 2, read, bytes);
-        }
-        r.record(&h, self.op, status, 3, send, bytes);
+        r.record_phases(&h, self.op, status, total, self.meta, read, bytes);
         if let Some(log) = &self.recorder.log {
             let none = LogFields::default();
             let f = self.info.log.as_deref().unwrap_or(&none);

@@ -274,10 +274,13 @@ pub fn parse_response_head(buf: &[u8]) -> Result<Option<ResponseHead<'_>>, HeadE
             server = Some(h.value);
         } else if name.eq_ignore_ascii_case("server-timing") {
             let v = String::from_utf8_lossy(h.value);
-            server_timing = Some(match server_timing {
-                Some(prev) => format!("{prev}, {v}"),
-                None => v.into_owned(),
-            });
+            match &mut server_timing {
+                Some(prev) => {
+                    prev.push_str(", ");
+                    prev.push_str(&v);
+                }
+                None => server_timing = Some(v.into_owned()),
+            }
         }
     }
     let framing = if code == 204 || code == 304 {

@@ -586,6 +586,50 @@ async fn serve_file(
     ctx.respond(status, body, Some(content), extra, meta, read_time)
 }
 
+/// The response fields of a 200 to a GET or HEAD of the file `entry` (found under the
+/// request path whose last component is `name`), served whole, in the order the normal
+/// path gives them: [`serve_file`]'s for a request without preconditions, Range or a
+/// precompressed variant, then [`handle`]'s `--header`s. A Server-Timing field, when the
+/// switch is on, holds [`crate::fast::TIMING_PLACEHOLDER`]; the fast path writes the
+/// request's own times there.
+pub(crate) fn plain_file_fields(shared: &Shared, entry: &Entry, name: &str) -> HeaderMap {
+    let shaping = &shared.shaping;
+    let size = entry.meta.size;
+    let v = conditional::validators(secs(entry.meta.mtime), size, None);
+    let mut extra = Vec::with_capacity(5);
+    extra.push((header::ACCEPT_RANGES, HeaderValue::from_static("bytes")));
+    extra.push((header::ETAG, v.etag));
+    extra.push((header::LAST_MODIFIED, v.last_modified));
+    if shaping.precompressed {
+        extra.push((header::VARY, HeaderValue::from_static("Accept-Encoding")));
+    }
+    if let Some(cc) = shaping.cache_control(name) {
+        extra.push((header::CACHE_CONTROL, cc));
+    }
+    let content = Content {
+        ctype: HeaderValue::from_static(mime::content_type(name)),
+        len: size,
+    };
+    let mut resp = response(
+        StatusCode::OK,
+        FileBody::empty(),
+        Some(content),
+        extra,
+        None,
+    );
+    let h = resp.headers_mut();
+    if shaping.server_timing {
+        h.insert(
+            header::HeaderName::from_static("server-timing"),
+            HeaderValue::from_static(crate::fast::TIMING_PLACEHOLDER),
+        );
+    }
+    for (name, value) in &shaping.headers {
+        h.insert(name.clone(), value.clone());
+    }
+    std::mem::take(h)
+}
+
 /// The body of `len > 0` bytes of `entry` at `offset`, its mode for the log, and the time
 /// spent reading before the status line. With `first`, an NFS body makes its first READ
 /// now, so a server that is gone answers with an error status, not a cut body.

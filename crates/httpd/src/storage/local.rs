@@ -77,6 +77,11 @@ impl LocalStorage {
         self
     }
 
+    /// Whether the open-file cache is on.
+    pub(crate) fn has_open_cache(&self) -> bool {
+        self.cache.is_some()
+    }
+
     /// Entries and bytes in the open-file cache (zero when it is off).
     pub fn open_cache_counts(&self) -> OpenCacheCounts {
         self.cache
@@ -86,7 +91,7 @@ impl LocalStorage {
 
     /// Opens `path` through the jail and makes its entry (with the bytes of a small file
     /// that has not changed lately, checked against a second `fstat` after reading).
-    fn open_uncached(&self, path: &[String]) -> Result<(Entry, Stamp), StorageError> {
+    fn open_uncached(&self, path: &str) -> Result<(Entry, Stamp), StorageError> {
         let fd = self.open_fd(path).map_err(map_open_error)?;
         let file = File::from(fd);
         let md = file.metadata()?;
@@ -128,13 +133,13 @@ impl LocalStorage {
         &self.root
     }
 
-    fn open_fd(&self, path: &[String]) -> std::io::Result<OwnedFd> {
+    /// Opens `path` (components joined with `/`; empty: the root) beneath the root.
+    fn open_fd(&self, path: &str) -> std::io::Result<OwnedFd> {
         let flags = (libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOCTTY | libc::O_NONBLOCK) as u64;
         let rel = if path.is_empty() {
             CString::new(".").expect("static")
         } else {
-            CString::new(path.join("/"))
-                .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?
+            CString::new(path).map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?
         };
         if self.follow_symlinks {
             // SAFETY: openat(2) with our root fd and a valid C string.
@@ -198,9 +203,11 @@ fn pread_exact(file: &File, offset: u64, len: usize) -> Result<Bytes, StorageErr
 }
 
 impl LocalStorage {
-    /// What [`Storage::open`] answers: every step is a short blocking call (or none, on a
-    /// fresh cache hit).
-    fn open_sync(&self, path: &[String]) -> Result<Entry, StorageError> {
+    /// What [`Storage::open`] answers for `path`: its components joined with `/` (a
+    /// component never holds a `/`; empty: the root). Every step is a short blocking call
+    /// (or none, on a fresh cache hit). The HTTP fast path calls this with the request
+    /// path's text, so both paths share one cache and one revalidation rule.
+    pub(crate) fn open_joined(&self, path: &str) -> Result<Entry, StorageError> {
         let Some(cache) = &self.cache else {
             return self.open_uncached(path).map(|(e, _)| e);
         };
@@ -230,11 +237,11 @@ impl LocalStorage {
 #[async_trait::async_trait]
 impl Storage for LocalStorage {
     async fn open(&self, path: &[String]) -> Result<Entry, StorageError> {
-        self.open_sync(path)
+        self.open_joined(&path.join("/"))
     }
 
     fn open_now(&self, path: &[String]) -> Option<Result<Entry, StorageError>> {
-        Some(self.open_sync(path))
+        Some(self.open_joined(&path.join("/")))
     }
 
     async fn read(&self, handle: &Handle, offset: u64, len: usize) -> Result<Bytes, StorageError> {

@@ -44,12 +44,20 @@ pub struct Meta {
 pub struct OpenFile {
     file: File,
     data: Option<Bytes>,
+    /// The HTTP fast path's response head for this file, made on its first fast answer.
+    /// An entry of the local open-file cache belongs to one path and one version of the
+    /// file (a changed file gets a new `OpenFile`), so the head never goes stale.
+    pub(crate) fast_head: std::sync::OnceLock<crate::fast::Head>,
 }
 
 impl OpenFile {
     /// A descriptor without cached contents.
     pub fn new(file: File) -> OpenFile {
-        OpenFile { file, data: None }
+        OpenFile {
+            file,
+            data: None,
+            fast_head: std::sync::OnceLock::new(),
+        }
     }
 
     /// A descriptor with its file's whole contents (as read when the entry was made).
@@ -57,6 +65,7 @@ impl OpenFile {
         OpenFile {
             file,
             data: Some(data),
+            fast_head: std::sync::OnceLock::new(),
         }
     }
 

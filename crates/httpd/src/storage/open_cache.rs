@@ -120,7 +120,9 @@ struct Slot {
 
 #[derive(Default)]
 struct Inner {
-    map: HashMap<Vec<String>, Slot>,
+    /// By the path's components joined with `/` (a component never holds a `/`), so a
+    /// caller holding the request path as text looks it up without building components.
+    map: HashMap<String, Slot>,
     bytes: usize,
     tick: u64,
 }
@@ -191,7 +193,7 @@ impl OpenCache {
         }
     }
 
-    pub(crate) fn lookup(&self, path: &[String]) -> Lookup {
+    pub(crate) fn lookup(&self, path: &str) -> Lookup {
         let mut inner = self.inner.lock();
         inner.tick += 1;
         let tick = inner.tick;
@@ -217,12 +219,7 @@ impl OpenCache {
     /// old enough to have its bytes cached).
     ///
     /// [`insert`]: OpenCache::insert
-    pub(crate) fn revalidated(
-        &self,
-        path: &[String],
-        stamp: &Stamp,
-        want_bytes: bool,
-    ) -> Option<Entry> {
+    pub(crate) fn revalidated(&self, path: &str, stamp: &Stamp, want_bytes: bool) -> Option<Entry> {
         let mut inner = self.inner.lock();
         let slot = inner.map.get_mut(path)?;
         if slot.stamp != *stamp || (want_bytes && slot.bytes == 0 && stamp.size > 0) {
@@ -233,7 +230,7 @@ impl OpenCache {
     }
 
     /// Drops the entry of `path` (it is gone or changed).
-    pub(crate) fn remove(&self, path: &[String]) {
+    pub(crate) fn remove(&self, path: &str) {
         let mut inner = self.inner.lock();
         if let Some(slot) = inner.map.remove(path) {
             inner.bytes -= slot.bytes;
@@ -241,7 +238,7 @@ impl OpenCache {
     }
 
     /// Caches `entry` for `path`, evicting the least recently used entries to stay in bounds.
-    pub(crate) fn insert(&self, path: &[String], entry: Entry, stamp: Stamp) {
+    pub(crate) fn insert(&self, path: &str, entry: Entry, stamp: Stamp) {
         let bytes = match &entry.handle {
             super::Handle::Local(f) => f.data().map_or(0, |d| d.len()),
             super::Handle::Nfs(_) => return,
@@ -260,7 +257,7 @@ impl OpenCache {
         let used = inner.tick;
         inner.bytes += bytes;
         inner.map.insert(
-            path.to_vec(),
+            path.to_string(),
             Slot {
                 entry,
                 stamp,
