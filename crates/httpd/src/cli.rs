@@ -91,7 +91,8 @@ pub struct Args {
           num_args = 0..=1, default_value = "false", default_missing_value = "true",
           value_parser = parse_bool)]
     pub follow_symlinks: bool,
-    /// Most simultaneous connections.
+    /// Most simultaneous connections; at the cap the oldest idle connection (of the
+    /// address holding the most) is closed for the newcomer, else newcomers wait.
     #[arg(long, default_value_t = 10_000, env = "HTTPD_MAX_CONNECTIONS")]
     pub max_connections: usize,
     /// Seconds a client has to send its request headers (also the keep-alive idle limit).

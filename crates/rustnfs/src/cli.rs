@@ -54,7 +54,9 @@ pub struct Args {
     /// Serve Prometheus `/metrics` and `/metrics.json` on this address.
     #[arg(long, env = "RUSTNFS_METRICS")]
     pub metrics: Option<SocketAddr>,
-    /// Most client connections served at once; more are closed at accept.
+    /// Most client connections served at once; at the cap the oldest idle connection (of
+    /// the address holding the most) is closed for the newcomer, which is closed at accept
+    /// only when none is idle.
     #[arg(long, env = "RUSTNFS_MAX_CONNECTIONS", default_value_t = 4096)]
     pub max_connections: usize,
     /// Bytes all connections together may buffer (requests being received, READ replies
