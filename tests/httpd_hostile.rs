@@ -168,13 +168,15 @@ fn a_10mib_download_is_served_beside_connections_holding_every_slot() {
     );
 }
 
-/// After 3,000 connections that each made a keep-alive request leave, the httpd
-/// process's RSS comes back within 16 MB of where it started within 5 s (it stayed at
-/// 177-209 MB for minutes after 10,000 idle or 5,000 concurrent connections closed).
+/// After thousands of connections leave, the httpd process's RSS comes back within 16 MB
+/// of where it started within 5 s (it stayed at 177-209 MB for minutes after 10,000 idle
+/// or 5,000 concurrent connections closed): 10,000 connections that never sent a byte,
+/// then 3,000 that each made a keep-alive request. The first kind left 26-84 MB in 8
+/// runs of 10 while `--root` had an arena per worker thread: their memory had gone back to
+/// each arena's top chunk, which `malloc_trim` does not release outside the main arena.
 #[test]
 fn memory_is_returned_after_thousands_of_connections_close() {
     use crate::support::server::ServerProc;
-    const CONNECTIONS: usize = 3000;
     raise_nofile();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("small.txt"), b"hello\n").unwrap();
@@ -187,42 +189,60 @@ fn memory_is_returned_after_thousands_of_connections_close() {
     let rss =
         || lab::sampler::rss_bytes(srv.pid().unwrap() as u32).unwrap() as f64 / (1 << 20) as f64;
     std::thread::sleep(Duration::from_millis(300));
+    let mut failures = Vec::new();
+    // Both rounds must come back to where the process started.
     let idle = rss();
-    let mut conns: Vec<TcpStream> = (0..CONNECTIONS)
-        .map(|i| connect_from(Origin::Several.addr(i), addr).unwrap())
-        .collect();
-    for s in &mut conns {
-        s.write_all(b"GET /small.txt HTTP/1.1\r\nHost: t\r\n\r\n")
-            .unwrap();
-    }
-    let mut answered = 0;
-    for s in &mut conns {
-        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        let mut head = [0u8; 12];
-        if s.read_exact(&mut head).is_ok() && &head == b"HTTP/1.1 200" {
-            answered += 1;
+    for (with_request, connections) in [(false, 10_000), (true, 3_000)] {
+        let before = rss();
+        let mut conns: Vec<TcpStream> = (0..connections)
+            .map(|i| connect_from(Origin::Several.addr(i), addr).unwrap())
+            .collect();
+        let mut answered = 0;
+        if with_request {
+            for s in &mut conns {
+                s.write_all(b"GET /small.txt HTTP/1.1\r\nHost: t\r\n\r\n")
+                    .unwrap();
+            }
+            for s in &mut conns {
+                s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+                let mut head = [0u8; 12];
+                if s.read_exact(&mut head).is_ok() && &head == b"HTTP/1.1 200" {
+                    answered += 1;
+                }
+            }
+            assert_eq!(answered, connections, "every connection was served");
+        } else {
+            // Accepted and waiting for a request line (each holds its read buffer).
+            std::thread::sleep(Duration::from_millis(1500));
         }
+        let held = rss();
+        drop(conns);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut after = rss();
+        while after > idle + 16.0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(200));
+            after = rss();
+        }
+        let kind = if with_request {
+            "keep-alive connections after a request"
+        } else {
+            "connections that sent nothing"
+        };
+        eprintln!(
+            "{connections} {kind}: httpd RSS idle {idle:.1} MB, held {held:.1} MB, \
+             5 s after they closed {after:.1} MB"
+        );
+        assert!(
+            held > before + 16.0,
+            "{kind} cost only {:.1} MB: the test no longer shows anything",
+            held - before
+        );
+        if after > idle + 16.0 {
+            failures.push(format!(
+                "{kind}: RSS stayed at {after:.1} MB after they closed (idle {idle:.1} MB)"
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(500));
     }
-    let held = rss();
-    drop(conns);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let mut after = rss();
-    while after > idle + 16.0 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(200));
-        after = rss();
-    }
-    eprintln!(
-        "{answered} of {CONNECTIONS} keep-alive connections answered: httpd RSS idle {idle:.1} MB, \
-         held {held:.1} MB, 5 s after they closed {after:.1} MB"
-    );
-    assert_eq!(answered, CONNECTIONS, "every connection was served");
-    assert!(
-        held > idle + 16.0,
-        "the connections cost only {:.1} MB: the test no longer shows anything",
-        held - idle
-    );
-    assert!(
-        after <= idle + 16.0,
-        "RSS stayed at {after:.1} MB after the connections closed (idle {idle:.1} MB)"
-    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

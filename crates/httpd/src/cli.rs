@@ -241,7 +241,7 @@ impl Args {
             return self.healthcheck();
         }
         let cfg = self.to_config()?;
-        tune_malloc(matches!(cfg.backend, crate::config::Backend::Nfs { .. }));
+        tune_malloc();
         let mut rt = tokio::runtime::Builder::new_multi_thread();
         if let Some(n) = self.workers {
             if n == 0 {
@@ -309,25 +309,30 @@ fn parse_log_format(text: &str) -> Result<crate::config::AccessLogFormat, String
 /// quarter of the CPU of a large NFS-backed download (perf), and the fix gave +40 % req/s
 /// on a 10 MiB file for ~25 MB more resident memory.
 ///
-/// With `--nfs`, one malloc arena: READ buffers are allocated on whichever worker runs
-/// the READ and freed on whichever wrote the frame, so with an arena per thread each
-/// arena kept its own peak of free 1 MiB buffers. Peak RSS over the suite's sequence
-/// (4 KiB, then 10 MiB keep-alive c = 10 and 100, new connections c = 10 and 100; 2
-/// rounds, quiet machine): 32.5–35.1 MB with the default arenas, 24.7–25.1 MB with one,
-/// 31.6–31.9 with two, for req/s within the rounds' spread. Small allocations come from
-/// glibc's per-thread caches either way.
-fn tune_malloc(nfs: bool) {
+/// One malloc arena, for both backends:
+/// - Freed memory can be given back. With the trim threshold this high, a non-main
+///   arena's heap never shrinks on free, and `malloc_trim` (which the server calls after
+///   connections close) releases free chunks inside every arena but the top chunk only
+///   of the main one. After 10,000 connections that never sent a byte closed, their read
+///   buffers had coalesced into the two worker arenas' top chunks: `--root` stayed at
+///   26-84 MB (idle: 6 MB) in 8 runs of 10, however long it waited; `--nfs`, with one
+///   arena already, came back to 8 MB within a second.
+/// - With `--nfs`, READ buffers are allocated on whichever worker runs the READ and freed
+///   on whichever wrote the frame, so with an arena per thread each arena kept its own
+///   peak of free 1 MiB buffers. Peak RSS over the suite's sequence (4 KiB, then 10 MiB
+///   keep-alive c = 10 and 100, new connections c = 10 and 100; 2 rounds, quiet machine):
+///   32.5–35.1 MB with the default arenas, 24.7–25.1 MB with one, 31.6–31.9 with two,
+///   for req/s within the rounds' spread.
+///
+/// Small allocations come from glibc's per-thread caches either way.
+fn tune_malloc() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only adjusts allocator thresholds; called before any other thread.
     unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 8 << 20);
         libc::mallopt(libc::M_TRIM_THRESHOLD, 128 << 20);
-        if nfs {
-            libc::mallopt(libc::M_ARENA_MAX, 1);
-        }
+        libc::mallopt(libc::M_ARENA_MAX, 1);
     }
-    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-    let _ = nfs;
 }
 
 #[cfg(test)]
