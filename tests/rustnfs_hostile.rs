@@ -1174,41 +1174,53 @@ fn a_10mib_read_is_served_beside_every_cheap_attack() {
                 .unwrap();
             let idle = srv.rss_falls_below(0.0, Duration::ZERO);
             let limit = Duration::from_secs(1).max(quiet * 2 + Duration::from_millis(500));
+            // Up to three attempts per row: a neighbour's burst on a shared machine fails
+            // one (a CI rehearsal's debug build beside the suite: 256 writers from one
+            // address 2.15 s once, 0.37-0.88 s otherwise; release here 0.17-0.28 s), a
+            // regression (22-29 s before the fixes) all three.
             for origin in [Origin::One, Origin::Several] {
-                let running = start_attack(attack, n, origin, srv.addr, &targets);
-                // The median of three reads (each on a new connection), so one slice of
-                // a loaded machine's noise does not decide the row.
-                let mut reads: Vec<(Duration, bool)> = (0..3)
-                    .map(|_| {
-                        let t = Instant::now();
-                        std::panic::catch_unwind(|| victim_read(srv.addr, &victim))
-                            .unwrap_or((t.elapsed(), false))
-                    })
-                    .collect();
-                reads.sort();
-                let (took, _) = reads[1];
-                let exact = reads.iter().all(|(_, exact)| *exact);
-                let held = srv.rss_mb();
-                let sent = running.sent.clone();
-                let writes = running.end();
-                let after = srv.rss_falls_below(idle + RETURN_MARGIN_MB, Duration::from_secs(5));
-                // The fixed overhead beside the budget: 16 MB, and per attacking
-                // connection its share (at most 25 KiB while in a call) and its task.
-                let allowed = idle + budget_mb + 16.0 + n as f64 * 32.0 / 1024.0;
-                let line = format!(
-                    "{attack:?} x{n} from {origin:?} ({sent}{}): victim {took:.2?}{} \
-                     (quiet {quiet:.2?}, limit {limit:.2?}), RSS idle {idle:.1} MB, \
-                     during {held:.1} MB (allowed {allowed:.1}), after {after:.1} MB",
-                    if writes > 0 {
-                        format!(", {writes} WRITEs answered")
-                    } else {
-                        String::new()
-                    },
-                    if exact { "" } else { " NOT byte-exact" },
-                );
-                eprintln!("{line}");
-                if !exact || took > limit || held > allowed || after > idle + RETURN_MARGIN_MB {
-                    failures.push(line);
+                for attempt in 1..=3 {
+                    let running = start_attack(attack, n, origin, srv.addr, &targets);
+                    // The median of three reads (each on a new connection), so one slice of
+                    // a loaded machine's noise does not decide the row.
+                    let mut reads: Vec<(Duration, bool)> = (0..3)
+                        .map(|_| {
+                            let t = Instant::now();
+                            std::panic::catch_unwind(|| victim_read(srv.addr, &victim))
+                                .unwrap_or((t.elapsed(), false))
+                        })
+                        .collect();
+                    reads.sort();
+                    let (took, _) = reads[1];
+                    let exact = reads.iter().all(|(_, exact)| *exact);
+                    let held = srv.rss_mb();
+                    let sent = running.sent.clone();
+                    let writes = running.end();
+                    let after =
+                        srv.rss_falls_below(idle + RETURN_MARGIN_MB, Duration::from_secs(5));
+                    // The fixed overhead beside the budget: 16 MB, and per attacking
+                    // connection its share (at most 25 KiB while in a call) and its task.
+                    let allowed = idle + budget_mb + 16.0 + n as f64 * 32.0 / 1024.0;
+                    let line = format!(
+                        "{attack:?} x{n} from {origin:?}, attempt {attempt} ({sent}{}): victim {took:.2?}{} \
+                         (quiet {quiet:.2?}, limit {limit:.2?}), RSS idle {idle:.1} MB, \
+                         during {held:.1} MB (allowed {allowed:.1}), after {after:.1} MB",
+                        if writes > 0 {
+                            format!(", {writes} WRITEs answered")
+                        } else {
+                            String::new()
+                        },
+                        if exact { "" } else { " NOT byte-exact" },
+                    );
+                    eprintln!("{line}");
+                    let over =
+                        !exact || took > limit || held > allowed || after > idle + RETURN_MARGIN_MB;
+                    if !over {
+                        break;
+                    }
+                    if attempt == 3 {
+                        failures.push(line);
+                    }
                 }
             }
         }
