@@ -286,23 +286,17 @@ def read_head(s):
     return buf
 
 
-def keepalive_head(socks):
-    req = b"HEAD /victim.bin HTTP/1.1\r\nHost: t\r\n\r\n"
-    for s in socks:
-        s.sendall(req)
-    for s in socks:
-        h = read_head(s)
-        assert h.startswith(b"HTTP/1.1 200"), h[:40]
-
-
-def keepalive_tiny(socks):
-    req = b"GET /tiny.txt HTTP/1.1\r\nHost: t\r\n\r\n"
+def go_idle_after(socks, req, body_follows):
+    """Sends `req` on every connection, then reads each answer (its head, and its body
+    when `body_follows`): the connections are then idle keep-alive ones."""
     for s in socks:
         s.sendall(req)
     for s in socks:
         buf = read_head(s)
-        i = buf.find(b"\r\n\r\n")
         assert buf.startswith(b"HTTP/1.1 200"), buf[:40]
+        if not body_follows:
+            continue
+        i = buf.find(b"\r\n\r\n")
         clen = 0
         for line in buf[:i].split(b"\r\n")[1:]:
             k, _, v = line.partition(b":")
@@ -432,7 +426,7 @@ def row_idle(ctx, row, backend, n, origin, keepalive, cap=True, spacing=0.2):
             t0 = time.monotonic()
             socks = connect_many(sv.port, n, origin)
             if keepalive:
-                keepalive_head(socks)
+                go_idle_after(socks, b"HEAD /victim.bin HTTP/1.1\r\nHost: t\r\n\r\n", False)
             tc = time.monotonic() - t0
             time.sleep(0.3)
             vs = []
@@ -483,7 +477,7 @@ def row_memflood(ctx, kind, n):
             t0 = time.monotonic()
             socks = connect_many(sv.port, n, "several")
             if kind == "keepalive-tiny":
-                keepalive_tiny(socks)
+                go_idle_after(socks, b"GET /tiny.txt HTTP/1.1\r\nHost: t\r\n\r\n", True)
             tc = time.monotonic() - t0
             time.sleep(0.3)
             vs = [victim(ctx, sv.port)]
