@@ -126,8 +126,9 @@ impl Dispenser {
         }
     }
 
-    /// The next ticket; under a fixed rate, waits until the pacer releases one.
-    pub async fn take(&self) -> Option<Ticket> {
+    /// The next ticket; under a fixed rate, waits until the pacer releases one
+    /// (`connected`: whether the worker has its connection; see [`Pacer::claim`]).
+    pub async fn take(&self, connected: bool) -> Option<Ticket> {
         if self.stopped.load(Ordering::Relaxed) {
             return None;
         }
@@ -139,7 +140,7 @@ impl Dispenser {
             Schedule::Duration(d) => (self.t0.elapsed() < d).then_some(Ticket { intended: None }),
             Schedule::Rate { .. } => {
                 let pacer = self.pacer.as_ref().expect("a rate schedule has a pacer");
-                let at = pacer.claim().await?;
+                let at = pacer.claim(connected).await?;
                 Some(Ticket { intended: Some(at) })
             }
         }
@@ -214,7 +215,7 @@ pub(crate) async fn worker_loop<T: Target>(
     // rate ticket that came due before then waited behind that operation (the server's
     // doing, coordinated omission); any later start is the generator's own lag.
     let mut ready = dispenser.t0;
-    while let Some(ticket) = dispenser.take().await {
+    while let Some(ticket) = dispenser.take(worker.is_some()).await {
         let mut inst = Instants::new(ticket.intended, Instant::now());
         inst.ready = ready;
         let op_deadline = tokio::time::Instant::from_std(inst.start) + timeout;
