@@ -116,8 +116,8 @@ impl Pacer {
     /// after a failure) queues, and the pacer hands released tickets to such workers
     /// first, longest-waiting first. Connected workers race for what is left: the one
     /// that is running when a ticket comes due takes it, with no hand-over to another
-    /// thread (a strict queue of all workers doubled the median schedule lag at
-    /// 30,000/s with the client on one core: 0.4-0.7 -> 3.0 ms). The race alone, for
+    /// thread (a strict queue of all workers raised the schedule lag's p75 at 30,000/s
+    /// with the client on one core from 0.3-0.7 to 3.0 ms). The race alone, for
     /// every worker, let a worker whose operation had just ended take the ticket released
     /// for an unconnected one woken a moment earlier, which then waited again: at `-q
     /// 100 -c 1000` on a loaded machine the ramp to 1,000 connections took over 40 s
