@@ -248,16 +248,21 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
+    /// One worker thread's runtime, as `run_workers` builds it.
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
     #[test]
     fn releases_every_ticket_once_and_on_time() {
         let t0 = Instant::now();
         let pacer = Arc::new(Pacer::new(t0, 2000.0, Some(200), None));
         let p = pacer.clone();
         let thread = std::thread::spawn(move || p.run());
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = runtime();
         let mut seen = Vec::new();
         rt.block_on(async {
             while let Some(at) = pacer.claim(true).await {
@@ -277,10 +282,7 @@ mod tests {
         let pacer = Arc::new(Pacer::new(Instant::now(), 0.5, None, None));
         let p = pacer.clone();
         let thread = std::thread::spawn(move || p.run());
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = runtime();
         let t = Instant::now();
         let got = rt.block_on(async {
             assert!(pacer.claim(true).await.is_some(), "ticket 0 is due at once");
@@ -310,10 +312,7 @@ mod tests {
         let pacer = Arc::new(Pacer::new(Instant::now(), 2000.0, Some(400), None));
         let p = pacer.clone();
         let thread = std::thread::spawn(move || p.run());
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = runtime();
         let order = Arc::new(parking_lot::Mutex::new(Vec::new()));
         rt.block_on(async {
             let mut tasks = Vec::new();
