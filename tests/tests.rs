@@ -16,6 +16,7 @@ mod httpd;
 mod httpd_hostile;
 mod kernel_nfs;
 mod loadgen;
+mod nfs4_state;
 mod nfsclient;
 mod rustnfs;
 mod rustnfs_hostile;

@@ -5,6 +5,7 @@
 //! - `http`: curl, ab, raw requests on lab's HTTP client, a stalled reader.
 //! - `rpc`: a hand-written ONC RPC client for what real clients cannot send.
 //! - `nfs3`: a bare NFSv3 client that shows WRITE stability and verifiers.
+//! - `nfs4`: a raw NFSv4 COMPOUND client (special stateids, floods, sessions).
 //! - `libnfs`: libnfs-utils as the real userspace client.
 //! - `tree`: an export next to a secret it must never reach.
 //! - `kvm`: the qemu VM with the kernel's NFS client.
@@ -21,6 +22,7 @@ pub mod libnfs;
 pub mod lxd;
 pub mod manifests;
 pub mod nfs3;
+pub mod nfs4;
 pub mod rpc;
 pub mod server;
 pub mod tree;

@@ -12,6 +12,15 @@ use super::proto::{self, Status};
 use super::state::{ACCESS_READ, ACCESS_WRITE, Lock, OwnerKey, Seq, Sid, State, Stateid};
 use super::xdr;
 use super::{Ctx, Nfs4, cur};
+
+/// What a stateid is checked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Io {
+    Read,
+    Write,
+    /// SETATTR of the size.
+    Truncate,
+}
 use crate::fs::Fh;
 
 fn put_stateid(out: &mut Vec<u8>, seqid: u32, other: &[u8; 12]) {
@@ -81,28 +90,38 @@ impl Nfs4 {
         Ok(())
     }
 
-    /// The stateid check of READ, WRITE and SETATTR(size): the anonymous stateid is
-    /// allowed (and the READ bypass one for reading); any other must be an open or lock
-    /// stateid of this file of a seqid not newer than the current one (older ones are
-    /// accepted: the Linux client reads with the stateid it had while an OPEN upgrades
-    /// it). Writing needs an open with write access (`OPENMODE`); reading is allowed
-    /// with any open, as knfsd allows it.
+    /// The stateid check of READ, WRITE and SETATTR(size). A special stateid (RFC 7530
+    /// §9.1.4.3: all zeros, anonymous; all ones, READ bypass) opens nothing, so it meets
+    /// every share reservation on the file as an OPEN for that access would: a READ
+    /// against a deny of READ and a WRITE against a deny of WRITE are `LOCKED`, a size
+    /// change against a deny of WRITE is `SHARE_DENIED` (NFS-Ganesha's answers; knfsd
+    /// says `LOCKED` for both); the bypass stateid reads past a deny of READ, as the RFC
+    /// allows and both do, and is the anonymous one for writing. Byte-range locks are
+    /// advisory here (OPEN answers `OPEN4_RESULT_LOCKTYPE_POSIX`), as on knfsd and
+    /// Ganesha: they refuse conflicting LOCKs, never I/O. Any other stateid must be an
+    /// open or lock stateid of this file of a seqid not newer than the current one
+    /// (older ones are accepted: the Linux client reads with the stateid it had while
+    /// an OPEN upgrades it). Writing needs an open with write access (`OPENMODE`);
+    /// reading is allowed with any open, as knfsd allows it.
     pub(super) fn check_io(
         &self,
         cx: &Ctx<'_>,
         sid: &Stateid,
         fh: &Fh,
-        write: bool,
+        io: Io,
     ) -> Result<(), Status> {
-        if sid.is_anonymous() {
-            return Ok(());
-        }
-        if sid.is_bypass() {
-            return if write {
-                Err(proto::BAD_STATEID)
-            } else {
-                Ok(())
+        if sid.is_anonymous() || sid.is_bypass() {
+            let denied = self.state.lock().share_denied(fh);
+            return match io {
+                Io::Read if sid.is_bypass() => Ok(()),
+                Io::Read if denied & ACCESS_READ != 0 => Err(proto::LOCKED),
+                Io::Write if denied & ACCESS_WRITE != 0 => Err(proto::LOCKED),
+                Io::Truncate if denied & ACCESS_WRITE != 0 => Err(proto::SHARE_DENIED),
+                _ => Ok(()),
             };
+        }
+        if sid.is_reserved() {
+            return Err(proto::BAD_STATEID);
         }
         let mut st = self.state.lock();
         let s = st.stateid(sid, fh, false, cx.now)?;
@@ -110,7 +129,7 @@ impl Nfs4 {
         if let Some(open) = open {
             access = st.get(&open).map_or(0, |o| o.access);
         }
-        if write && access & ACCESS_WRITE == 0 {
+        if io != Io::Read && access & ACCESS_WRITE == 0 {
             return Err(proto::OPENMODE);
         }
         Ok(())

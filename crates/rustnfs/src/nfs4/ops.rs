@@ -10,6 +10,7 @@ use nfs3_types::nfs3::{
 
 use super::args::{CreateKind, Fattr};
 use super::attr::{self, Obj};
+use super::open::Io;
 use super::proto::{self, Status};
 use super::state::Stateid;
 use super::xdr::{self, Bitmap};
@@ -149,7 +150,7 @@ impl Nfs4 {
         let fh = cur(cx)?;
         // Not a regular file: ISDIR or INVAL, from `read_into` (no extra stat here: the
         // stateid names an open file anyway).
-        self.check_io(cx, sid, &fh, false)?;
+        self.check_io(cx, sid, &fh, Io::Read)?;
         let eof_at = out.len();
         xdr::bool(out, false);
         let len_at = out.len();
@@ -180,7 +181,7 @@ impl Nfs4 {
             return Err(proto::INVAL);
         }
         // Not a regular file: ISDIR or INVAL, from `DirFs::write`.
-        self.check_io(cx, sid, &fh, true)?;
+        self.check_io(cx, sid, &fh, Io::Write)?;
         let how = match stable {
             0 => stable_how::UNSTABLE,
             1 => stable_how::DATA_SYNC,
@@ -389,7 +390,8 @@ impl Nfs4 {
         Ok(())
     }
 
-    /// SETATTR; a size change needs a stateid that may write (or the anonymous one).
+    /// SETATTR; a size change needs a stateid that may write (or a special one, checked
+    /// against share reservations).
     pub(super) fn setattr(
         &self,
         cx: &Ctx<'_>,
@@ -400,7 +402,7 @@ impl Nfs4 {
         let fh = cur(cx)?;
         let set = attr::decode_settable(f.mask, f.vals)?;
         if matches!(set.sattr.size, Nfs3Option::Some(_)) {
-            self.check_io(cx, sid, &fh, true)?;
+            self.check_io(cx, sid, &fh, Io::Truncate)?;
         }
         let (r, _) = self.fs.setattr(&fh, &set.sattr, None);
         v3(r)?;

@@ -126,6 +126,7 @@ pub const DELAY: Status = 10008;
 pub const SAME: Status = 10009;
 pub const DENIED: Status = 10010;
 pub const EXPIRED: Status = 10011;
+pub const LOCKED: Status = 10012;
 pub const SHARE_DENIED: Status = 10015;
 pub const RESOURCE: Status = 10018;
 pub const MOVED: Status = 10019;
@@ -215,6 +216,7 @@ pub fn label(s: Status) -> &'static str {
         SAME => "NFS4ERR_SAME",
         DENIED => "NFS4ERR_DENIED",
         EXPIRED => "NFS4ERR_EXPIRED",
+        LOCKED => "NFS4ERR_LOCKED",
         SHARE_DENIED => "NFS4ERR_SHARE_DENIED",
         RESOURCE => "NFS4ERR_RESOURCE",
         MOVED => "NFS4ERR_MOVED",

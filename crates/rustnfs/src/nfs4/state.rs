@@ -58,6 +58,11 @@ impl Stateid {
     pub fn is_bypass(&self) -> bool {
         self.seqid == u32::MAX && self.other == [0xff; 12]
     }
+    /// An `other` of all zeros or all ones with any other seqid: reserved, never given
+    /// out, `BAD_STATEID` (RFC 7530 §9.1.4.3).
+    pub fn is_reserved(&self) -> bool {
+        self.other == [0; 12] || self.other == [0xff; 12]
+    }
 }
 
 /// An open or lock owner: which client, and its opaque name.
@@ -455,6 +460,12 @@ impl State {
         self.stateids
             .values()
             .filter(move |s| s.fh == *fh && s.open.is_none())
+    }
+
+    /// The share denies (`ACCESS_READ` / `ACCESS_WRITE` bits) every open of `fh` holds
+    /// together: what I/O without an open of its own must respect.
+    pub fn share_denied(&self, fh: &Fh) -> u32 {
+        self.opens_of(fh).fold(0, |d, s| d | s.deny)
     }
 
     /// Whether `owner` holds any lock on `fh` (CLOSE refuses with LOCKS_HELD).

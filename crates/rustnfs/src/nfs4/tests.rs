@@ -1004,3 +1004,86 @@ fn after_a_restart_old_state_is_stale_and_handles_still_work() {
     r.op(op::PUTFH);
     assert_eq!(r.op(op::READ), proto::OK);
 }
+
+/// Issue 31 §3: I/O under a special stateid meets another client's share deny as an
+/// OPEN would: LOCKED for READ and WRITE, SHARE_DENIED for a size change (nothing
+/// truncated); the bypass stateid reads anyway and writes as the anonymous one; a
+/// reserved stateid (all-zero `other`, seqid 1) is BAD_STATEID.
+#[test]
+fn special_stateids_meet_share_denies() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("f"), b"0123456789").unwrap();
+    let s = server(tmp.path());
+    let cid = client(&s, b"a");
+    let deny = |owner: &[u8], seqid: u32, deny: u32| {
+        compound(
+            0,
+            &[
+                putroot(),
+                op(op::OPEN, |v| {
+                    xdr::u32(v, seqid);
+                    xdr::u32(v, 3);
+                    xdr::u32(v, deny);
+                    xdr::u64(v, cid);
+                    xdr::opaque(v, owner);
+                    xdr::u32(v, 0);
+                    xdr::u32(v, 0);
+                    xdr::opaque(v, b"f");
+                }),
+                op(op::GETFH, |_| {}),
+            ],
+        )
+    };
+    let mut r = run(&s, &deny(b"A", 1, 2));
+    r.op(op::PUTROOTFH);
+    assert_eq!(r.op(op::OPEN), proto::OK);
+    r.stateid();
+    r.skip(4 + 16 + 4);
+    r.bitmap();
+    r.skip(4);
+    r.op(op::GETFH);
+    let fh = r.opaque();
+    let io = |code: u32, sid: (u32, [u8; 12])| {
+        let o = op(code, |v| {
+            stateid(v, sid);
+            match code {
+                op::READ => {
+                    xdr::u64(v, 0);
+                    xdr::u32(v, 4);
+                }
+                op::WRITE => {
+                    xdr::u64(v, 0);
+                    xdr::u32(v, 2);
+                    xdr::opaque(v, b"xy");
+                }
+                _ => {
+                    xdr::bitmap(v, 1 << attr::SIZE);
+                    xdr::opaque(v, &0u64.to_be_bytes());
+                }
+            }
+        });
+        run(&s, &compound(0, &[putfh(&fh), o])).status
+    };
+    let (anon, bypass) = ((0, [0u8; 12]), (u32::MAX, [0xffu8; 12]));
+    assert_eq!(io(op::WRITE, anon), proto::LOCKED);
+    assert_eq!(io(op::WRITE, bypass), proto::LOCKED);
+    assert_eq!(io(op::SETATTR, anon), proto::SHARE_DENIED);
+    assert_eq!(io(op::SETATTR, bypass), proto::SHARE_DENIED);
+    assert_eq!(io(op::READ, anon), proto::OK, "reads are not denied");
+    assert_eq!(io(op::READ, (1, [0; 12])), proto::BAD_STATEID);
+    assert_eq!(std::fs::read(tmp.path().join("f")).unwrap(), b"0123456789");
+    // Another owner denying READ: the anonymous READ is LOCKED, the bypass one reads.
+    let mut r = run(&s, &deny(b"B", 1, 1));
+    r.op(op::PUTROOTFH);
+    assert_eq!(
+        r.op(op::OPEN),
+        proto::SHARE_DENIED,
+        "A has it open for reading"
+    );
+    // A (never confirmed, so starting over: RFC 7530 §16.16.5) opens denying READ.
+    let mut r = run(&s, &deny(b"A", 2, 1));
+    r.op(op::PUTROOTFH);
+    assert_eq!(r.op(op::OPEN), proto::OK);
+    assert_eq!(io(op::READ, anon), proto::LOCKED);
+    assert_eq!(io(op::READ, bypass), proto::OK);
+}
