@@ -3,8 +3,11 @@
 //! Ganesha answers, and one client flooding the server with owners, client ids, locks
 //! or SETCLIENTID purges cannot take NFSv4 away from the others.
 
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use crate::common::Nfsd;
 use crate::support::ganesha;
@@ -253,4 +256,500 @@ fn special_stateids_honour_share_reservations_as_ganesha_does() {
             );
         }
     }
+}
+
+// ---- §4: floods one client cannot win ----------------------------------------------
+
+/// The legitimate client's address; every flood comes from [`ATTACKER`].
+const VICTIM: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 1);
+const ATTACKER: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 2);
+/// What the victim must get each of its calls answered within while a flood runs.
+const WITHIN: Duration = Duration::from_secs(1);
+/// The lease the flood server runs with (`--nfs4-lease`), so its state expires
+/// within the test.
+const LEASE_SECS: u64 = 8;
+
+/// One flood of issue 31 §4, from one address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Flood {
+    /// New open owners (1 KiB names) opening one file, on client id after client id.
+    OpenOwners,
+    /// SETCLIENTIDs with new ids, never confirmed.
+    Unconfirmed,
+    /// Byte-range locks on 100 files, 64 per 1 KiB lock owner, client after client.
+    Locks,
+    /// SETCLIENTID repeated with one id, 128 per COMPOUND on two connections, beside an
+    /// open-owner flood that fills the tables.
+    Purge,
+}
+
+/// A running flood: its threads, a stop flag and what it got done (state created, or
+/// calls answered for the purge).
+struct Running {
+    stop: Arc<AtomicBool>,
+    done: Arc<AtomicU64>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Running {
+    fn end(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Whether a status consumes the owner's seqid (RFC 7530 §9.1.7).
+fn advances(s: u32) -> bool {
+    !matches!(
+        s,
+        10022 | 10023 | 10025 | 10026 | 10036 | 10018 | 10020 | 10019
+    )
+}
+
+/// The statuses of a reply's operations, in order, skipping what OPEN and LOCK return.
+fn statuses(r: &mut crate::support::nfs4::Res) -> Vec<(u32, u32)> {
+    let mut out = Vec::new();
+    for _ in 0..r.count {
+        let (code, s) = (r.u32(), r.u32());
+        out.push((code, s));
+        match (code, s) {
+            (op::OPEN, st::OK) => {
+                r.open_result();
+            }
+            (op::LOCK, st::OK) => {
+                r.stateid();
+            }
+            (op::SETCLIENTID, st::OK) => {
+                r.u64();
+                r.fixed::<8>();
+            }
+            (op::GETFH, st::OK) => {
+                r.opaque();
+            }
+            (_, st::OK) => {}
+            _ => break,
+        }
+    }
+    out
+}
+
+fn start_flood(flood: Flood, addr: SocketAddr, tag: &str) -> Running {
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicU64::new(0));
+    let mut threads = Vec::new();
+    let spawn = |threads: &mut Vec<_>, id: usize, f: fn(&mut V4, &str, &AtomicBool, &AtomicU64)| {
+        let (stop, done) = (stop.clone(), done.clone());
+        let tag = format!("{tag}-{flood:?}-{id}");
+        threads.push(std::thread::spawn(move || {
+            let Ok(mut c) = V4::connect_from(ATTACKER, addr) else {
+                return;
+            };
+            // A refused or closed connection ends this thread's part, not the test.
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                f(&mut c, &tag, &stop, &done)
+            }));
+        }));
+    };
+    match flood {
+        Flood::OpenOwners => {
+            for id in 0..2 {
+                spawn(&mut threads, id, flood_owners);
+            }
+        }
+        Flood::Unconfirmed => spawn(&mut threads, 0, flood_unconfirmed),
+        Flood::Locks => spawn(&mut threads, 0, flood_locks),
+        Flood::Purge => {
+            spawn(&mut threads, 0, flood_owners);
+            // The purges start once the owners are there (the flood server's tables full).
+            for id in 1..3 {
+                spawn(&mut threads, id, |c, tag, stop, done| {
+                    std::thread::sleep(Duration::from_secs(3));
+                    // Purges are counted apart: `done` is the state the owners made.
+                    flood_purge(c, tag, stop, &AtomicU64::new(done.load(Ordering::Relaxed)))
+                });
+            }
+        }
+    }
+    Running {
+        stop,
+        done,
+        threads,
+    }
+}
+
+/// New open owners, 32 OPENs of one file per COMPOUND; a client that is refused more
+/// is replaced by a new one.
+fn flood_owners(c: &mut V4, tag: &str, stop: &AtomicBool, done: &AtomicU64) {
+    let mut n = 0u64;
+    let mut clients = 0;
+    while !stop.load(Ordering::Relaxed) {
+        clients += 1;
+        let Ok(cid) = c.client(format!("{tag}-c{clients}").as_bytes()) else {
+            std::thread::sleep(Duration::from_millis(20));
+            continue;
+        };
+        loop {
+            if stop.load(Ordering::Relaxed) {
+                return;
+            }
+            let mut ops = Ops::new();
+            for _ in 0..32 {
+                n += 1;
+                let mut owner = format!("{tag}-owner-{n}-").into_bytes();
+                owner.resize(1024, b'o');
+                ops = ops
+                    .putrootfh()
+                    .open(0, READ, NONE, cid, &owner, false, b"f");
+            }
+            let mut r = c.compound(&ops);
+            let ok = statuses(&mut r)
+                .iter()
+                .filter(|(code, s)| *code == op::OPEN && *s == st::OK)
+                .count();
+            done.fetch_add(ok as u64, Ordering::Relaxed);
+            if r.status != st::OK {
+                break;
+            }
+        }
+    }
+}
+
+/// SETCLIENTIDs with new ids, 64 per COMPOUND, never confirmed.
+fn flood_unconfirmed(c: &mut V4, tag: &str, stop: &AtomicBool, done: &AtomicU64) {
+    let mut n = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        let mut ops = Ops::new();
+        for _ in 0..64 {
+            n += 1;
+            ops = ops.setclientid(*b"verifier", format!("{tag}-{n}").as_bytes());
+        }
+        let mut r = c.compound(&ops);
+        let ok = statuses(&mut r)
+            .iter()
+            .filter(|(_, s)| *s == st::OK)
+            .count();
+        done.fetch_add(ok as u64, Ordering::Relaxed);
+    }
+}
+
+/// Locks with 1 KiB lock owners: 64 new lock owners per file, each taking 64 one-byte
+/// locks (the first by open_to_lock_owner, the rest with its lock stateid), 4,096 per
+/// file, file after file; a refused client is replaced by a new one on the next file.
+fn flood_locks(c: &mut V4, tag: &str, stop: &AtomicBool, done: &AtomicU64) {
+    let mut clients = 0;
+    let mut owners = 0u64;
+    let mut file = 0u32;
+    while !stop.load(Ordering::Relaxed) {
+        clients += 1;
+        file = (file + 1) % 100;
+        let Ok(cid) = c.client(format!("{tag}-c{clients}").as_bytes()) else {
+            std::thread::sleep(Duration::from_millis(20));
+            continue;
+        };
+        while lock_file(c, cid, file, tag, &mut owners, stop, done) {
+            file = (file + 1) % 100;
+        }
+    }
+}
+
+/// One file of [`flood_locks`]: whether every lock was granted.
+fn lock_file(
+    c: &mut V4,
+    cid: u64,
+    file: u32,
+    tag: &str,
+    owners: &mut u64,
+    stop: &AtomicBool,
+    done: &AtomicU64,
+) -> bool {
+    let name = format!("lk{file:03}");
+    let Ok((fh, open)) = c.open(cid, name.as_bytes(), 0, name.as_bytes(), BOTH, NONE, true) else {
+        return false;
+    };
+    // The open owner's next seqid: OPEN and OPEN_CONFIRM took 0 and 1.
+    let mut open_seq = 2;
+    for k in 0..64u64 {
+        if stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        *owners += 1;
+        let mut owner = format!("{tag}-lockowner-{owners}-").into_bytes();
+        owner.resize(1024, b'x');
+        let base = k * 128;
+        let ops = Ops::new()
+            .putfh(&fh)
+            .lock_new(true, base, 1, open_seq, open, cid, &owner);
+        let mut r = c.compound(&ops);
+        r.op(op::PUTFH);
+        let s = r.op(op::LOCK);
+        if advances(s) {
+            open_seq += 1;
+        }
+        if s != st::OK {
+            return false;
+        }
+        done.fetch_add(1, Ordering::Relaxed);
+        let mut lsid = r.stateid();
+        let mut ops = Ops::new().putfh(&fh);
+        for j in 1..64u64 {
+            ops = ops.lock_existing(true, base + 2 * j, 1, lsid, j as u32);
+            lsid.0 += 1;
+        }
+        let mut r = c.compound(&ops);
+        let all = statuses(&mut r);
+        let ok = all
+            .iter()
+            .filter(|(code, s)| *code == op::LOCK && *s == st::OK);
+        done.fetch_add(ok.count() as u64, Ordering::Relaxed);
+        if r.status != st::OK {
+            return false;
+        }
+    }
+    true
+}
+
+/// SETCLIENTID with one id and a new verifier each time, 128 per COMPOUND: every one
+/// replaces the last unconfirmed record of that id.
+fn flood_purge(c: &mut V4, tag: &str, stop: &AtomicBool, done: &AtomicU64) {
+    let mut n = 0u64;
+    let mut slowest = Duration::ZERO;
+    while !stop.load(Ordering::Relaxed) {
+        let mut ops = Ops::new();
+        for _ in 0..128 {
+            n += 1;
+            ops = ops.setclientid(n.to_be_bytes(), format!("{tag}-purged").as_bytes());
+        }
+        let t = Instant::now();
+        c.compound(&ops);
+        slowest = slowest.max(t.elapsed());
+        done.fetch_add(128, Ordering::Relaxed);
+    }
+    eprintln!(
+        "{tag}: {n} SETCLIENTIDs of one id, 128 per COMPOUND, slowest COMPOUND {slowest:.2?}"
+    );
+}
+
+/// What the legitimate client got: the time of its SETCLIENTID (+ CONFIRM), of its
+/// OPEN (+ CONFIRM), of its 10 MiB read in 1 MiB READs, and whether all went right.
+#[derive(Debug, Clone)]
+struct Probe {
+    setclientid: Duration,
+    open: Duration,
+    read: Duration,
+    failure: Option<String>,
+}
+
+impl Probe {
+    fn worst(&self) -> Duration {
+        self.setclientid.max(self.open).max(self.read)
+    }
+}
+
+/// One probe, a panic (a reply that never came) counted as a failure.
+fn probe(addr: SocketAddr, want: &[u8]) -> Probe {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    let t = Instant::now();
+    std::panic::catch_unwind(|| probe_once(addr, want, n)).unwrap_or_else(|_| Probe {
+        setclientid: t.elapsed(),
+        open: Duration::ZERO,
+        read: Duration::ZERO,
+        failure: Some(format!(
+            "no answer within 10 s ({:.1?} in all)",
+            t.elapsed()
+        )),
+    })
+}
+
+fn probe_once(addr: SocketAddr, want: &[u8], n: u64) -> Probe {
+    let mut p = Probe {
+        setclientid: Duration::ZERO,
+        open: Duration::ZERO,
+        read: Duration::ZERO,
+        failure: None,
+    };
+    let Ok(mut v) = V4::connect_from(VICTIM, addr) else {
+        p.failure = Some("cannot connect".into());
+        return p;
+    };
+    v.s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let t = Instant::now();
+    let cid = v.client(format!("victim-{}-{n}", std::process::id()).as_bytes());
+    p.setclientid = t.elapsed();
+    let cid = match cid {
+        Ok(c) => c,
+        Err(s) => {
+            p.failure = Some(format!("SETCLIENTID: {s}"));
+            return p;
+        }
+    };
+    let t = Instant::now();
+    let opened = v.open(cid, b"victim", 0, b"victim.bin", READ, NONE, false);
+    p.open = t.elapsed();
+    let (fh, sid) = match opened {
+        Ok(o) => o,
+        Err(s) => {
+            p.failure = Some(format!("OPEN: {s}"));
+            return p;
+        }
+    };
+    let t = Instant::now();
+    let mut got = Vec::with_capacity(want.len());
+    while got.len() < want.len() {
+        let mut r = v.compound(&Ops::new().putfh(&fh).read(sid, got.len() as u64, 1 << 20));
+        r.op(op::PUTFH);
+        let s = r.op(op::READ);
+        if s != st::OK {
+            p.failure = Some(format!("READ: {s}"));
+            return p;
+        }
+        let _eof = r.u32();
+        let data = r.opaque();
+        if data.is_empty() {
+            break;
+        }
+        got.extend_from_slice(&data);
+    }
+    p.read = t.elapsed();
+    if got != want {
+        p.failure = Some("the read was not byte-exact".into());
+    }
+    p
+}
+
+/// The server's resident set in MiB.
+fn rss_mib(server: &crate::support::server::ServerProc) -> f64 {
+    let pid = server.pid().unwrap() as u32;
+    lab::sampler::rss_bytes(pid).unwrap() as f64 / (1024.0 * 1024.0)
+}
+
+/// Waits until `done` stops growing for a second (the flood reached its limits), at
+/// most `limit`; returns what it reached.
+fn saturate(done: &AtomicU64, limit: Duration) -> u64 {
+    let until = Instant::now() + limit;
+    let mut last = done.load(Ordering::Relaxed);
+    loop {
+        std::thread::sleep(Duration::from_secs(1));
+        let now = done.load(Ordering::Relaxed);
+        if now == last || Instant::now() > until {
+            return now;
+        }
+        last = now;
+    }
+}
+
+/// The state one address may make the server hold, as crates/rustnfs/README.md states it
+/// ("memory at most", per client address), and the allocator's and buffers' slack
+/// allowed beside it.
+const ONE_ADDRESS_MIB: f64 = 19.1;
+const SLACK_MIB: f64 = 8.0;
+
+/// Issue 31 §4: each flood runs from 127.0.0.2 against a `rustnfs` binary of its own (the
+/// four at once) while a client from 127.0.0.1 makes a new client id, opens a file and reads 10 MiB over
+/// NFSv4.0 — each of the three within a second (the median of three probes), byte-exact;
+/// the server's resident set stays within what the README says one address can make it
+/// hold; and once the flood stops, its leases run out and the memory is given back.
+#[test]
+fn one_client_cannot_exhaust_nfs4_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let victim = lab::dataset::pseudo_random_bytes(10 << 20, 31);
+    std::fs::write(dir.path().join("victim.bin"), &victim).unwrap();
+    std::fs::write(dir.path().join("f"), b"flooded").unwrap();
+    let tag = std::process::id().to_string();
+    let mut failures = Vec::new();
+    let mut table = String::from(
+        "| flood from one address | state made | victim SETCLIENTID / OPEN / 10 MiB read (median of 3) | RSS idle → during → after the lease |\n| --- | ---: | --- | --- |\n",
+    );
+    // The rows run at once, each on its own server: about one row's time in all.
+    let floods = [
+        Flood::OpenOwners,
+        Flood::Unconfirmed,
+        Flood::Locks,
+        Flood::Purge,
+    ];
+    let rows: Vec<(String, bool)> = std::thread::scope(|s| {
+        let handles: Vec<_> = floods
+            .iter()
+            .map(|f| {
+                let (dir, victim, tag) = (dir.path(), &victim, &tag);
+                s.spawn(move || flood_row(*f, dir, victim, tag))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (line, ok) in rows {
+        table.push_str(&line);
+        table.push('\n');
+        if !ok {
+            failures.push(line);
+        }
+    }
+    eprintln!("{table}");
+    assert!(
+        failures.is_empty(),
+        "floods the victim did not survive:\n{}",
+        failures.join("\n")
+    );
+}
+
+/// One row on a fresh server: its table line, and whether it met the bounds.
+fn flood_row(flood: Flood, dir: &Path, victim: &[u8], tag: &str) -> (String, bool) {
+    use crate::support::server::ServerProc;
+    let addr = SocketAddr::from(([127, 0, 0, 1], crate::common::free_port()));
+    let lease = LEASE_SECS.to_string();
+    let server = ServerProc::binary("rustnfs", "rustnfs", addr)
+        .args([std::ffi::OsStr::new("--export"), dir.as_os_str()])
+        .args(["--listen", &addr.to_string(), "--nfs4-lease", &lease])
+        .rust_log("error")
+        .start();
+    std::thread::sleep(Duration::from_millis(300));
+    let quiet = probe(server.addr(), victim);
+    assert!(quiet.failure.is_none(), "quiet probe: {quiet:?}");
+    let idle = rss_mib(&server);
+    let mut line = String::new();
+    for attempt in 1..=3 {
+        let running = start_flood(flood, server.addr(), &format!("{tag}-{attempt}"));
+        if flood == Flood::Purge {
+            std::thread::sleep(Duration::from_secs(4));
+        }
+        let made = saturate(&running.done, Duration::from_secs(30));
+        let mut probes: Vec<Probe> = (1..=3).map(|_| probe(server.addr(), victim)).collect();
+        let held = rss_mib(&server);
+        running.end();
+        probes.sort_by_key(Probe::worst);
+        let p = probes[1].clone();
+        let failed = probes.iter().find_map(|p| p.failure.clone());
+        // The flood is silent now: after its lease (and the once-a-second sweep, run by
+        // the next COMPOUND) its state is freed and the memory given back.
+        let until = Instant::now() + Duration::from_secs(LEASE_SECS * 2 + 6);
+        let mut after = rss_mib(&server);
+        while after > idle + 4.0 && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(500));
+            if let Ok(mut c) = V4::connect_from(VICTIM, server.addr()) {
+                c.compound(&Ops::new().putrootfh());
+            }
+            after = rss_mib(&server);
+        }
+        line = format!(
+            "| {flood:?} (attempt {attempt}) | {made} | {:.2?} / {:.2?} / {:.2?}{} | {idle:.1} → {held:.1} → {after:.1} MiB |",
+            p.setclientid,
+            p.open,
+            p.read,
+            failed
+                .as_deref()
+                .map(|f| format!(" FAILED {f}"))
+                .unwrap_or_default(),
+        );
+        eprintln!("{line}");
+        let over = failed.is_some()
+            || p.worst() > WITHIN
+            || held > idle + ONE_ADDRESS_MIB + SLACK_MIB
+            || after > idle + 4.0;
+        if !over {
+            return (line, true);
+        }
+    }
+    (line, false)
 }

@@ -9,13 +9,13 @@ use clap::Parser;
 use crate::Error;
 use crate::config::{Config, Squash, parse_allow, parse_bool, parse_squash};
 
-/// rustnfs: an instrumented userspace NFSv3 server exporting one directory.
+/// rustnfs: an instrumented userspace NFSv3 and NFSv4.0 server exporting one directory.
 ///
-/// NFSv3, MOUNT and a portmapper answer on one TCP port, so clients pass it as both
-/// `port=` and `mountport=`. Environment variables use the names of the popular NFS
-/// server images (SHARED_DIRECTORY, READ_ONLY, PERMITTED).
+/// NFSv3, NFSv4, MOUNT and a portmapper answer on one TCP port, so v3 clients pass it as
+/// both `port=` and `mountport=`; v4 clients mount `host:/`. Environment variables use
+/// the names of the popular NFS server images (SHARED_DIRECTORY, READ_ONLY, PERMITTED).
 #[derive(Debug, Parser)]
-#[command(name = "rustnfs", version)]
+#[command(name = "rustnfs", version, after_long_help = crate::nfs4::limits_help())]
 pub struct Args {
     /// Directory to export (clients see it as `/`).
     #[arg(
@@ -66,6 +66,11 @@ pub struct Args {
     /// Close a connection that sends nothing for this many seconds.
     #[arg(long, env = "RUSTNFS_IDLE_TIMEOUT", default_value_t = 300)]
     pub idle_timeout: u64,
+    /// The NFSv4 lease in seconds (2–3600): a client that renews nothing for this long
+    /// loses its opens and locks, and their memory is given back.
+    #[arg(long, env = "RUSTNFS_NFS4_LEASE", default_value_t = 90,
+          value_parser = clap::value_parser!(u64).range(2..=3600))]
+    pub nfs4_lease: u64,
     /// Do not serve: send an RPC NULL call to NFSv3 on the --listen address (0.0.0.0 /
     /// [::] → loopback), print one line, exit 0 when it is accepted within 3 s, else 1.
     /// For container health checks (`HEALTHCHECK CMD ["/rustnfs", "--healthcheck"]`).
@@ -115,6 +120,7 @@ impl Args {
         }
         server.max_buffer_bytes = self.max_buffer_bytes;
         server.idle_timeout = Duration::from_secs(self.idle_timeout.max(1));
+        server.nfs4_lease = Duration::from_secs(self.nfs4_lease);
         Ok(RunConfig {
             listen: self.listen,
             metrics: self.metrics,

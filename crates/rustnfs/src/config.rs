@@ -47,6 +47,8 @@ pub struct Config {
     /// its connection is closed; one whose client resets meanwhile is dropped at once.
     /// At least `max_record`.
     pub max_buffer_bytes: usize,
+    /// The NFSv4 lease: a client that renews nothing for this long loses its state.
+    pub nfs4_lease: Duration,
 }
 
 impl Config {
@@ -68,6 +70,7 @@ impl Config {
             max_record: (1 << 20) + 16 * 1024,
             fd_cache: 1024,
             max_buffer_bytes: 64 << 20,
+            nfs4_lease: Duration::from_secs(90),
         }
     }
 

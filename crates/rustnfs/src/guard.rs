@@ -410,7 +410,13 @@ async fn connection(
             } else {
                 None
             };
-            off_the_workers(slow, || guard.nfs.dispatch(&header, &record, reply));
+            let conn = crate::nfs4::Conn {
+                addr: peer.ip(),
+                id: slot_id,
+            };
+            off_the_workers(slow, || {
+                guard.nfs.dispatch_on(&header, &record, reply, conn)
+            });
             drop(turn);
             spare = keep_spare(record);
             if let Some(b) = large.as_mut() {

@@ -78,7 +78,11 @@ pub async fn serve(
     let budget = oncrpc::Budget::new(config.max_buffer_bytes.max(2 * config.max_record));
     let permits = Arc::new(Semaphore::new(max));
     let (stop_tx, stopping) = watch::channel(false);
-    let nfs = nfs::Dispatcher::new(fs.clone(), registry.clone(), local.port(), config.squash);
+    let nfs = nfs::Dispatcher::new(fs.clone(), registry.clone(), local.port(), config.squash)
+        .with_nfs4(nfs4::Settings {
+            lease: config.nfs4_lease,
+            limits: Default::default(),
+        });
     let guard = Arc::new(guard::Guard {
         config: Arc::new(config),
         fs,

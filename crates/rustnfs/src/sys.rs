@@ -446,3 +446,13 @@ pub fn set_send_buffer(fd: BorrowedFd<'_>, bytes: usize) -> io::Result<()> {
     })
     .map(drop)
 }
+
+/// Asks the allocator to return its free memory to the system (glibc keeps freed small
+/// allocations in its arenas otherwise; musl's allocator returns them on its own).
+pub fn give_back_memory() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim only walks the allocator's own free lists.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}

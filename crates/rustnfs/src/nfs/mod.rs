@@ -81,13 +81,24 @@ impl Dispatcher {
             .map_or(0, |d| d.as_nanos() as u64);
         let verf = started.to_be_bytes();
         Dispatcher {
-            nfs4: crate::nfs4::Nfs4::new(fs.clone(), registry.clone(), verf),
+            nfs4: crate::nfs4::Nfs4::new(fs.clone(), registry.clone(), verf, Default::default()),
             fs,
             registry,
             port,
             verf: writeverf3(verf),
             squash,
         }
+    }
+
+    /// The same dispatcher with its NFSv4 state kept as `settings` say (lease, caps).
+    pub fn with_nfs4(mut self, settings: crate::nfs4::Settings) -> Self {
+        self.nfs4 = crate::nfs4::Nfs4::new(
+            self.fs.clone(),
+            self.registry.clone(),
+            self.verf.0,
+            settings,
+        );
+        self
     }
 
     /// The most bytes [`dispatch`](Self::dispatch) puts in its reply record to `call`
@@ -127,10 +138,22 @@ impl Dispatcher {
     /// (header at 0, arguments at `call.args`); `out` receives the whole reply record,
     /// record mark included. The call is recorded as `op`/`total`/`status`.
     pub fn dispatch(&self, call: &CallHeader<'_>, record: &[u8], out: &mut Vec<u8>) {
+        self.dispatch_on(call, record, out, crate::nfs4::Conn::LOCAL);
+    }
+
+    /// [`dispatch`](Self::dispatch) of a call that came on connection `conn` (NFSv4
+    /// state is counted per client address; sessions bind connections).
+    pub fn dispatch_on(
+        &self,
+        call: &CallHeader<'_>,
+        record: &[u8],
+        out: &mut Vec<u8>,
+        conn: crate::nfs4::Conn,
+    ) {
         let start = Instant::now();
         out.clear();
         let at = record::begin(out);
-        let status = self.answer(call, record, out);
+        let status = self.answer(call, record, out, conn);
         record::finish(out, at);
         self.registry.record_op(
             rpc::call_name(call.prog, call.vers, call.proc_),
@@ -147,7 +170,13 @@ impl Dispatcher {
         credential(call.cred.flavor, call.cred.body).squashed(self.squash)
     }
 
-    fn answer(&self, call: &CallHeader<'_>, record: &[u8], out: &mut Vec<u8>) -> &'static str {
+    fn answer(
+        &self,
+        call: &CallHeader<'_>,
+        record: &[u8],
+        out: &mut Vec<u8>,
+        conn: crate::nfs4::Conn,
+    ) -> &'static str {
         let caller = self.caller(call);
         // The caller this thread acts as for this call's changes (`identity::act`). The
         // call is answered synchronously on this thread, so the scope cannot leak to
@@ -160,7 +189,7 @@ impl Dispatcher {
             NFS_PROG if call.vers == 4 => {
                 let args = &record[call.args..];
                 self.nfs4
-                    .call(call.proc_, &caller, args, out)
+                    .call(call.proc_, &caller, conn, args, out)
                     .map_err(|r| match r {
                         crate::nfs4::Reject::ProcUnavail => Refused::ProcUnavail,
                         crate::nfs4::Reject::Garbage => Refused::Garbage,

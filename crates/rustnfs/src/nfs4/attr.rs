@@ -142,9 +142,6 @@ const FS_STATS: u64 = mask(&[
     SPACE_TOTAL,
 ]);
 
-/// The lease every client gets, in seconds (see `state`).
-pub use super::state::LEASE_SECS;
-
 /// The longest name (one component) and the link count limit, as PATHCONF says in v3.
 const MAXNAME_VALUE: u32 = 255;
 const MAXLINK_VALUE: u32 = 65_000;
@@ -177,6 +174,8 @@ fn time(out: &mut Vec<u8>, t: nfstime3) {
 pub struct Obj<'a> {
     pub attr: &'a fattr3,
     pub fh: Option<[u8; crate::fs::handle::WIRE_LEN]>,
+    /// The server's lease, in seconds (`lease_time`).
+    pub lease: u32,
 }
 
 /// Appends the `fattr4` of `obj` for the attributes in `want` this server supports
@@ -216,7 +215,7 @@ pub fn encode(
                 xdr::u64(&mut v, a.fsid >> 32);
                 xdr::u64(&mut v, a.fsid & 0xffff_ffff);
             }
-            LEASE_TIME => xdr::u32(&mut v, LEASE_SECS),
+            LEASE_TIME => xdr::u32(&mut v, obj.lease),
             RDATTR_ERROR => xdr::u32(&mut v, proto::OK),
             FILEHANDLE => xdr::opaque(&mut v, &obj.fh.unwrap_or_default()),
             FILEID | MOUNTED_ON_FILEID => xdr::u64(&mut v, a.fileid),

@@ -27,8 +27,9 @@ pub mod proto;
 mod state;
 pub mod xdr;
 
+use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use latency::Registry;
 use parking_lot::Mutex;
@@ -37,6 +38,7 @@ use crate::fs::{DirFs, Fh, MAX_IO};
 use crate::identity::Caller;
 use args::{Op, Refused};
 use proto::{Status, op};
+use state::limits::Limits;
 use state::{OwnerKey, State};
 
 /// Why a version-4 call got no procedure result.
@@ -59,6 +61,50 @@ const OP_REPLY: usize = 1536;
 /// `NFS4ERR_RESOURCE`, NFSv4.0's answer to a request too large to process.
 pub const REPLY_MAX: usize = 2 * MAX_IO as usize + 64 * 1024;
 
+/// Where a call came from: the client's address (state is capped per address) and its
+/// connection (sessions bind connections).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Conn {
+    pub addr: IpAddr,
+    pub id: u64,
+}
+
+impl Conn {
+    /// A call made in process (tests, the fuzzing entry): loopback, connection 0.
+    pub const LOCAL: Conn = Conn {
+        addr: IpAddr::V4(Ipv4Addr::LOCALHOST),
+        id: 0,
+    };
+}
+
+/// How the NFSv4 state is kept: the lease clients get and the caps on what they hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    pub lease: Duration,
+    pub limits: Limits,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            lease: state::DEFAULT_LEASE,
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// The caps on NFSv4 state as `rustnfs --help` prints them.
+pub fn limits_help() -> String {
+    format!(
+        "NFSv4 state is capped per client id, per client address and for all clients \
+         together; a request over a cap is refused (NFS4ERR_RESOURCE in v4.0) and changes \
+         nothing, and other clients are not affected. Owner names are at most 1 KiB, \
+         COMPOUND tags 1 KiB; past its share of unconfirmed client ids an address's \
+         oldest is dropped.\n\n{}",
+        Limits::default()
+    )
+}
+
 /// The NFSv4.0 server. Cheap to clone.
 #[derive(Clone)]
 pub struct Nfs4 {
@@ -67,6 +113,8 @@ pub struct Nfs4 {
     state: Arc<Mutex<State>>,
     /// The WRITE/COMMIT verifier (the v3 dispatcher's: this instance's start).
     verf: [u8; 8],
+    /// The lease clients get, in seconds (the `lease_time` attribute).
+    lease_secs: u32,
 }
 
 /// One COMPOUND's evaluation context.
@@ -74,6 +122,8 @@ struct Ctx<'c> {
     cur: Option<Fh>,
     saved: Option<Fh>,
     caller: &'c Caller,
+    /// The client's address.
+    addr: IpAddr,
     now: Instant,
     /// Set by an operation that consumes an owner's seqid: the reply is remembered for
     /// that owner once it is complete (for a retransmission), if the status consumes it.
@@ -86,15 +136,17 @@ struct Ctx<'c> {
 }
 
 impl Nfs4 {
-    pub fn new(fs: DirFs, registry: Arc<Registry>, verf: [u8; 8]) -> Self {
+    pub fn new(fs: DirFs, registry: Arc<Registry>, verf: [u8; 8], settings: Settings) -> Self {
         // The instance's start in microseconds (wrapping every 71 minutes): two starts
         // within one second still tell their client ids and stateids apart.
         let epoch = (u64::from_be_bytes(verf) / 1_000) as u32;
+        let lease = settings.lease;
         Nfs4 {
             fs,
             registry,
-            state: Arc::new(Mutex::new(State::new(epoch))),
+            state: Arc::new(Mutex::new(State::new(epoch, lease, settings.limits))),
             verf,
+            lease_secs: lease.as_secs().clamp(1, u64::from(u32::MAX)) as u32,
         }
     }
 
@@ -104,13 +156,14 @@ impl Nfs4 {
         &self,
         proc_: u32,
         caller: &Caller,
+        conn: Conn,
         args: &[u8],
         out: &mut Vec<u8>,
     ) -> Result<&'static str, Reject> {
         match proc_ {
             0 if args.is_empty() => Ok("ok"),
             0 => Err(Reject::Garbage),
-            1 => Ok(proto::label(self.compound(caller, args, out))),
+            1 => Ok(proto::label(self.compound(caller, conn, args, out))),
             _ => Err(Reject::ProcUnavail),
         }
     }
@@ -150,7 +203,7 @@ impl Nfs4 {
         (16 + xdr::opaque_size(c.tag.len()) + ops + 8).min(REPLY_MAX)
     }
 
-    fn compound(&self, caller: &Caller, args: &[u8], out: &mut Vec<u8>) -> Status {
+    fn compound(&self, caller: &Caller, conn: Conn, args: &[u8], out: &mut Vec<u8>) -> Status {
         let now = Instant::now();
         self.state.lock().sweep(now);
         let c = match args::decode(args) {
@@ -176,6 +229,7 @@ impl Nfs4 {
             cur: None,
             saved: None,
             caller,
+            addr: conn.addr,
             now,
             seq: None,
             replay: None,

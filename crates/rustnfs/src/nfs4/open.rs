@@ -9,7 +9,7 @@ use super::args::{Claim, How, Locker, OpenArgs, Owner};
 use super::attr;
 use super::ops::{check_name, cinfo};
 use super::proto::{self, Status};
-use super::state::{ACCESS_READ, ACCESS_WRITE, Lock, OwnerKey, Seq, Sid, State, Stateid};
+use super::state::{ACCESS_READ, ACCESS_WRITE, Found, Lock, OwnerKey, Seq, State, Stateid};
 use super::xdr;
 use super::{Ctx, Nfs4, cur};
 
@@ -23,9 +23,9 @@ pub(super) enum Io {
 }
 use crate::fs::Fh;
 
-fn put_stateid(out: &mut Vec<u8>, seqid: u32, other: &[u8; 12]) {
-    xdr::u32(out, seqid);
-    xdr::fixed(out, other);
+fn put_stateid(out: &mut Vec<u8>, sid: Stateid) {
+    xdr::u32(out, sid.seqid);
+    xdr::fixed(out, &sid.other);
 }
 
 /// The `[start, end)` of a lock request (`end == u64::MAX`: to the end of the file).
@@ -52,8 +52,8 @@ fn denied(out: &mut Vec<u8>, l: &Lock) {
         },
     );
     xdr::u32(out, if l.write { 2 } else { 1 });
-    xdr::u64(out, l.owner.clientid);
-    xdr::opaque(out, &l.owner.owner);
+    xdr::u64(out, l.client);
+    xdr::opaque(out, &l.owner);
 }
 
 /// The seqid check of a request: a retransmission is answered from the owner's last
@@ -84,7 +84,7 @@ impl Nfs4 {
         id: &[u8],
         out: &mut Vec<u8>,
     ) -> Result<(), Status> {
-        let (cid, confirm) = self.state.lock().setclientid(verf, id, cx.now)?;
+        let (cid, confirm) = self.state.lock().setclientid(verf, id, cx.addr, cx.now)?;
         xdr::u64(out, cid);
         xdr::fixed(out, &confirm);
         Ok(())
@@ -124,11 +124,11 @@ impl Nfs4 {
             return Err(proto::BAD_STATEID);
         }
         let mut st = self.state.lock();
-        let s = st.stateid(sid, fh, false, cx.now)?;
-        let (open, mut access) = (s.open, s.access);
-        if let Some(open) = open {
-            access = st.get(&open).map_or(0, |o| o.access);
-        }
+        let f = st.stateid(sid, fh, false, cx.now)?;
+        let access = match f.sid.open {
+            Some(open) => st.get(f.clientid, open).map_or(0, |o| o.access),
+            None => f.sid.access,
+        };
         if io != Io::Read && access & ACCESS_WRITE == 0 {
             return Err(proto::OPENMODE);
         }
@@ -172,29 +172,14 @@ impl Nfs4 {
         let (fh, wcc, attrset) = self.open_file(cx, &dir, name, a)?;
         let (sid, confirm) = {
             let mut st = self.state.lock();
-            if let Some(other) = st
-                .opens_of(&fh)
-                .find(|s| s.owner != key && (s.deny & a.access != 0 || a.deny & s.access != 0))
-            {
-                tracing::debug!(?other.owner, "OPEN refused by a share reservation");
+            if st.share_conflict(&fh, &key, a.access, a.deny) {
+                tracing::debug!(owner = ?key.owner, "OPEN refused by a share reservation");
                 return Err(proto::SHARE_DENIED);
             }
-            let s = st.stateid_for(&key, fh, || Sid {
-                clientid: key.clientid,
-                owner: key.clone(),
-                fh,
-                seqid: 0,
-                access: 0,
-                deny: 0,
-                open: None,
-            })?;
-            s.seqid = s.seqid.wrapping_add(1);
-            s.access |= a.access;
-            s.deny |= a.deny;
-            let sid = (s.seqid, *other_of(&st, &key, &fh));
+            let (sid, _) = st.open_stateid(&key, fh, a.access, a.deny)?;
             (sid, !st.confirmed(&key))
         };
-        put_stateid(out, sid.0, &sid.1);
+        put_stateid(out, sid);
         cinfo(out, &wcc);
         // OPEN4_RESULT_LOCKTYPE_POSIX, and OPEN4_RESULT_CONFIRM for a new owner.
         xdr::u32(out, 4 | if confirm { 2 } else { 0 });
@@ -304,11 +289,11 @@ impl Nfs4 {
         let mut st = self.state.lock();
         // Any seqid of the stateid first, so a retransmission is recognised by its
         // owner's seqid and answered again; then the exact one.
-        let s = st.stateid(sid, &fh, false, cx.now)?;
-        if s.open.is_some() {
+        let f = st.stateid(sid, &fh, false, cx.now)?;
+        if f.sid.open.is_some() || f.sid.lock {
             return Err(proto::BAD_STATEID);
         }
-        let key = s.owner.clone();
+        let key = f.owner_key();
         if !sequence(&st, cx, &key, seqid)? {
             return Ok(());
         }
@@ -317,9 +302,8 @@ impl Nfs4 {
         }
         st.stateid(sid, &fh, true, cx.now)?;
         st.set_confirmed(&key);
-        let s = st.stateid(sid, &fh, true, cx.now)?;
-        s.seqid = s.seqid.wrapping_add(1);
-        put_stateid(out, s.seqid, &sid.other);
+        let next = st.bump(f.clientid, f.n).ok_or(proto::BAD_STATEID)?;
+        put_stateid(out, next);
         Ok(())
     }
 
@@ -334,18 +318,12 @@ impl Nfs4 {
     ) -> Result<(), Status> {
         let fh = cur(cx)?;
         let mut st = self.state.lock();
-        let key = open_owner(&mut st, sid, &fh, cx)?;
-        if !sequence(&st, cx, &key, seqid)? {
+        let f = open_owner(&mut st, sid, &fh, cx)?;
+        if !sequence(&st, cx, &f.owner_key(), seqid)? {
             return Ok(());
         }
-        let s = st.stateid(sid, &fh, true, cx.now)?;
-        if access == 0 || access & !s.access != 0 || deny & !s.deny != 0 {
-            return Err(proto::INVAL);
-        }
-        s.access = access;
-        s.deny = deny;
-        s.seqid = s.seqid.wrapping_add(1);
-        put_stateid(out, s.seqid, &sid.other);
+        st.stateid(sid, &fh, true, cx.now)?;
+        put_stateid(out, st.downgrade(f.clientid, f.n, access, deny)?);
         Ok(())
     }
 
@@ -360,21 +338,22 @@ impl Nfs4 {
     ) -> Result<(), Status> {
         let fh = cur(cx)?;
         let mut st = self.state.lock();
-        let key = open_owner(&mut st, sid, &fh, cx)?;
-        if !sequence(&st, cx, &key, seqid)? {
+        let f = open_owner(&mut st, sid, &fh, cx)?;
+        if !sequence(&st, cx, &f.owner_key(), seqid)? {
             return Ok(());
         }
-        let s = st.stateid(sid, &fh, true, cx.now)?;
-        let next = s.seqid.wrapping_add(1);
-        let lockers: Vec<OwnerKey> = st
-            .lock_stateids_of(&sid.other)
-            .map(|s| s.owner.clone())
-            .collect();
-        if st.holds_locks(&fh, |o| lockers.contains(o)) {
+        let now = st.stateid(sid, &fh, true, cx.now)?;
+        if st.open_holds_locks(f.clientid, f.n, &fh) {
             return Err(proto::LOCKS_HELD);
         }
-        st.remove(&sid.other);
-        put_stateid(out, next, &sid.other);
+        st.remove_stateid(f.clientid, f.n);
+        put_stateid(
+            out,
+            Stateid {
+                seqid: now.sid.seqid.wrapping_add(1),
+                other: sid.other,
+            },
+        );
         Ok(())
     }
 
@@ -391,18 +370,18 @@ impl Nfs4 {
     ) -> Result<(), Status> {
         let fh = cur(cx)?;
         let mut st = self.state.lock();
-        let (lock_key, open_other, first_seqid) = match *locker {
+        let (lock_key, open, first_seqid) = match *locker {
             Locker::New {
                 open_seqid,
                 open_stateid,
                 lock_seqid,
                 owner,
             } => {
-                let okey = open_owner(&mut st, &open_stateid, &fh, cx)?;
-                if !sequence(&st, cx, &okey, open_seqid)? {
+                let f = open_owner(&mut st, &open_stateid, &fh, cx)?;
+                if !sequence(&st, cx, &f.owner_key(), open_seqid)? {
                     return Ok(());
                 }
-                if owner.clientid != okey.clientid {
+                if owner.clientid != f.clientid {
                     return Err(proto::INVAL);
                 }
                 let key = OwnerKey {
@@ -410,17 +389,25 @@ impl Nfs4 {
                     clientid: owner.clientid,
                     owner: owner.owner.to_vec(),
                 };
-                (key, open_stateid.other, Some(lock_seqid))
+                (key, f, Some(lock_seqid))
             }
             Locker::Existing { stateid, seqid } => {
-                let s = st.stateid(&stateid, &fh, false, cx.now)?;
-                let Some(open) = s.open else {
+                let f = st.stateid(&stateid, &fh, false, cx.now)?;
+                let Some(open) = f.sid.open else {
                     return Err(proto::BAD_STATEID);
                 };
-                let key = s.owner.clone();
+                let key = f.owner_key();
                 if !sequence(&st, cx, &key, seqid)? {
                     return Ok(());
                 }
+                let open = Found {
+                    n: open,
+                    sid: st
+                        .get(f.clientid, open)
+                        .cloned()
+                        .ok_or(proto::BAD_STATEID)?,
+                    ..f
+                };
                 (key, open, None)
             }
         };
@@ -433,31 +420,27 @@ impl Nfs4 {
             denied(out, l);
             return Err(proto::DENIED);
         }
-        if let Some(open) = st.get(&open_other)
-            && write
-            && open.access & ACCESS_WRITE == 0
-        {
+        if write && open.sid.access & ACCESS_WRITE == 0 {
             // A write lock needs a file open for writing (as fcntl's F_WRLCK does).
             return Err(proto::OPENMODE);
         }
-        st.set_range(fh, &lock_key, start, end, Some(write))?;
-        let clientid = lock_key.clientid;
-        let s = st.stateid_for(&lock_key, fh, || Sid {
-            clientid,
-            owner: lock_key.clone(),
-            fh,
-            seqid: 0,
-            access: 0,
-            deny: 0,
-            open: Some(open_other),
-        })?;
-        s.seqid = s.seqid.wrapping_add(1);
-        let seqid = s.seqid;
-        let other = *other_of(&st, &lock_key, &fh);
+        let (_, made) = st.ensure_owner(&lock_key)?;
+        let granted = st
+            .set_range(fh, &lock_key, start, end, Some(write))
+            .and_then(|()| st.lock_stateid(&lock_key, fh, open.n));
+        let sid = match granted {
+            Ok(sid) => sid,
+            Err(e) => {
+                if made {
+                    st.drop_owner(&lock_key);
+                }
+                return Err(e);
+            }
+        };
         if let Some(first) = first_seqid {
             st.seq_seed(&lock_key, first)?;
         }
-        put_stateid(out, seqid, &other);
+        put_stateid(out, sid);
         Ok(())
     }
 
@@ -497,19 +480,17 @@ impl Nfs4 {
     ) -> Result<(), Status> {
         let fh = cur(cx)?;
         let mut st = self.state.lock();
-        let s = st.stateid(sid, &fh, false, cx.now)?;
-        if s.open.is_none() {
+        let f = st.stateid(sid, &fh, false, cx.now)?;
+        if f.sid.open.is_none() {
             return Err(proto::BAD_STATEID);
         }
-        let key = s.owner.clone();
+        let key = f.owner_key();
         if !sequence(&st, cx, &key, seqid)? {
             return Ok(());
         }
         let (start, end) = range(offset, length)?;
         st.set_range(fh, &key, start, end, None)?;
-        let s = st.stateid(sid, &fh, false, cx.now)?;
-        s.seqid = s.seqid.wrapping_add(1);
-        put_stateid(out, s.seqid, &sid.other);
+        put_stateid(out, st.bump(f.clientid, f.n).ok_or(proto::BAD_STATEID)?);
         Ok(())
     }
 
@@ -524,21 +505,16 @@ impl Nfs4 {
     }
 }
 
-/// The open owner of an open stateid of `fh` (any seqid not newer than the current:
-/// the exact check follows the seqid check, so a retransmission is recognised first).
-fn open_owner(st: &mut State, sid: &Stateid, fh: &Fh, cx: &Ctx<'_>) -> Result<OwnerKey, Status> {
-    let s = st.stateid(sid, fh, false, cx.now)?;
-    if s.open.is_some() {
+/// The open stateid of `fh` a request names, with its owner confirmed (any seqid not
+/// newer than the current: the exact check follows the seqid check, so a
+/// retransmission is recognised first).
+fn open_owner(st: &mut State, sid: &Stateid, fh: &Fh, cx: &Ctx<'_>) -> Result<Found, Status> {
+    let f = st.stateid(sid, fh, false, cx.now)?;
+    if f.sid.open.is_some() || f.sid.lock {
         return Err(proto::BAD_STATEID);
     }
-    let key = s.owner.clone();
-    if !st.confirmed(&key) {
+    if !st.confirmed(&f.owner_key()) {
         return Err(proto::BAD_STATEID);
     }
-    Ok(key)
-}
-
-/// The `other` of the stateid `key` holds on `fh` (just made or found).
-fn other_of<'s>(st: &'s State, key: &OwnerKey, fh: &Fh) -> &'s [u8; 12] {
-    st.other_of(key, fh).unwrap_or(&[0; 12])
+    Ok(f)
 }

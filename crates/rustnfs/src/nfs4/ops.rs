@@ -66,6 +66,7 @@ impl Nfs4 {
         Obj {
             attr,
             fh: Some(fh.to_wire(self.fs.generation())),
+            lease: self.lease_secs,
         }
     }
 
@@ -250,6 +251,7 @@ impl Nfs4 {
             let obj = Obj {
                 attr: &a,
                 fh: efh.map(|f| f.to_wire(generation)),
+                lease: self.lease_secs,
             };
             attr::encode(&mut ent, want, &obj, || self.fs.fsstat(&fh).ok());
             // The reply's size as maxcount counts it: verifier, entries, the list's end

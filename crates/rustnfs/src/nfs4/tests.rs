@@ -15,7 +15,7 @@ fn server(dir: &std::path::Path) -> Nfs4 {
 fn server_started(dir: &std::path::Path, nanos: u64) -> Nfs4 {
     let registry = Registry::new("t");
     let fs = DirFs::open(&Config::new(dir), registry.clone()).unwrap();
-    Nfs4::new(fs, registry, nanos.to_be_bytes())
+    Nfs4::new(fs, registry, nanos.to_be_bytes(), Settings::default())
 }
 
 fn root() -> Caller {
@@ -126,7 +126,7 @@ impl Reply {
 
 fn run(s: &Nfs4, args: &[u8]) -> Reply {
     let mut out = Vec::new();
-    s.call(1, &root(), args, &mut out)
+    s.call(1, &root(), Conn::LOCAL, args, &mut out)
         .ok()
         .expect("a COMPOUND result");
     assert!(
@@ -525,13 +525,13 @@ fn minor_versions_other_than_zero_are_refused() {
     }
     // NULL, and the procedures version 4 does not have.
     let mut out = Vec::new();
-    assert!(s.call(0, &root(), &[], &mut out).is_ok());
+    assert!(s.call(0, &root(), Conn::LOCAL, &[], &mut out).is_ok());
     assert!(matches!(
-        s.call(0, &root(), &[0; 4], &mut out),
+        s.call(0, &root(), Conn::LOCAL, &[0; 4], &mut out),
         Err(Reject::Garbage)
     ));
     assert!(matches!(
-        s.call(2, &root(), &[], &mut out),
+        s.call(2, &root(), Conn::LOCAL, &[], &mut out),
         Err(Reject::ProcUnavail)
     ));
 }
@@ -616,7 +616,7 @@ fn malformed_and_oversized_arguments_are_errors() {
             m[i] = (x >> 32) as u8;
         }
         let mut out = Vec::new();
-        let _ = s.call(1, &root(), &m, &mut out);
+        let _ = s.call(1, &root(), Conn::LOCAL, &m, &mut out);
         assert!(out.len() <= Nfs4::reply_bound(&m));
     }
 }
