@@ -619,11 +619,6 @@ fn probe_once(addr: SocketAddr, want: &[u8], n: u64) -> Probe {
     p
 }
 
-/// The server's resident set in MiB.
-fn rss_mib(server: &crate::support::server::ServerProc) -> f64 {
-    let pid = server.pid().unwrap() as u32;
-    lab::sampler::rss_bytes(pid).unwrap() as f64 / (1024.0 * 1024.0)
-}
 
 /// Waits until `done` stops growing for a second (the flood reached its limits), at
 /// most `limit`; returns what it reached.
@@ -705,51 +700,109 @@ fn flood_row(flood: Flood, dir: &Path, victim: &[u8], tag: &str) -> (String, boo
         .rust_log("error")
         .start();
     std::thread::sleep(Duration::from_millis(300));
-    let quiet = probe(server.addr(), victim);
-    assert!(quiet.failure.is_none(), "quiet probe: {quiet:?}");
-    let idle = rss_mib(&server);
+    let pid = server.pid().unwrap() as u32;
     let mut line = String::new();
     for attempt in 1..=3 {
-        let running = start_flood(flood, server.addr(), &format!("{tag}-{attempt}"));
-        if flood == Flood::Purge {
-            std::thread::sleep(Duration::from_secs(4));
-        }
-        let made = saturate(&running.done, Duration::from_secs(30));
-        let mut probes: Vec<Probe> = (1..=3).map(|_| probe(server.addr(), victim)).collect();
-        let held = rss_mib(&server);
-        running.end();
-        probes.sort_by_key(Probe::worst);
-        let p = probes[1].clone();
-        let failed = probes.iter().find_map(|p| p.failure.clone());
-        // The flood is silent now: after its lease (and the once-a-second sweep, run by
-        // the next COMPOUND) its state is freed and the memory given back.
-        let until = Instant::now() + Duration::from_secs(LEASE_SECS * 2 + 6);
-        let mut after = rss_mib(&server);
-        while after > idle + 4.0 && Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(500));
-            if let Ok(mut c) = V4::connect_from(VICTIM, server.addr()) {
-                c.compound(&Ops::new().putrootfh());
-            }
-            after = rss_mib(&server);
-        }
-        line = format!(
-            "| {flood:?} (attempt {attempt}) | {made} | {:.2?} / {:.2?} / {:.2?}{} | {idle:.1} → {held:.1} → {after:.1} MiB |",
-            p.setclientid,
-            p.open,
-            p.read,
-            failed
-                .as_deref()
-                .map(|f| format!(" FAILED {f}"))
-                .unwrap_or_default(),
+        let (l, ok) = flood_once(
+            flood,
+            server.addr(),
+            pid,
+            victim,
+            &format!("{tag}-{attempt}"),
+            true,
         );
+        line = format!("{l} (attempt {attempt})");
         eprintln!("{line}");
-        let over = failed.is_some()
-            || p.worst() > WITHIN
-            || held > idle + ONE_ADDRESS_MIB + SLACK_MIB
-            || after > idle + 4.0;
-        if !over {
+        if ok {
             return (line, true);
         }
     }
     (line, false)
+}
+
+/// One flood against the server at `addr` (process `pid`): the quiet probe, the flood
+/// until it stops making state, three probes beside it, and (`expire`) the wait for its
+/// leases to run out. Its table line, and whether it met the bounds.
+fn flood_once(
+    flood: Flood,
+    addr: SocketAddr,
+    pid: u32,
+    victim: &[u8],
+    tag: &str,
+    expire: bool,
+) -> (String, bool) {
+    let rss = || lab::sampler::rss_bytes(pid).unwrap() as f64 / (1024.0 * 1024.0);
+    let quiet = probe(addr, victim);
+    assert!(quiet.failure.is_none(), "quiet probe: {quiet:?}");
+    let idle = rss();
+    let running = start_flood(flood, addr, tag);
+    if flood == Flood::Purge {
+        std::thread::sleep(Duration::from_secs(4));
+    }
+    let made = saturate(&running.done, Duration::from_secs(30));
+    let mut probes: Vec<Probe> = (1..=3).map(|_| probe(addr, victim)).collect();
+    let held = rss();
+    running.end();
+    probes.sort_by_key(Probe::worst);
+    let p = probes[1].clone();
+    let failed = probes.iter().find_map(|p| p.failure.clone());
+    // The flood is silent now: after its lease (and the once-a-second sweep, run by the
+    // next COMPOUND) its state is freed and the memory given back.
+    let mut after = rss();
+    if expire {
+        let until = Instant::now() + Duration::from_secs(LEASE_SECS * 2 + 6);
+        while after > idle + 4.0 && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(500));
+            if let Ok(mut c) = V4::connect_from(VICTIM, addr) {
+                c.compound(&Ops::new().putrootfh());
+            }
+            after = rss();
+        }
+    }
+    let line = format!(
+        "| {flood:?} | {made} | {:.2?} / {:.2?} / {:.2?}{} | {idle:.1} → {held:.1} → {after:.1} MiB |",
+        p.setclientid,
+        p.open,
+        p.read,
+        failed
+            .as_deref()
+            .map(|f| format!(" FAILED {f}"))
+            .unwrap_or_default(),
+    );
+    let ok = failed.is_none()
+        && p.worst() <= WITHIN
+        && held <= idle + ONE_ADDRESS_MIB + SLACK_MIB
+        && (!expire || after <= idle + 4.0);
+    (line, ok)
+}
+
+/// The same floods against NFS-Ganesha, for the note beside the table above (not a
+/// judgement: Ganesha's caps are its own): `cargo test --test tests
+/// nfs4_state::floods_against_ganesha -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement for the note, about two minutes"]
+fn floods_against_ganesha() {
+    let mut table = String::from(
+        "| flood from one address (Ganesha) | state made | victim SETCLIENTID / OPEN / 10 MiB read | RSS idle → during |\n| --- | ---: | --- | --- |\n",
+    );
+    let victim = lab::dataset::pseudo_random_bytes(10 << 20, 31);
+    for flood in [
+        Flood::OpenOwners,
+        Flood::Unconfirmed,
+        Flood::Locks,
+        Flood::Purge,
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("victim.bin"), &victim).unwrap();
+        std::fs::write(dir.path().join("f"), b"flooded").unwrap();
+        let Some(g) = ganesha::start_v4(dir.path()) else {
+            return;
+        };
+        let tag = format!("g{}", std::process::id());
+        let (line, _) = flood_once(flood, g.addr, g.pid(), &victim, &tag, false);
+        eprintln!("{line}");
+        table.push_str(&line);
+        table.push('\n');
+    }
+    eprintln!("{table}");
 }
