@@ -2,19 +2,25 @@
 //! NFSv3 export through its own client, timing every request to its last body byte.
 //!
 //! # Layout
-//! - [`config`]: [`Config`], [`Backend`], [`AccessLog`] — what to serve and the limits.
+//! - [`config`]: [`Config`], [`Backend`], [`AccessLog`] — what to serve and the limits;
+//!   the response shaping (`--header`, `--cache-control`, ...) checked into header values.
 //! - [`server`]: [`serve`] — accept loop, connection cap, timeouts, graceful shutdown;
 //!   [`serve_metrics`] (the `service` crate's endpoint, shared with rustnfs, with the data
 //!   cache's values added); [`run`] is what the binary calls.
 //! - `path`: request path → safe components (`..`, `%2f`, `\`, NUL refused).
 //! - [`storage`]: the [`storage::Storage`] trait with the local (`openat2`
 //!   `RESOLVE_BENEATH`) and NFS (pooled `nfsclient`, attribute cache) backends.
-//! - `respond`: GET/HEAD, conditional requests, single ranges, index.html, listings.
+//! - `respond`: GET/HEAD, conditional requests, ranges, index.html, listings; the
+//!   fields of a file's 200, built once for both paths.
 //! - `body`: the response body — inline bytes, zero-copy `sendfile` markers, or chunked
 //!   reads (pipelined over NFS) — and the per-request timer recorded when the last
 //!   frame has been written.
+//! - `stream_budget`: the bytes streamed bodies may hold between storage and socket,
+//!   one set per server whose storage streams.
+//! - `cache_stats`: the NFS data cache's counters, for the metrics endpoint.
 //! - `fast`: plain keep-alive GET/HEAD of small cached files answered before hyper, byte
-//!   for byte as the normal path would; anything else hands the connection to hyper.
+//!   for byte as the normal path would (its response head comes from `respond`'s field
+//!   builder, kept with the cached file); anything else hands the connection to hyper.
 //! - `conn_io`: the socket wrapper doing `sendfile` for marker frames and the idle
 //!   timeout.
 //! - `timing`: phases (`meta`, `read`, `send`, `total`) into `latency`, access log lines.
@@ -23,6 +29,7 @@
 //! - [`health`]: `--healthcheck`, a `HEAD /` to the running server.
 
 mod body;
+mod cache_stats;
 pub mod cli;
 pub mod config;
 mod conn_io;
@@ -34,6 +41,7 @@ mod path;
 mod respond;
 pub mod server;
 pub mod storage;
+mod stream_budget;
 mod timing;
 
 /// Entry points for the fuzz targets under `fuzz/` (not a stable API).

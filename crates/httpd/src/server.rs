@@ -120,7 +120,7 @@ pub async fn serve(
         storage,
         recorder: Arc::new(Recorder::new(registry, log_tx).with_format(config.access_log_format)),
         list_dirs: config.list_dirs,
-        shaping: respond::Shaping::new(&config.http).map_err(Error::Config)?,
+        shaping: crate::config::Shaping::new(&config.http).map_err(Error::Config)?,
         // Local files, and NFS files held in the data cache (memfds).
         sendfile: config.sendfile,
         inline_limit: config.inline_limit,

@@ -35,8 +35,9 @@ use nfsclient::{Attr, Client, ClientConfig, FileHandle, FileKind, NfsUrl, PipedD
 use parking_lot::Mutex;
 
 use super::cache_file::CopyStore;
-use super::data_cache::{CacheStats, DataCache, Validator};
+use super::data_cache::{DataCache, Validator};
 use super::{Chunk, Entry, Handle, Kind, ListEntry, Meta, OpenFile, Storage, StorageError};
+use crate::cache_stats::CacheStats;
 
 /// Entries beyond this make the cache start over (a crude but bounded policy).
 const CACHE_MAX: usize = 100_000;
@@ -136,8 +137,8 @@ pub struct NfsStorage {
     files: Option<DataCache>,
     /// The per-open revalidations of the data cache, shared between concurrent opens.
     revalidations: Revalidations,
-    /// What this server's streamed bodies may hold (see [`crate::body::StreamBudgets`]).
-    budgets: Arc<crate::body::StreamBudgets>,
+    /// What this server's streamed bodies may hold (see [`crate::stream_budget::StreamBudgets`]).
+    budgets: Arc<crate::stream_budget::StreamBudgets>,
     ttl: Duration,
     chunk: usize,
     read_ahead: usize,
@@ -223,7 +224,7 @@ impl NfsStorage {
             data: Mutex::new(SmallFiles::default()),
             files,
             revalidations: Revalidations::default(),
-            budgets: crate::body::StreamBudgets::new(),
+            budgets: crate::stream_budget::StreamBudgets::new(),
             ttl,
             read_ahead,
             splice: false,
@@ -665,7 +666,7 @@ impl Storage for NfsStorage {
         self.splice
     }
 
-    fn stream_budgets(&self) -> Arc<crate::body::StreamBudgets> {
+    fn stream_budgets(&self) -> Arc<crate::stream_budget::StreamBudgets> {
         self.budgets.clone()
     }
 
