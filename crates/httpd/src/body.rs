@@ -1003,7 +1003,7 @@ impl http_body::Body for FileBody {
                         Poll::Ready(Some(Ok(this.frame(data, Some(ticket)))))
                     }
                     Ok(Err(e)) => {
-                        tracing::warn!(error = %e, "read failed mid-body; closing the connection");
+                        tracing::warn!(error = %crate::error_chain::Chain(&e), "read failed mid-body; closing the connection");
                         Poll::Ready(Some(Err(std::io::Error::other(e))))
                     }
                     Err(e) => Poll::Ready(Some(Err(std::io::Error::other(e)))),

@@ -33,6 +33,7 @@ mod cache_stats;
 pub mod cli;
 pub mod config;
 mod conn_io;
+mod error_chain;
 mod fast;
 pub mod health;
 mod listing;
@@ -50,6 +51,7 @@ pub use respond::fuzzing;
 
 pub use body::MARKER_LEN as SENDFILE_FRAME_MAX;
 pub use config::{AccessLog, AccessLogFormat, Backend, Config, HttpOptions};
+pub use error_chain::{Chain, io_reason};
 pub use server::{run, serve, serve_metrics};
 
 /// Errors that stop the server from starting or running. Each `Display` is one line
@@ -62,18 +64,13 @@ pub enum Error {
         path: std::path::PathBuf,
         err: std::io::Error,
     },
-    /// The NFS export cannot be mounted, or the server cannot be reached.
-    #[error("--nfs {url}: {source}")]
+    /// The NFS export cannot be mounted, the server cannot be reached, or the served path
+    /// is missing or not a directory.
+    #[error("--nfs {url}")]
     Nfs {
         url: String,
-        source: nfsclient::Error,
-    },
-    /// The NFS export was mounted but the served path is missing or not a directory.
-    #[error("--nfs {url}: path /{path} {reason} on the NFS server")]
-    NfsRoot {
-        url: String,
-        path: String,
-        reason: &'static str,
+        #[source]
+        source: storage::nfs::ConnectError,
     },
     /// A listening address cannot be bound (`flag` is `--listen` or `--metrics`).
     #[error("{flag} {addr}: {}", io_reason(err))]
@@ -89,10 +86,11 @@ pub enum Error {
         err: std::io::Error,
     },
     /// `--nfs-data-cache-dir` cannot hold the data cache's copies.
-    #[error("--nfs-data-cache-dir {}: {reason}", path.display())]
+    #[error("--nfs-data-cache-dir {}", path.display())]
     DataCacheDir {
         path: std::path::PathBuf,
-        reason: String,
+        #[source]
+        source: storage::cache_file::CacheDirError,
     },
     /// A configuration value is out of range.
     #[error("invalid configuration: {0}")]
@@ -106,25 +104,4 @@ pub enum Error {
     /// `--healthcheck` found the server not answering.
     #[error("unhealthy: {0}")]
     Unhealthy(String),
-}
-
-/// An I/O error as a short lowercase phrase ("address already in use"), without the
-/// `(os error N)` suffix that tells a user nothing more.
-pub fn io_reason(e: &std::io::Error) -> String {
-    use std::io::ErrorKind as K;
-    let text = match e.kind() {
-        K::AddrInUse => "address already in use",
-        K::AddrNotAvailable => "address not available on this host",
-        K::PermissionDenied => "permission denied",
-        K::NotFound => "no such file or directory",
-        K::NotADirectory => "not a directory",
-        _ => {
-            let s = e.to_string();
-            return match s.find(" (os error ") {
-                Some(i) => s[..i].to_string(),
-                None => s,
-            };
-        }
-    };
-    text.to_string()
 }

@@ -170,7 +170,8 @@ impl Ctx {
 
     fn error(&self, e: &StorageError, meta: Duration) -> Response<FileBody> {
         if e.status() >= 500 {
-            tracing::warn!(path = %self.info.path, error = %e, "storage error");
+            let error = crate::error_chain::Chain(e);
+            tracing::warn!(path = %self.info.path, %error, "storage error");
         }
         let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         self.text(Class::Error, status, meta, &[])

@@ -153,7 +153,7 @@ impl DataCache {
         warned.0 = Some(now);
         drop(warned);
         tracing::warn!(
-            error = %crate::io_reason(error),
+            error = %crate::error_chain::io_reason(error),
             store = %self.store.describe(),
             suppressed_since_last = earlier,
             "nfs data cache: a fill failed on the local copy; serving the file over the wire, uncached"
@@ -382,7 +382,7 @@ mod tests {
         // A failed fill gives its reservation back.
         let failed = cache
             .get_or_fill(b"e", valid(4, 50, 1), || async {
-                Err(StorageError::BadGateway("gone".into()))
+                Err(StorageError::EndedEarly { at: 0, missing: 50 })
             })
             .await;
         assert!(failed.is_err());

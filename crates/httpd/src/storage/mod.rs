@@ -141,16 +141,23 @@ pub enum StorageError {
     #[error("forbidden: {0}")]
     Forbidden(&'static str),
     /// 503: the NFS server cannot be reached.
-    #[error("storage unavailable: {0}")]
-    Unavailable(String),
+    #[error("storage unavailable")]
+    Unavailable(#[source] nfsclient::Error),
     /// 502: the NFS server broke the connection or answered with an error.
-    #[error("bad gateway: {0}")]
-    BadGateway(String),
+    #[error("bad gateway")]
+    BadGateway(#[source] nfsclient::Error),
+    /// 502: a READ answered no data before the end the file's size promised (the file
+    /// shrank on the server).
+    #[error("bad gateway: file ended at {at} while {missing} bytes were expected")]
+    EndedEarly { at: u64, missing: u64 },
+    /// 502: a READ answered more bytes than were asked for (the server ignored `count`).
+    #[error("bad gateway: READ returned {got} bytes where {asked} were asked for")]
+    ReadTooLong { got: usize, asked: usize },
     /// 504: the NFS server did not answer in time.
-    #[error("storage timeout: {0}")]
-    Timeout(String),
+    #[error("storage timeout")]
+    Timeout(#[source] nfsclient::Error),
     /// 500: a local I/O error.
-    #[error("I/O error: {0}")]
+    #[error("I/O error")]
     Io(#[from] std::io::Error),
 }
 
@@ -161,7 +168,9 @@ impl StorageError {
             StorageError::NotFound => 404,
             StorageError::Forbidden(_) => 403,
             StorageError::Unavailable(_) => 503,
-            StorageError::BadGateway(_) => 502,
+            StorageError::BadGateway(_)
+            | StorageError::EndedEarly { .. }
+            | StorageError::ReadTooLong { .. } => 502,
             StorageError::Timeout(_) => 504,
             StorageError::Io(_) => 500,
         }
