@@ -307,16 +307,19 @@ pub fn run(mut args: CompareArgs) -> anyhow::Result<()> {
         );
         (Some(report), dir)
     };
+    if let Some(report) = &report {
+        crate::page::write(&dir, Some(report), None)?;
+    }
     if containers.wanted() || containers.containers_only {
-        let (md, figures) = crate::containers::run(
+        let c = crate::containers::run(
             &containers,
             &crate::containers::Workloads::of(&options),
             &dir,
         )
         .context("servelab compare --containers failed")?;
-        print!("{md}");
+        print!("\n{}", crate::containers::markdown::render(&c));
         // One page for the whole run: the comparison (when it ran) and the containers.
-        crate::compare::output::write_html(report.as_ref(), Some((&md, &figures)), &dir)?;
+        crate::page::write(&dir, report.as_ref(), Some(&c))?;
         println!(
             "\nWritten: {}/containers.md, containers.json, report.html.",
             dir.display()

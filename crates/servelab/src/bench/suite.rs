@@ -360,25 +360,25 @@ impl<'a> Suite<'a> {
         let took = self.started.elapsed();
         drop(self.servers);
         let (opts, out) = (self.opts, &self.out);
-        let setup = setup::setup_note(
-            &self.env,
+        let setup = setup::setup_note(&setup::Setup {
+            env: &self.env,
             opts,
-            &self.info,
-            &self.load_before,
-            &load_after,
+            info: &self.info,
+            load_before: &self.load_before,
+            load_after: &load_after,
             took,
-            &self.notes,
-        );
+            notes: &self.notes,
+        });
         write(out, "setup.md", setup.clone())?;
         write(out, "results.csv", record::csv(&self.rows))?;
-        let md = summary::render(
-            &self.rows,
-            &self.skipped,
-            &self.env,
+        let md = summary::render(&summary::Summary {
+            rows: &self.rows,
+            skipped: &self.skipped,
+            env: &self.env,
             opts,
-            &self.load_before,
-            &load_after,
-        );
+            load_before: &self.load_before,
+            load_after: &load_after,
+        });
         // report.html: the summary, then the setup, as one page that works offline.
         let page = format!("{md}\n{}", demote_title(&setup));
         crate::html::write_report(out, "servelab bench", &page, &[])?;

@@ -8,6 +8,16 @@ use serde::{Deserialize, Serialize};
 use lab::dataset::DatasetInfo;
 use lab::environment::{Environment, Noise};
 
+/// The scenario every Δ% and ratio is computed against.
+pub const REFERENCE_SCENARIO: &str = "B (local)";
+
+/// Scenario A as the question puts it: httpd reading every byte through rustnfs.
+pub const A_SCENARIO: &str = "A (NFS: rustnfs)";
+
+/// Scenario A with httpd's client data cache: the row comparable to the original
+/// experiment, whose httpd read through a kernel NFS mount with a page cache.
+pub const CLIENT_CACHE_SCENARIO: &str = "A (NFS: rustnfs, client cache — like a kernel mount)";
+
 /// Bumped when a field changes meaning or goes away.
 pub const SCHEMA_VERSION: u32 = 1;
 

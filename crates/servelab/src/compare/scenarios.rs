@@ -10,16 +10,9 @@ use std::path::{Path, PathBuf};
 use lab::peers::{Baseline, ExternalServer};
 
 use super::link::{self, Link, LinkPath, LinkSpec};
-use super::markdown::REFERENCE_SCENARIO;
+use super::model::{A_SCENARIO, CLIENT_CACHE_SCENARIO, REFERENCE_SCENARIO};
 use super::netns;
 use crate::ours::ServerProcess;
-
-/// Scenario A as the question puts it: httpd reading every byte through rustnfs.
-pub const A_SCENARIO: &str = "A (NFS: rustnfs)";
-
-/// Scenario A with httpd's client data cache: the row comparable to the original
-/// experiment, whose httpd read through a kernel NFS mount with a page cache.
-pub const CLIENT_CACHE_SCENARIO: &str = "A (NFS: rustnfs, client cache — like a kernel mount)";
 
 /// The data cache size of [`CLIENT_CACHE_SCENARIO`]: room for the whole default dataset.
 const DATA_CACHE: &str = "256M";

@@ -12,7 +12,7 @@ use std::process::{Child, Command, Stdio};
 use loadgen::NfsWorkload;
 
 use super::docker;
-use super::report::FsRow;
+use super::model::FsRow;
 
 /// The two workloads: (label, loadgen workload, path under the scratch directory).
 const WORKLOADS: [(&str, NfsWorkload, &str); 2] = [

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use lab::sampler::tree_rss_bytes;
 use loadgen::Schedule;
 
-use super::report::Point;
+use super::model::Point;
 use crate::measure::Load;
 
 /// True when the ELF file has no program interpreter (statically linked).

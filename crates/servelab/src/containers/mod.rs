@@ -13,8 +13,9 @@
 //! - [`sysbench`]: the host's sysbench bundled with its libraries into each container.
 //! - [`fs`]: the file-system workloads on the host, through a bind mount and over NFS.
 //! - [`serving`]: which processes and cgroups serve each cell (for CPU per request).
+//! - [`model`]: the results as data (`containers.json`).
 //! - [`answer`]: A vs B in each place and each container vs the host, with intervals.
-//! - [`report`]: the results as data, markdown and SVG.
+//! - [`markdown`], [`plots`]: `containers.md` and the SVG plots; [`output`] writes them.
 //!
 //! [`run`] goes phase by phase over a run context: deploy every column, check the bytes,
 //! the original tables, memory, sysbench, the CPU × clients sweep, the workers sweep,
@@ -26,8 +27,11 @@ pub mod docker;
 pub mod fs;
 pub mod host;
 pub mod lxd;
+pub mod markdown;
+pub mod model;
 pub mod options;
-pub mod report;
+pub mod output;
+pub mod plots;
 pub mod serving;
 pub mod sysbench;
 
@@ -44,7 +48,7 @@ use host::{HostHttpd, host_rss, load, make_world_readable, static_bin, wait_http
 use options::{Engine, Plan};
 
 use crate::measure::error_text;
-use report::*;
+use model::*;
 
 /// Where httpd runs and how to reach its two scenarios.
 struct Target {
@@ -64,12 +68,8 @@ struct Cell {
 }
 
 /// Runs the container comparison and the sweeps; writes containers.md/.json and the
-/// scaling plots into `out_dir` and returns the markdown.
-pub fn run(
-    args: &ContainerArgs,
-    w: &Workloads,
-    out_dir: &Path,
-) -> anyhow::Result<(String, Vec<crate::html::Figure>)> {
+/// plots into `out_dir` and returns the results.
+pub fn run(args: &ContainerArgs, w: &Workloads, out_dir: &Path) -> anyhow::Result<ContainerReport> {
     let mut run = Run::deploy(args, w)?;
     run.check_bytes()?;
     run.warm_up();
@@ -675,7 +675,7 @@ impl<'a> Run<'a> {
     }
 
     /// The settings line, then the containers go and the files are written.
-    fn finish(mut self, out_dir: &Path) -> anyhow::Result<(String, Vec<crate::html::Figure>)> {
+    fn finish(mut self, out_dir: &Path) -> anyhow::Result<ContainerReport> {
         let w = self.w;
         self.rep.loadavg_after = crate::results::loadavg();
         self.rep.settings = format!(
@@ -702,7 +702,8 @@ impl<'a> Run<'a> {
         ));
         let rep = std::mem::take(&mut self.rep);
         drop(self);
-        report::write(&rep, out_dir)
+        output::write(&rep, out_dir)?;
+        Ok(rep)
     }
 }
 

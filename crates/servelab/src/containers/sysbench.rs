@@ -10,8 +10,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use super::model::{ContainerReport, SysbenchRow};
 use super::options::{ContainerArgs, Workloads};
-use super::report::{ContainerReport, SysbenchRow};
 use super::{docker, lxd};
 use crate::stats::median;
 

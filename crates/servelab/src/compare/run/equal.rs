@@ -10,9 +10,9 @@ use lab::environment::Noise;
 use loadgen::Schedule;
 
 use super::RunContext;
-use crate::compare::markdown::REFERENCE_SCENARIO;
+use crate::compare::model::{A_SCENARIO, REFERENCE_SCENARIO};
 use crate::compare::model::{EqualLoadRow, RunNoise};
-use crate::compare::scenarios::{A_SCENARIO, HttpScenario};
+use crate::compare::scenarios::HttpScenario;
 use crate::measure::{Load, rotation};
 use crate::stats;
 

@@ -15,11 +15,11 @@ use loadgen::Schedule;
 use super::{RunContext, drop_caches};
 use crate::compare::answer;
 use crate::compare::crosscheck::Reference;
-use crate::compare::markdown::REFERENCE_SCENARIO;
+use crate::compare::model::{A_SCENARIO, REFERENCE_SCENARIO};
 use crate::compare::model::{ByteCheck, CLIENT_BOUND_BUSY, ClientLoad, Cost, RunNoise, Skipped};
 use crate::compare::options::CpuSplit;
 use crate::compare::rows::{self, HttpRuns};
-use crate::compare::scenarios::{A_SCENARIO, HttpScenario};
+use crate::compare::scenarios::HttpScenario;
 use crate::measure::{Load, interleave, rotation};
 
 /// One HTTP workload: what every scenario is asked to serve.
