@@ -1103,7 +1103,9 @@ fn nfs_unreachable_at_start_is_a_clear_error() {
             async {},
         ))
         .unwrap_err();
-    assert!(err.to_string().contains("unreachable"), "{err}");
+    let line = httpd::Chain(&err).to_string();
+    assert!(line.starts_with("--nfs nfs://"), "{line}");
+    assert!(line.contains("unreachable"), "{line}");
 }
 
 // ---- start-up errors (the built binaries) ------------------------------------------------

@@ -919,7 +919,7 @@ impl FileBody {
         let chunk = match res {
             Ok(Ok(chunk)) => chunk,
             Ok(Err(e)) => {
-                let error = crate::error_chain::Chain(&e);
+                let error = service::Chain(&e);
                 tracing::warn!(%error, "read failed mid-body; closing the connection");
                 return Poll::Ready(Some(Err(io::Error::other(e))));
             }
