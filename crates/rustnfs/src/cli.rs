@@ -9,7 +9,8 @@ use clap::Parser;
 use crate::Error;
 use crate::config::{Config, Squash, parse_allow, parse_bool, parse_squash};
 
-/// rustnfs: an instrumented userspace NFSv3 and NFSv4.0 server exporting one directory.
+/// rustnfs: an instrumented userspace NFSv3 and NFSv4 (4.0, 4.1, 4.2) server exporting one
+/// directory.
 ///
 /// NFSv3, NFSv4, MOUNT and a portmapper answer on one TCP port, so v3 clients pass it as
 /// both `port=` and `mountport=`; v4 clients mount `host:/`. Environment variables use

@@ -1,5 +1,5 @@
-//! rustnfs: an instrumented userspace NFSv3 and NFSv4.0 server that exports a real
-//! directory.
+//! rustnfs: an instrumented userspace NFSv3 and NFSv4 (4.0, 4.1, 4.2) server that
+//! exports a real directory.
 //!
 //! # Layout
 //! - [`config`]: the validated [`Config`] and parsing of its user-facing spellings.
@@ -9,9 +9,10 @@
 //!   and hands every other admitted call to `nfs`.
 //! - `nfs`: the NFSv3, MOUNT and portmapper procedures — bounded XDR decoding, a call
 //!   to [`fs`], the reply built with `nfs3_types`, per-procedure timing.
-//! - `nfs4`: NFSv4.0 (program 100003 version 4) on the same port and file system:
-//!   COMPOUND with its own bounded XDR, attributes, and the state of clients, opens and
-//!   locks (leases; no grace period, no delegations).
+//! - `nfs4`: NFSv4.0, 4.1 and 4.2 (program 100003 version 4) on the same port and file
+//!   system: COMPOUND with its own bounded XDR, attributes, sessions, and the state of
+//!   clients, opens and locks, capped per client, per address and in total (leases; no
+//!   grace period, no delegations).
 //! - [`fs`]: the exported directory — a jail resolved beneath fds, with restart-stable
 //!   handles and an open-file LRU.
 //! - [`health`]: `--healthcheck`, an RPC NULL call to the running server.
@@ -50,7 +51,7 @@ use tracing::info;
 pub use config::Config;
 pub use error::{Error, nfsstat_from_io};
 
-/// Serves NFSv3, NFSv4.0, MOUNT and portmap GETPORT on an already-bound `listener` until `shutdown`
+/// Serves NFSv3, NFSv4 (4.0, 4.1, 4.2), MOUNT and portmap GETPORT on an already-bound `listener` until `shutdown`
 /// resolves, recording every call into `registry` (op = procedure, phase `total` for the
 /// whole RPC and `vfs` for the file-system work, status `ok` or the error name).
 /// On shutdown it stops accepting and lets connections finish their calls (bounded).
@@ -70,7 +71,7 @@ pub async fn serve(
         squash = ?config.squash,
         acts_as_caller = fs.acts_as_caller(),
         sync = config.sync_writes,
-        "serving NFSv3 and NFSv4.0 (mount with port={p},mountport={p}; v4: -t nfs4 host:/)",
+        "serving NFSv3 and NFSv4.0-4.2 (v3: mount with port={p},mountport={p}; v4: host:/, port={p})",
         p = local.port()
     );
     let max = config.max_connections.max(1);

@@ -456,3 +456,50 @@ pub fn give_back_memory() {
         libc::malloc_trim(0);
     }
 }
+
+/// `lseek(SEEK_DATA)` (or `SEEK_HOLE` when `hole`): the next data or hole at or after
+/// `offset`; `ENXIO` past the last.
+pub fn seek_data(fd: BorrowedFd<'_>, offset: i64, hole: bool) -> io::Result<u64> {
+    let whence = if hole {
+        libc::SEEK_HOLE
+    } else {
+        libc::SEEK_DATA
+    };
+    // SAFETY: lseek on a valid fd; the fd's own offset is not shared with other readers
+    // (READ uses pread).
+    let r = unsafe { libc::lseek(fd.as_raw_fd(), offset, whence) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(r as u64)
+}
+
+/// `fallocate`: space for `[offset, offset + len)` (the size grown to cover it), or a
+/// hole punched there (`punch`, the size kept).
+pub fn fallocate(fd: BorrowedFd<'_>, punch: bool, offset: i64, len: i64) -> io::Result<()> {
+    let mode = if punch {
+        libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE
+    } else {
+        0
+    };
+    // SAFETY: fallocate on a valid fd with plain integers.
+    cvt(unsafe { libc::fallocate(fd.as_raw_fd(), mode, offset, len) }).map(drop)
+}
+
+/// `copy_file_range` of at most `len` bytes between two files at explicit offsets
+/// (advanced by what was copied): the bytes copied, 0 at the source's end.
+pub fn copy_file_range(
+    from: BorrowedFd<'_>,
+    from_at: &mut i64,
+    to: BorrowedFd<'_>,
+    to_at: &mut i64,
+    len: usize,
+) -> io::Result<usize> {
+    // SAFETY: valid fds and offset pointers that live across the call.
+    let r =
+        unsafe { libc::copy_file_range(from.as_raw_fd(), from_at, to.as_raw_fd(), to_at, len, 0) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(r as usize)
+}

@@ -18,16 +18,22 @@ impl DirFs {
     }
 
     pub(super) fn getattr_sync(&self, fh: &Fh) -> NfsResult<fattr3> {
+        Ok(self.fattr(&self.stat(fh)?))
+    }
+
+    /// The object's stat, times with all their bits (NFSv4's `nfstime4` carries 64-bit
+    /// seconds where `fattr3` has 32 unsigned).
+    pub fn stat(&self, fh: &Fh) -> NfsResult<Stat> {
         // Hot path (every READ starts with a GETATTR): a file already open answers with
         // one fstat. An unlinked file (nlink 0) falls through to the full check.
         let cached = self.inner.fds.get(fh.ino(), false);
         if let Some(file) = cached.or_else(|| self.inner.fds.get(fh.ino(), true)) {
             match sys::fstat(file.as_fd()) {
-                Ok(st) if Self::matches(fh, &st) && st.nlink > 0 => return Ok(self.fattr(&st)),
+                Ok(st) if Self::matches(fh, &st) && st.nlink > 0 => return Ok(st),
                 _ => self.inner.fds.remove(fh.ino()),
             }
         }
-        Ok(self.fattr(self.locate(fh)?.stat()))
+        Ok(*self.locate(fh)?.stat())
     }
 
     /// LOOKUP: the object's handle and attributes, and the directory's attributes

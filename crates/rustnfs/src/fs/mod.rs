@@ -19,6 +19,8 @@ pub mod nodes;
 mod ops;
 mod readdir;
 mod resolve;
+mod space;
+mod times;
 
 use std::ffi::CString;
 use std::fs::File;

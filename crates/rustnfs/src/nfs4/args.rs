@@ -1,6 +1,11 @@
-//! COMPOUND arguments decoded into [`Op`]s (RFC 7531's `nfs_argop4`), each field
-//! bounded (see `xdr`). Everything borrows from the record: decoding allocates only the
-//! list of operations, itself capped at [`MAX_OPS`].
+//! COMPOUND arguments decoded into [`Op`]s (`nfs_argop4` of RFC 7531, RFC 8881 and
+//! RFC 7862), each field bounded (see `xdr`). Everything borrows from the record:
+//! decoding allocates only the list of operations, itself capped at [`MAX_OPS`].
+//!
+//! Which operations exist depends on the minor version: a number the COMPOUND's minor
+//! version does not define is `ILLEGAL`; one it defines that this server does not
+//! implement (pNFS, delegations, server-to-server copy, …) is [`Op::NotSupp`], answered
+//! `NFS4ERR_NOTSUPP`. Either ends the decoding: the COMPOUND stops at it anyway.
 
 use super::proto::op;
 use super::state::Stateid;
@@ -11,6 +16,11 @@ use super::xdr::{self, Bitmap, Dec, Decoded, FH_MAX, OPAQUE_LIMIT};
 pub const MAX_OPS: u32 = 128;
 /// Longest COMPOUND tag (it is echoed in the reply).
 pub const TAG_MAX: usize = 1024;
+/// The highest minor version served.
+pub const MINOR_MAX: u32 = 2;
+/// Most stateids one TEST_STATEID names, and callback security entries one
+/// CREATE_SESSION carries.
+const LIST_MAX: u32 = 1024;
 
 /// A `fattr4` as sent: its bitmap and the undecoded values (decoded by `attr`, which
 /// knows each attribute's type).
@@ -49,6 +59,8 @@ pub enum How<'a> {
     Unchecked(Fattr<'a>),
     Guarded(Fattr<'a>),
     Exclusive([u8; 8]),
+    /// EXCLUSIVE4_1 (v4.1+): the verifier and attributes to set.
+    Exclusive41([u8; 8], Fattr<'a>),
 }
 
 /// OPEN's `open_claim4`.
@@ -58,6 +70,11 @@ pub enum Claim<'a> {
     Previous,
     DelegateCur,
     DelegatePrev,
+    /// CLAIM_FH (v4.1+): the current filehandle is the file.
+    Fh,
+    /// CLAIM_DELEG_CUR_FH, CLAIM_DELEG_PREV_FH (v4.1+).
+    DelegateCurFh,
+    DelegatePrevFh,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -83,6 +100,17 @@ pub enum Locker<'a> {
         stateid: Stateid,
         seqid: u32,
     },
+}
+
+/// A `channel_attrs4` (CREATE_SESSION).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Channel {
+    pub headerpad: u32,
+    pub max_request: u32,
+    pub max_response: u32,
+    pub max_response_cached: u32,
+    pub max_ops: u32,
+    pub max_requests: u32,
 }
 
 /// One operation with its arguments.
@@ -181,7 +209,69 @@ pub enum Op<'a> {
         data: &'a [u8],
     },
     ReleaseLockowner(Owner<'a>),
-    /// An operation number NFSv4.0 does not define: `NFS4ERR_OP_ILLEGAL`.
+    // NFSv4.1
+    BindConn {
+        session: [u8; 16],
+        dir: u32,
+    },
+    ExchangeId {
+        verf: [u8; 8],
+        owner: &'a [u8],
+        flags: u32,
+        /// `state_protect4_a`'s `spa_how`: 0 SP4_NONE, 1 SP4_MACH_CRED, 2 SP4_SSV.
+        protect: u32,
+    },
+    CreateSession {
+        clientid: u64,
+        seq: u32,
+        flags: u32,
+        fore: Channel,
+        back: Channel,
+    },
+    DestroySession([u8; 16]),
+    FreeStateid(Stateid),
+    SecinfoNoName(u32),
+    Sequence {
+        session: [u8; 16],
+        seqid: u32,
+        slot: u32,
+        highest: u32,
+        cache: bool,
+    },
+    /// TEST_STATEID: the stateids' XDR and how many there are.
+    TestStateid(&'a [u8], u32),
+    DestroyClientid(u64),
+    ReclaimComplete,
+    // NFSv4.2
+    Allocate {
+        stateid: Stateid,
+        offset: u64,
+        length: u64,
+    },
+    Copy {
+        src: Stateid,
+        dst: Stateid,
+        src_offset: u64,
+        dst_offset: u64,
+        count: u64,
+        synchronous: bool,
+        /// Source servers named (another server's file: not supported).
+        remote: bool,
+    },
+    Deallocate {
+        stateid: Stateid,
+        offset: u64,
+        length: u64,
+    },
+    Seek {
+        stateid: Stateid,
+        offset: u64,
+        /// NFS4_CONTENT_DATA (0) or NFS4_CONTENT_HOLE (1).
+        hole: bool,
+    },
+    /// An operation of this minor version that is not implemented: `NFS4ERR_NOTSUPP`.
+    NotSupp(u32),
+    /// An operation number this minor version does not define: `NFS4ERR_OP_ILLEGAL`.
     Illegal,
 }
 
@@ -226,6 +316,21 @@ impl Op<'_> {
             Op::Verify(_) => op::VERIFY,
             Op::Write { .. } => op::WRITE,
             Op::ReleaseLockowner(_) => op::RELEASE_LOCKOWNER,
+            Op::BindConn { .. } => op::BIND_CONN_TO_SESSION,
+            Op::ExchangeId { .. } => op::EXCHANGE_ID,
+            Op::CreateSession { .. } => op::CREATE_SESSION,
+            Op::DestroySession(_) => op::DESTROY_SESSION,
+            Op::FreeStateid(_) => op::FREE_STATEID,
+            Op::SecinfoNoName(_) => op::SECINFO_NO_NAME,
+            Op::Sequence { .. } => op::SEQUENCE,
+            Op::TestStateid(..) => op::TEST_STATEID,
+            Op::DestroyClientid(_) => op::DESTROY_CLIENTID,
+            Op::ReclaimComplete => op::RECLAIM_COMPLETE,
+            Op::Allocate { .. } => op::ALLOCATE,
+            Op::Copy { .. } => op::COPY,
+            Op::Deallocate { .. } => op::DEALLOCATE,
+            Op::Seek { .. } => op::SEEK,
+            Op::NotSupp(code) => *code,
             Op::Illegal => op::ILLEGAL,
         }
     }
@@ -234,6 +339,7 @@ impl Op<'_> {
 /// A COMPOUND's header and operations as far as they decode.
 pub struct Compound<'a> {
     pub tag: &'a [u8],
+    pub minor: u32,
     pub ops: Vec<Op<'a>>,
     /// The operation number of the first operation that did not decode (its result is
     /// `NFS4ERR_BADXDR`, after the ones before it ran).
@@ -245,7 +351,8 @@ pub struct Compound<'a> {
 pub enum Refused<'a> {
     /// The header does not decode: `NFS4ERR_BADXDR`, no results.
     BadXdr,
-    /// A minor version other than 0: `NFS4ERR_MINOR_VERS_MISMATCH` (the tag echoed).
+    /// A minor version above [`MINOR_MAX`]: `NFS4ERR_MINOR_VERS_MISMATCH` (the tag
+    /// echoed).
     MinorVersion(&'a [u8]),
     /// More than [`MAX_OPS`] operations: `NFS4ERR_RESOURCE` (the tag echoed).
     TooMany(&'a [u8]),
@@ -255,8 +362,8 @@ pub enum Refused<'a> {
 pub fn decode(buf: &[u8]) -> Result<Compound<'_>, Refused<'_>> {
     let mut d = Dec::new(buf);
     let tag = d.opaque(TAG_MAX).map_err(|_| Refused::BadXdr)?;
-    let minorversion = d.u32().map_err(|_| Refused::BadXdr)?;
-    if minorversion != 0 {
+    let minor = d.u32().map_err(|_| Refused::BadXdr)?;
+    if minor > MINOR_MAX {
         return Err(Refused::MinorVersion(tag));
     }
     let n = d.u32().map_err(|_| Refused::BadXdr)?;
@@ -270,11 +377,11 @@ pub fn decode(buf: &[u8]) -> Result<Compound<'_>, Refused<'_>> {
             bad = Some(op::ILLEGAL);
             break;
         };
-        match one(code, &mut d) {
+        match one(minor, code, &mut d) {
             Ok(op) => {
-                let illegal = matches!(op, Op::Illegal);
+                let last = matches!(op, Op::Illegal | Op::NotSupp(_));
                 ops.push(op);
-                if illegal {
+                if last {
                     break;
                 }
             }
@@ -284,11 +391,17 @@ pub fn decode(buf: &[u8]) -> Result<Compound<'_>, Refused<'_>> {
             }
         }
     }
-    if bad.is_none() && ops.len() == n as usize && !d.at_end() {
+    let stopped = matches!(ops.last(), Some(Op::Illegal | Op::NotSupp(_)));
+    if bad.is_none() && !stopped && !d.at_end() {
         // Bytes after the last operation: the COMPOUND is not what it says it is.
         return Err(Refused::BadXdr);
     }
-    Ok(Compound { tag, ops, bad })
+    Ok(Compound {
+        tag,
+        minor,
+        ops,
+        bad,
+    })
 }
 
 fn stateid(d: &mut Dec<'_>) -> Decoded<Stateid> {
@@ -313,7 +426,7 @@ fn owner<'a>(d: &mut Dec<'a>) -> Decoded<Owner<'a>> {
 }
 
 /// A `nfs_lock_type4`: READ_LT, WRITE_LT, READW_LT, WRITEW_LT → whether it is a write
-/// lock (the blocking variants are polled by the client in NFSv4.0).
+/// lock (the blocking variants are polled by the client).
 fn lock_type(d: &mut Dec<'_>) -> Decoded<bool> {
     match d.u32()? {
         1 | 3 => Ok(false),
@@ -322,37 +435,124 @@ fn lock_type(d: &mut Dec<'_>) -> Decoded<bool> {
     }
 }
 
-fn one<'a>(code: u32, d: &mut Dec<'a>) -> Decoded<Op<'a>> {
-    Ok(match code {
+/// One operation of minor version `minor`.
+fn one<'a>(minor: u32, code: u32, d: &mut Dec<'a>) -> Decoded<Op<'a>> {
+    if !(op::ACCESS..=op::LAST[minor as usize]).contains(&code) {
+        return Ok(Op::Illegal);
+    }
+    if code != op::OPENATTR && op::NOT_IMPLEMENTED.contains(&code) {
+        return Ok(Op::NotSupp(code));
+    }
+    if let Some(o) = files(code, d)? {
+        return Ok(o);
+    }
+    if let Some(o) = opens_and_locks(minor, code, d)? {
+        return Ok(o);
+    }
+    if let Some(o) = clients(code, d)? {
+        return Ok(o);
+    }
+    if let Some(o) = sessions(code, d)? {
+        return Ok(o);
+    }
+    if let Some(o) = v42(code, d)? {
+        return Ok(o);
+    }
+    Ok(Op::NotSupp(code))
+}
+
+/// The operations on handles and files.
+fn files<'a>(code: u32, d: &mut Dec<'a>) -> Decoded<Option<Op<'a>>> {
+    Ok(Some(match code {
         op::ACCESS => Op::Access(d.u32()?),
-        op::CLOSE => Op::Close {
-            seqid: d.u32()?,
-            stateid: stateid(d)?,
-        },
         op::COMMIT => {
             let _offset = d.u64()?;
             let _count = d.u32()?;
             Op::Commit
         }
-        op::CREATE => {
-            let kind = match d.u32()? {
-                5 => CreateKind::Link(d.string()?),
-                t @ (3 | 4) => CreateKind::Device {
-                    block: t == 3,
-                    major: d.u32()?,
-                    minor: d.u32()?,
-                },
-                6 => CreateKind::Socket,
-                7 => CreateKind::Fifo,
-                2 => CreateKind::Dir,
-                _ => CreateKind::Other,
-            };
-            Op::Create {
-                kind,
-                name: d.string()?,
-                attrs: fattr(d)?,
+        op::CREATE => create(d)?,
+        op::GETATTR => Op::Getattr(d.bitmap()?),
+        op::GETFH => Op::Getfh,
+        op::LINK => Op::Link(d.string()?),
+        op::LOOKUP => Op::Lookup(d.string()?),
+        op::LOOKUPP => Op::Lookupp,
+        op::NVERIFY => Op::Nverify(fattr(d)?),
+        op::OPENATTR => {
+            let _createdir = d.bool()?;
+            Op::Openattr
+        }
+        op::PUTFH => Op::Putfh(d.opaque(FH_MAX)?),
+        op::PUTPUBFH => Op::Putpubfh,
+        op::PUTROOTFH => Op::Putrootfh,
+        op::READ => Op::Read {
+            stateid: stateid(d)?,
+            offset: d.u64()?,
+            count: d.u32()?,
+        },
+        op::READDIR => {
+            let cookie = d.u64()?;
+            let _verf: [u8; 8] = d.fixed()?;
+            let _dircount = d.u32()?;
+            Op::Readdir {
+                cookie,
+                maxcount: d.u32()?,
+                attrs: d.bitmap()?,
             }
         }
+        op::READLINK => Op::Readlink,
+        op::REMOVE => Op::Remove(d.string()?),
+        op::RENAME => Op::Rename {
+            old: d.string()?,
+            new: d.string()?,
+        },
+        op::RESTOREFH => Op::Restorefh,
+        op::SAVEFH => Op::Savefh,
+        op::SECINFO => Op::Secinfo(d.string()?),
+        op::SETATTR => Op::Setattr {
+            stateid: stateid(d)?,
+            attrs: fattr(d)?,
+        },
+        op::VERIFY => Op::Verify(fattr(d)?),
+        op::WRITE => Op::Write {
+            stateid: stateid(d)?,
+            offset: d.u64()?,
+            stable: match d.u32()? {
+                s @ 0..=2 => s,
+                _ => return Err(xdr::BadXdr),
+            },
+            data: d.string()?,
+        },
+        _ => return Ok(None),
+    }))
+}
+
+fn create<'a>(d: &mut Dec<'a>) -> Decoded<Op<'a>> {
+    let kind = match d.u32()? {
+        5 => CreateKind::Link(d.string()?),
+        t @ (3 | 4) => CreateKind::Device {
+            block: t == 3,
+            major: d.u32()?,
+            minor: d.u32()?,
+        },
+        6 => CreateKind::Socket,
+        7 => CreateKind::Fifo,
+        2 => CreateKind::Dir,
+        _ => CreateKind::Other,
+    };
+    Ok(Op::Create {
+        kind,
+        name: d.string()?,
+        attrs: fattr(d)?,
+    })
+}
+
+/// OPEN and the operations on open and lock state.
+fn opens_and_locks<'a>(minor: u32, code: u32, d: &mut Dec<'a>) -> Decoded<Option<Op<'a>>> {
+    Ok(Some(match code {
+        op::CLOSE => Op::Close {
+            seqid: d.u32()?,
+            stateid: stateid(d)?,
+        },
         op::DELEGPURGE => {
             let _clientid = d.u64()?;
             Op::DelegPurge
@@ -361,9 +561,6 @@ fn one<'a>(code: u32, d: &mut Dec<'a>) -> Decoded<Op<'a>> {
             stateid(d)?;
             Op::DelegReturn
         }
-        op::GETATTR => Op::Getattr(d.bitmap()?),
-        op::GETFH => Op::Getfh,
-        op::LINK => Op::Link(d.string()?),
         op::LOCK => {
             let write = lock_type(d)?;
             let reclaim = d.bool()?;
@@ -405,54 +602,7 @@ fn one<'a>(code: u32, d: &mut Dec<'a>) -> Decoded<Op<'a>> {
                 length: d.u64()?,
             }
         }
-        op::LOOKUP => Op::Lookup(d.string()?),
-        op::LOOKUPP => Op::Lookupp,
-        op::NVERIFY => Op::Nverify(fattr(d)?),
-        op::OPEN => {
-            let seqid = d.u32()?;
-            let access = d.u32()?;
-            let deny = d.u32()?;
-            let owner = owner(d)?;
-            let create = match d.u32()? {
-                0 => None,
-                1 => Some(match d.u32()? {
-                    0 => How::Unchecked(fattr(d)?),
-                    1 => How::Guarded(fattr(d)?),
-                    2 => How::Exclusive(d.fixed()?),
-                    _ => return Err(xdr::BadXdr),
-                }),
-                _ => return Err(xdr::BadXdr),
-            };
-            let claim = match d.u32()? {
-                0 => Claim::Null(d.string()?),
-                1 => {
-                    let _delegate_type = d.u32()?;
-                    Claim::Previous
-                }
-                2 => {
-                    stateid(d)?;
-                    d.string()?;
-                    Claim::DelegateCur
-                }
-                3 => {
-                    d.string()?;
-                    Claim::DelegatePrev
-                }
-                _ => return Err(xdr::BadXdr),
-            };
-            Op::Open(OpenArgs {
-                seqid,
-                access,
-                deny,
-                owner,
-                create,
-                claim,
-            })
-        }
-        op::OPENATTR => {
-            let _createdir = d.bool()?;
-            Op::Openattr
-        }
+        op::OPEN => Op::Open(open(minor, d)?),
         op::OPEN_CONFIRM => Op::OpenConfirm {
             stateid: stateid(d)?,
             seqid: d.u32()?,
@@ -463,38 +613,64 @@ fn one<'a>(code: u32, d: &mut Dec<'a>) -> Decoded<Op<'a>> {
             access: d.u32()?,
             deny: d.u32()?,
         },
-        op::PUTFH => Op::Putfh(d.opaque(FH_MAX)?),
-        op::PUTPUBFH => Op::Putpubfh,
-        op::PUTROOTFH => Op::Putrootfh,
-        op::READ => Op::Read {
-            stateid: stateid(d)?,
-            offset: d.u64()?,
-            count: d.u32()?,
-        },
-        op::READDIR => {
-            let cookie = d.u64()?;
-            let _verf: [u8; 8] = d.fixed()?;
-            let _dircount = d.u32()?;
-            Op::Readdir {
-                cookie,
-                maxcount: d.u32()?,
-                attrs: d.bitmap()?,
-            }
+        op::RELEASE_LOCKOWNER => Op::ReleaseLockowner(owner(d)?),
+        _ => return Ok(None),
+    }))
+}
+
+fn open<'a>(minor: u32, d: &mut Dec<'a>) -> Decoded<OpenArgs<'a>> {
+    let seqid = d.u32()?;
+    let access = d.u32()?;
+    let deny = d.u32()?;
+    let owner = owner(d)?;
+    let create = match d.u32()? {
+        0 => None,
+        1 => Some(match d.u32()? {
+            0 => How::Unchecked(fattr(d)?),
+            1 => How::Guarded(fattr(d)?),
+            2 => How::Exclusive(d.fixed()?),
+            3 if minor >= 1 => How::Exclusive41(d.fixed()?, fattr(d)?),
+            _ => return Err(xdr::BadXdr),
+        }),
+        _ => return Err(xdr::BadXdr),
+    };
+    let claim = match d.u32()? {
+        0 => Claim::Null(d.string()?),
+        1 => {
+            let _delegate_type = d.u32()?;
+            Claim::Previous
         }
-        op::READLINK => Op::Readlink,
-        op::REMOVE => Op::Remove(d.string()?),
-        op::RENAME => Op::Rename {
-            old: d.string()?,
-            new: d.string()?,
-        },
+        2 => {
+            stateid(d)?;
+            d.string()?;
+            Claim::DelegateCur
+        }
+        3 => {
+            d.string()?;
+            Claim::DelegatePrev
+        }
+        4 if minor >= 1 => Claim::Fh,
+        5 if minor >= 1 => {
+            stateid(d)?;
+            Claim::DelegateCurFh
+        }
+        6 if minor >= 1 => Claim::DelegatePrevFh,
+        _ => return Err(xdr::BadXdr),
+    };
+    Ok(OpenArgs {
+        seqid,
+        access,
+        deny,
+        owner,
+        create,
+        claim,
+    })
+}
+
+/// NFSv4.0's client operations.
+fn clients<'a>(code: u32, d: &mut Dec<'a>) -> Decoded<Option<Op<'a>>> {
+    Ok(Some(match code {
         op::RENEW => Op::Renew(d.u64()?),
-        op::RESTOREFH => Op::Restorefh,
-        op::SAVEFH => Op::Savefh,
-        op::SECINFO => Op::Secinfo(d.string()?),
-        op::SETATTR => Op::Setattr {
-            stateid: stateid(d)?,
-            attrs: fattr(d)?,
-        },
         op::SETCLIENTID => {
             let verf = d.fixed()?;
             let id = d.opaque(OPAQUE_LIMIT)?;
@@ -510,17 +686,221 @@ fn one<'a>(code: u32, d: &mut Dec<'a>) -> Decoded<Op<'a>> {
             clientid: d.u64()?,
             verf: d.fixed()?,
         },
-        op::VERIFY => Op::Verify(fattr(d)?),
-        op::WRITE => Op::Write {
+        _ => return Ok(None),
+    }))
+}
+
+/// NFSv4.1's client, session and stateid operations.
+fn sessions<'a>(code: u32, d: &mut Dec<'a>) -> Decoded<Option<Op<'a>>> {
+    Ok(Some(match code {
+        op::BIND_CONN_TO_SESSION => {
+            let session = d.fixed()?;
+            let dir = d.u32()?;
+            let _rdma = d.bool()?;
+            Op::BindConn { session, dir }
+        }
+        op::EXCHANGE_ID => exchange_id(d)?,
+        op::CREATE_SESSION => create_session(d)?,
+        op::DESTROY_SESSION => Op::DestroySession(d.fixed()?),
+        op::FREE_STATEID => Op::FreeStateid(stateid(d)?),
+        op::SECINFO_NO_NAME => Op::SecinfoNoName(d.u32()?),
+        op::SEQUENCE => Op::Sequence {
+            session: d.fixed()?,
+            seqid: d.u32()?,
+            slot: d.u32()?,
+            highest: d.u32()?,
+            cache: d.bool()?,
+        },
+        op::TEST_STATEID => {
+            let n = d.u32()?;
+            if n > LIST_MAX {
+                return Err(xdr::BadXdr);
+            }
+            let start = d.pos();
+            for _ in 0..n {
+                stateid(d)?;
+            }
+            Op::TestStateid(d.since(start), n)
+        }
+        op::DESTROY_CLIENTID => Op::DestroyClientid(d.u64()?),
+        op::RECLAIM_COMPLETE => {
+            let _one_fs = d.bool()?;
+            Op::ReclaimComplete
+        }
+        _ => return Ok(None),
+    }))
+}
+
+fn exchange_id<'a>(d: &mut Dec<'a>) -> Decoded<Op<'a>> {
+    let verf = d.fixed()?;
+    let owner = d.opaque(OPAQUE_LIMIT)?;
+    let flags = d.u32()?;
+    let protect = d.u32()?;
+    match protect {
+        0 => {}
+        1 => {
+            d.bitmap()?;
+            d.bitmap()?;
+        }
+        2 => {
+            d.bitmap()?;
+            d.bitmap()?;
+            for _ in 0..2 {
+                // sec_oid4 ssp_hash_algs<>, ssp_encr_algs<>
+                let n = d.u32()?;
+                if n > LIST_MAX {
+                    return Err(xdr::BadXdr);
+                }
+                for _ in 0..n {
+                    d.opaque(OPAQUE_LIMIT)?;
+                }
+            }
+            let _window = d.u32()?;
+            let _handles = d.u32()?;
+        }
+        _ => return Err(xdr::BadXdr),
+    }
+    // eia_client_impl_id<1>: domain, name, date.
+    match d.u32()? {
+        0 => {}
+        1 => {
+            d.opaque(OPAQUE_LIMIT)?;
+            d.opaque(OPAQUE_LIMIT)?;
+            let _secs = d.u64()?;
+            let _nsecs = d.u32()?;
+        }
+        _ => return Err(xdr::BadXdr),
+    }
+    Ok(Op::ExchangeId {
+        verf,
+        owner,
+        flags,
+        protect,
+    })
+}
+
+fn channel(d: &mut Dec<'_>) -> Decoded<Channel> {
+    let c = Channel {
+        headerpad: d.u32()?,
+        max_request: d.u32()?,
+        max_response: d.u32()?,
+        max_response_cached: d.u32()?,
+        max_ops: d.u32()?,
+        max_requests: d.u32()?,
+    };
+    // ca_rdma_ird<1>
+    match d.u32()? {
+        0 => {}
+        1 => {
+            d.u32()?;
+        }
+        _ => return Err(xdr::BadXdr),
+    }
+    Ok(c)
+}
+
+fn create_session<'a>(d: &mut Dec<'a>) -> Decoded<Op<'a>> {
+    let clientid = d.u64()?;
+    let seq = d.u32()?;
+    let flags = d.u32()?;
+    let fore = channel(d)?;
+    let back = channel(d)?;
+    let _cb_program = d.u32()?;
+    // callback_sec_parms4 csa_sec_parms<>: never used (no callbacks), checked only.
+    let n = d.u32()?;
+    if n > LIST_MAX {
+        return Err(xdr::BadXdr);
+    }
+    for _ in 0..n {
+        match d.u32()? {
+            0 => {}
+            1 => {
+                let _stamp = d.u32()?;
+                d.opaque(255)?;
+                let _uid = d.u32()?;
+                let _gid = d.u32()?;
+                let gids = d.u32()?;
+                if gids > 16 {
+                    return Err(xdr::BadXdr);
+                }
+                for _ in 0..gids {
+                    d.u32()?;
+                }
+            }
+            6 => {
+                let _service = d.u32()?;
+                d.opaque(OPAQUE_LIMIT)?;
+                d.opaque(OPAQUE_LIMIT)?;
+            }
+            _ => return Err(xdr::BadXdr),
+        }
+    }
+    Ok(Op::CreateSession {
+        clientid,
+        seq,
+        flags,
+        fore,
+        back,
+    })
+}
+
+/// NFSv4.2's operations on file contents.
+fn v42<'a>(code: u32, d: &mut Dec<'a>) -> Decoded<Option<Op<'a>>> {
+    Ok(Some(match code {
+        op::ALLOCATE => Op::Allocate {
             stateid: stateid(d)?,
             offset: d.u64()?,
-            stable: match d.u32()? {
-                s @ 0..=2 => s,
+            length: d.u64()?,
+        },
+        op::DEALLOCATE => Op::Deallocate {
+            stateid: stateid(d)?,
+            offset: d.u64()?,
+            length: d.u64()?,
+        },
+        op::SEEK => Op::Seek {
+            stateid: stateid(d)?,
+            offset: d.u64()?,
+            hole: match d.u32()? {
+                0 => false,
+                1 => true,
                 _ => return Err(xdr::BadXdr),
             },
-            data: d.string()?,
         },
-        op::RELEASE_LOCKOWNER => Op::ReleaseLockowner(owner(d)?),
-        _ => Op::Illegal,
-    })
+        op::COPY => {
+            let src = stateid(d)?;
+            let dst = stateid(d)?;
+            let src_offset = d.u64()?;
+            let dst_offset = d.u64()?;
+            let count = d.u64()?;
+            let _consecutive = d.bool()?;
+            let synchronous = d.bool()?;
+            // netloc4 ca_source_server<>
+            let n = d.u32()?;
+            if n > LIST_MAX {
+                return Err(xdr::BadXdr);
+            }
+            for _ in 0..n {
+                match d.u32()? {
+                    1 | 2 => {
+                        d.opaque(OPAQUE_LIMIT)?;
+                    }
+                    3 => {
+                        d.opaque(OPAQUE_LIMIT)?;
+                        d.opaque(OPAQUE_LIMIT)?;
+                    }
+                    _ => return Err(xdr::BadXdr),
+                }
+            }
+            Op::Copy {
+                src,
+                dst,
+                src_offset,
+                dst_offset,
+                count,
+                synchronous,
+                remote: n > 0,
+            }
+        }
+        _ => return Ok(None),
+    }))
 }

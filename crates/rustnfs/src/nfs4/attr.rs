@@ -15,6 +15,7 @@ use nfs3_types::nfs3::{set_atime, set_mtime};
 use super::proto::{self, Status};
 use super::xdr::{self, Bitmap, Dec};
 use crate::fs::MAX_IO;
+use crate::sys::SetTime;
 
 pub const SUPPORTED_ATTRS: u32 = 0;
 pub const TYPE: u32 = 1;
@@ -60,19 +61,33 @@ pub const TIME_METADATA: u32 = 52;
 pub const TIME_MODIFY: u32 = 53;
 pub const TIME_MODIFY_SET: u32 = 54;
 pub const MOUNTED_ON_FILEID: u32 = 55;
+/// NFSv4.1: the attributes EXCLUSIVE4_1 may set beside its verifier.
+pub const SUPPATTR_EXCLCREAT: u32 = 75;
+/// NFSv4.2: how `change` moves (RFC 7862 §12.2.3), and extended attributes (RFC 8276).
+pub const CHANGE_ATTR_TYPE: u32 = 79;
+pub const XATTR_SUPPORT: u32 = 82;
 
-const fn mask(attrs: &[u32]) -> u64 {
-    let mut m = 0u64;
+const fn mask(attrs: &[u32]) -> u128 {
+    let mut m = 0u128;
     let mut i = 0;
     while i < attrs.len() {
-        m |= 1u64 << attrs[i];
+        m |= 1u128 << attrs[i];
         i += 1;
     }
     m
 }
 
-/// Every attribute this server supports (`supported_attrs`).
-pub const SUPPORTED: u64 = mask(&[
+/// The attributes this server supports in a minor version (`supported_attrs`).
+pub fn supported(minor: u32) -> u128 {
+    match minor {
+        0 => SUPPORTED,
+        1 => SUPPORTED | mask(&[SUPPATTR_EXCLCREAT]),
+        _ => SUPPORTED | mask(&[SUPPATTR_EXCLCREAT, CHANGE_ATTR_TYPE, XATTR_SUPPORT]),
+    }
+}
+
+/// Every NFSv4.0 attribute this server supports.
+pub const SUPPORTED: u128 = mask(&[
     SUPPORTED_ATTRS,
     TYPE,
     FH_EXPIRE_TYPE,
@@ -120,7 +135,7 @@ pub const SUPPORTED: u64 = mask(&[
 ]);
 
 /// The attributes a client may set.
-pub const SETTABLE: u64 = mask(&[
+pub const SETTABLE: u128 = mask(&[
     SIZE,
     MODE,
     OWNER,
@@ -130,10 +145,16 @@ pub const SETTABLE: u64 = mask(&[
 ]);
 
 /// Attributes that can only be set, never read (GETATTR of them is `INVAL`).
-pub const WRITE_ONLY: u64 = mask(&[TIME_ACCESS_SET, TIME_MODIFY_SET]);
+pub const WRITE_ONLY: u128 = mask(&[TIME_ACCESS_SET, TIME_MODIFY_SET]);
+
+/// What EXCLUSIVE4_1 can set: the times hold its verifier (as EXCLUSIVE4's do).
+pub const EXCLCREAT: u128 = SETTABLE & !WRITE_ONLY;
+
+/// `change_attr_type4`: NFS4_CHANGE_TYPE_IS_TIME_METADATA (`change` is the ctime).
+const CHANGE_IS_TIME_METADATA: u32 = 3;
 
 /// Attributes that need the file system's statistics (one statvfs).
-const FS_STATS: u64 = mask(&[
+const FS_STATS: u128 = mask(&[
     FILES_AVAIL,
     FILES_FREE,
     FILES_TOTAL,
@@ -169,6 +190,20 @@ fn time(out: &mut Vec<u8>, t: nfstime3) {
     xdr::u32(out, t.nseconds);
 }
 
+/// An `nfstime4` of 64-bit signed seconds.
+fn time64(out: &mut Vec<u8>, (secs, nsecs): (i64, u32)) {
+    xdr::u64(out, secs as u64);
+    xdr::u32(out, nsecs);
+}
+
+/// A time as `nfstime3` carries it, if it can: 0 to 2^32 − 1 seconds.
+pub fn fits_v3((secs, nsecs): (i64, u32)) -> Option<nfstime3> {
+    Some(nfstime3 {
+        seconds: u32::try_from(secs).ok()?,
+        nseconds: nsecs,
+    })
+}
+
 /// One object as attributes are taken from: its v3 attributes and, when it is part of
 /// the export, its handle's wire form.
 pub struct Obj<'a> {
@@ -176,6 +211,21 @@ pub struct Obj<'a> {
     pub fh: Option<[u8; crate::fs::handle::WIRE_LEN]>,
     /// The server's lease, in seconds (`lease_time`).
     pub lease: u32,
+    /// The COMPOUND's minor version (which attributes exist).
+    pub minor: u32,
+    /// Access, modification and change times with all their bits, when `attr`'s (32
+    /// unsigned bits of seconds) cannot hold them.
+    pub times: Option<[(i64, u32); 3]>,
+}
+
+impl Obj<'_> {
+    /// Whether `attr`'s times may have been cut to fit `nfstime3` (before 1970 or after
+    /// 2106): then the caller looks them up whole.
+    pub fn times_cut(attr: &fattr3) -> bool {
+        [attr.atime, attr.mtime, attr.ctime]
+            .iter()
+            .any(|t| t.seconds == 0 || t.seconds == u32::MAX)
+    }
 }
 
 /// Appends the `fattr4` of `obj` for the attributes in `want` this server supports
@@ -187,9 +237,10 @@ pub fn encode(
     obj: &Obj<'_>,
     stats: impl FnOnce() -> Option<FSSTAT3resok>,
 ) {
-    let mut bits = want.bits & SUPPORTED & !WRITE_ONLY;
+    let supported = supported(obj.minor);
+    let mut bits = want.bits & supported & !WRITE_ONLY;
     if obj.fh.is_none() {
-        bits &= !(1u64 << FILEHANDLE);
+        bits &= !(1u128 << FILEHANDLE);
     }
     let st = if bits & FS_STATS != 0 { stats() } else { None };
     if st.is_none() {
@@ -197,12 +248,12 @@ pub fn encode(
     }
     let a = obj.attr;
     let mut v = Vec::with_capacity(256);
-    for n in 0..64u32 {
-        if bits & (1u64 << n) == 0 {
+    for n in 0..128u32 {
+        if bits & (1u128 << n) == 0 {
             continue;
         }
         match n {
-            SUPPORTED_ATTRS => xdr::bitmap(&mut v, SUPPORTED),
+            SUPPORTED_ATTRS => xdr::bitmap(&mut v, supported),
             TYPE => xdr::u32(&mut v, nf4_type(a.type_)),
             // FH4_PERSISTENT: handles survive restarts (see `fs::handle`).
             FH_EXPIRE_TYPE => xdr::u32(&mut v, 0),
@@ -238,7 +289,10 @@ pub fn encode(
             SPACE_FREE => xdr::u64(&mut v, st.as_ref().map_or(0, |s| s.fbytes)),
             SPACE_TOTAL => xdr::u64(&mut v, st.as_ref().map_or(0, |s| s.tbytes)),
             SPACE_USED => xdr::u64(&mut v, a.used),
-            TIME_ACCESS => time(&mut v, a.atime),
+            TIME_ACCESS => match obj.times {
+                Some(t) => time64(&mut v, t[0]),
+                None => time(&mut v, a.atime),
+            },
             TIME_DELTA => time(
                 &mut v,
                 nfstime3 {
@@ -246,8 +300,17 @@ pub fn encode(
                     nseconds: 1,
                 },
             ),
-            TIME_METADATA => time(&mut v, a.ctime),
-            TIME_MODIFY => time(&mut v, a.mtime),
+            TIME_METADATA => match obj.times {
+                Some(t) => time64(&mut v, t[2]),
+                None => time(&mut v, a.ctime),
+            },
+            TIME_MODIFY => match obj.times {
+                Some(t) => time64(&mut v, t[1]),
+                None => time(&mut v, a.mtime),
+            },
+            SUPPATTR_EXCLCREAT => xdr::bitmap(&mut v, EXCLCREAT),
+            CHANGE_ATTR_TYPE => xdr::u32(&mut v, CHANGE_IS_TIME_METADATA),
+            XATTR_SUPPORT => xdr::bool(&mut v, false),
             _ => unreachable_attr(&mut bits, n),
         }
     }
@@ -257,23 +320,25 @@ pub fn encode(
 
 /// A supported attribute without an encoder would be a bug; it is left out of the
 /// answer rather than sent wrong.
-fn unreachable_attr(bits: &mut u64, n: u32) {
+fn unreachable_attr(bits: &mut u128, n: u32) {
     tracing::error!("nfs4: no encoder for supported attribute {n}");
-    *bits &= !(1u64 << n);
+    *bits &= !(1u128 << n);
 }
 
-/// What a client asked to set: the v3 form `DirFs` applies, and the bitmap of what it
+/// What a client asked to set: the v3 form `DirFs` applies, the times `sattr3` cannot
+/// carry (access, modification: before 1970, after 2106), and the bitmap of what it
 /// named (the `attrsset` of a reply that applied it all).
 pub struct Settable {
     pub sattr: sattr3,
-    pub mask: u64,
+    pub wide: (SetTime, SetTime),
+    pub mask: u128,
 }
 
 /// Decodes a `fattr4` to set: only [`SETTABLE`] attributes, each once, in order, the
 /// values exactly filling their opaque. Unsupported attributes are `ATTRNOTSUPP`,
 /// read-only ones `INVAL`, undecodable values `BADXDR`, non-numeric owners `BADOWNER`.
 pub fn decode_settable(mask: Bitmap, vals: &[u8]) -> Result<Settable, Status> {
-    if mask.beyond || mask.bits & !SUPPORTED != 0 {
+    if mask.beyond || mask.bits & !supported(2) != 0 {
         return Err(proto::ATTRNOTSUPP);
     }
     if mask.bits & !SETTABLE != 0 {
@@ -282,7 +347,8 @@ pub fn decode_settable(mask: Bitmap, vals: &[u8]) -> Result<Settable, Status> {
     let mut d = Dec::new(vals);
     let bad = |_| proto::BADXDR;
     let mut s = sattr3::default();
-    for n in 0..64u32 {
+    let mut wide: (SetTime, SetTime) = (None, None);
+    for n in 0..128u32 {
         if !mask.has(n) {
             continue;
         }
@@ -301,18 +367,20 @@ pub fn decode_settable(mask: Bitmap, vals: &[u8]) -> Result<Settable, Status> {
             OWNER_GROUP => {
                 s.gid = Nfs3Option::Some(numeric_owner(d.opaque(xdr::OPAQUE_LIMIT).map_err(bad)?)?)
             }
-            TIME_ACCESS_SET => {
-                s.atime = match settime(&mut d)? {
-                    None => set_atime::SET_TO_SERVER_TIME,
-                    Some(t) => set_atime::SET_TO_CLIENT_TIME(t),
-                }
-            }
-            TIME_MODIFY_SET => {
-                s.mtime = match settime(&mut d)? {
-                    None => set_mtime::SET_TO_SERVER_TIME,
-                    Some(t) => set_mtime::SET_TO_CLIENT_TIME(t),
-                }
-            }
+            TIME_ACCESS_SET => match settime(&mut d)? {
+                None => s.atime = set_atime::SET_TO_SERVER_TIME,
+                Some(t) => match fits_v3(t) {
+                    Some(t3) => s.atime = set_atime::SET_TO_CLIENT_TIME(t3),
+                    None => wide.0 = Some(Some(t)),
+                },
+            },
+            TIME_MODIFY_SET => match settime(&mut d)? {
+                None => s.mtime = set_mtime::SET_TO_SERVER_TIME,
+                Some(t) => match fits_v3(t) {
+                    Some(t3) => s.mtime = set_mtime::SET_TO_CLIENT_TIME(t3),
+                    None => wide.1 = Some(Some(t)),
+                },
+            },
             _ => return Err(proto::INVAL),
         }
     }
@@ -321,13 +389,14 @@ pub fn decode_settable(mask: Bitmap, vals: &[u8]) -> Result<Settable, Status> {
     }
     Ok(Settable {
         sattr: s,
+        wide,
         mask: mask.bits,
     })
 }
 
-/// A `settime4`: `None` for the server's time. Times are kept in v3's form, so seconds
-/// before 1970 or after 2106 are `INVAL` (the same limit the v3 server has).
-fn settime(d: &mut Dec<'_>) -> Result<Option<nfstime3>, Status> {
+/// A `settime4`: `None` for the server's time (SET_TO_SERVER_TIME4), else the client's
+/// (SET_TO_CLIENT_TIME4): 64-bit signed seconds, nanoseconds below 10^9 (`INVAL`).
+fn settime(d: &mut Dec<'_>) -> Result<Option<(i64, u32)>, Status> {
     match d.u32().map_err(|_| proto::BADXDR)? {
         0 => Ok(None),
         1 => {
@@ -336,11 +405,7 @@ fn settime(d: &mut Dec<'_>) -> Result<Option<nfstime3>, Status> {
             if nsecs >= 1_000_000_000 {
                 return Err(proto::INVAL);
             }
-            let seconds = u32::try_from(secs).map_err(|_| proto::INVAL)?;
-            Ok(Some(nfstime3 {
-                seconds,
-                nseconds: nsecs,
-            }))
+            Ok(Some((secs, nsecs)))
         }
         _ => Err(proto::BADXDR),
     }
@@ -367,10 +432,10 @@ pub fn same(
     obj: &Obj<'_>,
     stats: impl FnOnce() -> Option<FSSTAT3resok>,
 ) -> Result<bool, Status> {
-    if mask.beyond || mask.bits & !SUPPORTED != 0 {
+    if mask.beyond || mask.bits & !supported(obj.minor) != 0 {
         return Err(proto::ATTRNOTSUPP);
     }
-    if mask.bits & (WRITE_ONLY | (1u64 << RDATTR_ERROR)) != 0 {
+    if mask.bits & (WRITE_ONLY | (1u128 << RDATTR_ERROR)) != 0 {
         return Err(proto::INVAL);
     }
     let mut ours = Vec::new();
@@ -400,7 +465,7 @@ mod tests {
 
     #[test]
     fn settable_attributes_decode_strictly() {
-        let bm = |bits: u64| Bitmap {
+        let bm = |bits: u128| Bitmap {
             bits,
             beyond: false,
         };
@@ -433,11 +498,32 @@ mod tests {
             decode_settable(bm(1 << OWNER), &o).err(),
             Some(proto::BADOWNER)
         );
-        // A client time beyond what the file system layer takes.
+        // A client time beyond NFSv3's range goes apart, whole; the server's clock as
+        // itself; nanoseconds past a second are INVAL.
         let mut t = Vec::new();
         xdr::u32(&mut t, 1);
-        xdr::u64(&mut t, 1 << 40);
+        xdr::u64(&mut t, 1 << 32);
+        xdr::u32(&mut t, 5);
         xdr::u32(&mut t, 0);
+        let s = decode_settable(bm((1 << TIME_MODIFY_SET) | (1 << TIME_ACCESS_SET)), &t)
+            .unwrap_or_else(|_| panic!("decodes"));
+        assert_eq!(s.wide, (Some(Some((1 << 32, 5))), None));
+        assert!(matches!(s.sattr.atime, set_atime::DONT_CHANGE));
+        assert!(matches!(s.sattr.mtime, set_mtime::SET_TO_SERVER_TIME));
+        let mut t = Vec::new();
+        xdr::u32(&mut t, 0);
+        xdr::u32(&mut t, 1);
+        xdr::u64(&mut t, 1 << 32);
+        xdr::u32(&mut t, 5);
+        let s = decode_settable(bm((1 << TIME_MODIFY_SET) | (1 << TIME_ACCESS_SET)), &t)
+            .unwrap_or_else(|_| panic!("decodes"));
+        assert!(matches!(s.sattr.atime, set_atime::SET_TO_SERVER_TIME));
+        assert!(matches!(s.sattr.mtime, set_mtime::DONT_CHANGE));
+        assert_eq!(s.wide, (None, Some(Some((1 << 32, 5)))));
+        let mut t = Vec::new();
+        xdr::u32(&mut t, 1);
+        xdr::u64(&mut t, 1);
+        xdr::u32(&mut t, 1_000_000_000);
         assert_eq!(
             decode_settable(bm(1 << TIME_MODIFY_SET), &t).err(),
             Some(proto::INVAL)

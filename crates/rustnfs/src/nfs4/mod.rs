@@ -1,29 +1,39 @@
-//! NFSv4.0 (RFC 7530) beside NFSv3, on the same port: program 100003 version 4, NULL and
-//! COMPOUND. The export is the pseudo-root `/` (so `mount -t nfs4 host:/ /mnt` mounts
-//! it), served by the same [`DirFs`] — the same jail, handles, identity switching and
-//! root squash — and reached through the same front door (`crate::guard`: allowlist,
-//! byte budget, bounded records), which hands version-4 calls to the dispatcher
-//! (`crate::nfs`), which enters the caller's `identity::Scope` and calls [`Nfs4::call`].
+//! NFSv4 — 4.0 (RFC 7530), 4.1 (RFC 8881) and 4.2 (RFC 7862) — beside NFSv3, on the
+//! same port: program 100003 version 4, NULL and COMPOUND. The export is the
+//! pseudo-root `/` (so `mount -t nfs host:/ /mnt` mounts it, at 4.2), served by the
+//! same [`DirFs`] — the same jail, handles, identity switching and root squash — and
+//! reached through the same front door (`crate::guard`: allowlist, byte budget, bounded
+//! records), which hands version-4 calls to the dispatcher (`crate::nfs`), which enters
+//! the caller's `identity::Scope` and calls [`Nfs4::call`].
 //!
 //! - `xdr`: the bounded XDR cursor (why our own: see there).
 //! - `proto`: operation and status numbers, the v3 → v4 status mapping.
-//! - `args`: COMPOUND arguments decoded into operations.
+//! - `args`: COMPOUND arguments decoded into operations, per minor version.
 //! - `attr`: `fattr4` out, settable attributes in; owners as numeric strings.
-//! - `state`: client ids, leases, owners, stateids, the byte-range lock table (the lease,
-//!   expiry and the graceless restart are documented there).
+//! - `state`: client records, leases, owners, stateids, sessions, the byte-range lock
+//!   table, and the caps on all of them (the lease, expiry and the graceless restart
+//!   are documented there).
 //! - `ops`: the operations on files and handles; `open`: the operations on state
-//!   (SETCLIENTID, OPEN, CLOSE, LOCK, ...).
+//!   (SETCLIENTID, OPEN, CLOSE, LOCK, ...); `session`: NFSv4.1's (EXCHANGE_ID,
+//!   CREATE_SESSION, SEQUENCE, ...); `space`: NFSv4.2's SEEK, ALLOCATE, DEALLOCATE and
+//!   COPY.
 //!
-//! A COMPOUND with a minor version other than 0 is `NFS4ERR_MINOR_VERS_MISMATCH`, so a
-//! Linux client asking 4.2 and then 4.1 settles on 4.0. Every operation is timed into
-//! the server's registry as `NFS4_<OP>` (phase `total`), the COMPOUND as
-//! `NFS4_COMPOUND`; the file-system work inside is recorded by `DirFs` as for v3.
+//! A minor version above 2 is `NFS4ERR_MINOR_VERS_MISMATCH`. In 4.1 and 4.2 every
+//! COMPOUND but the few that make or end a session starts with SEQUENCE, whose slot
+//! keeps the reply for a retransmission; the operations 4.1 retired (SETCLIENTID,
+//! SETCLIENTID_CONFIRM, RENEW, OPEN_CONFIRM, RELEASE_LOCKOWNER) are `NFS4ERR_NOTSUPP`
+//! there, and seqids of owners are not checked (the slot orders requests). Every
+//! operation is timed into the server's registry as `NFS4_<OP>` (phase `total`), the
+//! COMPOUND as `NFS4_COMPOUND`; the file-system work inside is recorded by `DirFs` as
+//! for v3.
 
 mod args;
 mod attr;
 mod open;
 mod ops;
 pub mod proto;
+mod session;
+mod space;
 mod state;
 pub mod xdr;
 
@@ -39,7 +49,8 @@ use crate::identity::Caller;
 use args::{Op, Refused};
 use proto::{Status, op};
 use state::limits::Limits;
-use state::{OwnerKey, State};
+use state::sessions::SlotRef;
+use state::{OwnerKey, State, Stateid};
 
 /// Why a version-4 call got no procedure result.
 pub enum Reject {
@@ -97,15 +108,16 @@ impl Default for Settings {
 pub fn limits_help() -> String {
     format!(
         "NFSv4 state is capped per client id, per client address and for all clients \
-         together; a request over a cap is refused (NFS4ERR_RESOURCE in v4.0) and changes \
-         nothing, and other clients are not affected. Owner names are at most 1 KiB, \
+         together; a request over a cap is refused (NFS4ERR_RESOURCE in v4.0, \
+         NFS4ERR_DELAY in v4.1 and 4.2) and changes nothing, and other clients are not \
+         affected. Owner names are at most 1 KiB, \
          COMPOUND tags 1 KiB; past its share of unconfirmed client ids an address's \
          oldest is dropped.\n\n{}",
         Limits::default()
     )
 }
 
-/// The NFSv4.0 server. Cheap to clone.
+/// The NFSv4 server. Cheap to clone.
 #[derive(Clone)]
 pub struct Nfs4 {
     fs: DirFs,
@@ -115,6 +127,9 @@ pub struct Nfs4 {
     verf: [u8; 8],
     /// The lease clients get, in seconds (the `lease_time` attribute).
     lease_secs: u32,
+    /// This instance's `server_owner4` and `server_scope` (EXCHANGE_ID): its start, so
+    /// no client takes two servers for one (session trunking).
+    owner: [u8; 16],
 }
 
 /// One COMPOUND's evaluation context.
@@ -122,9 +137,27 @@ struct Ctx<'c> {
     cur: Option<Fh>,
     saved: Option<Fh>,
     caller: &'c Caller,
-    /// The client's address.
+    /// The client's address and connection.
     addr: IpAddr,
+    conn: u64,
     now: Instant,
+    /// The COMPOUND's minor version.
+    minor: u32,
+    /// v4.1+: the slot the COMPOUND runs on (set by its SEQUENCE).
+    slot: Option<SlotRef>,
+    /// v4.1+: the current and saved stateids (RFC 8881 §16.2.3.1.2).
+    current_sid: Option<Stateid>,
+    saved_sid: Option<Stateid>,
+    /// v4.1+: set by a SEQUENCE that found a retransmission: the whole COMPOUND reply
+    /// its slot kept.
+    replay_all: Option<Vec<u8>>,
+    /// What an operation that does not fit the reply's room is: `RESOURCE` in v4.0,
+    /// `REP_TOO_BIG` (or `REP_TOO_BIG_TO_CACHE` when the reply is to be kept) in v4.1+.
+    too_big: Status,
+    /// The COMPOUND's operation count and argument bytes (SEQUENCE checks them against
+    /// the session's channel).
+    ops: usize,
+    args_len: usize,
     /// Set by an operation that consumes an owner's seqid: the reply is remembered for
     /// that owner once it is complete (for a retransmission), if the status consumes it.
     seq: Option<(OwnerKey, u32)>,
@@ -141,12 +174,15 @@ impl Nfs4 {
         // within one second still tell their client ids and stateids apart.
         let epoch = (u64::from_be_bytes(verf) / 1_000) as u32;
         let lease = settings.lease;
+        let mut owner = *b"rustnfs-\0\0\0\0\0\0\0\0";
+        owner[8..].copy_from_slice(&verf);
         Nfs4 {
             fs,
             registry,
             state: Arc::new(Mutex::new(State::new(epoch, lease, settings.limits))),
             verf,
             lease_secs: lease.as_secs().clamp(1, u64::from(u32::MAX)) as u32,
+            owner,
         }
     }
 
@@ -180,7 +216,13 @@ impl Nfs4 {
             c.ops.iter().any(|o| {
                 matches!(
                     o,
-                    Op::Write { .. } | Op::Commit | Op::Readdir { .. } | Op::Setattr { .. }
+                    Op::Write { .. }
+                        | Op::Commit
+                        | Op::Readdir { .. }
+                        | Op::Setattr { .. }
+                        | Op::Copy { .. }
+                        | Op::Allocate { .. }
+                        | Op::Deallocate { .. }
                 )
             })
         })
@@ -230,20 +272,35 @@ impl Nfs4 {
             saved: None,
             caller,
             addr: conn.addr,
+            conn: conn.id,
             now,
+            minor: c.minor,
+            slot: None,
+            current_sid: None,
+            saved_sid: None,
+            replay_all: None,
+            too_big: proto::RESOURCE,
+            ops: c.ops.len() + usize::from(c.bad.is_some()),
+            args_len: args.len(),
             seq: None,
             replay: None,
             room: 0,
         };
         let mut n = 0u32;
         let mut status = proto::OK;
-        for o in &c.ops {
+        for (i, o) in c.ops.iter().enumerate() {
             let start = Instant::now();
             xdr::u32(out, o.code());
             // What is left once this result's number, the BADXDR result that may follow
             // and the status word are counted.
-            cx.room = REPLY_MAX.saturating_sub(out.len() - status_at + 16);
-            let s = self.run(o, &mut cx, out);
+            cx.room = self.room(&cx).saturating_sub(out.len() - status_at + 16);
+            let s = match session::order(c.minor, i, o, cx.ops) {
+                Ok(()) => self.run(o, &mut cx, out),
+                Err(s) => {
+                    xdr::u32(out, s);
+                    s
+                }
+            };
             n += 1;
             self.registry.record_op(
                 op::name(o.code()),
@@ -252,6 +309,14 @@ impl Nfs4 {
                 start.elapsed(),
                 0,
             );
+            if let Some(reply) = cx.replay_all.take() {
+                // A retransmission on its session slot: the reply it had, whole.
+                out.truncate(status_at);
+                out.extend_from_slice(&reply);
+                return reply.get(..4).map_or(proto::SERVERFAULT, |w| {
+                    u32::from_be_bytes([w[0], w[1], w[2], w[3]])
+                });
+            }
             if s != proto::OK {
                 status = s;
                 break;
@@ -267,7 +332,26 @@ impl Nfs4 {
         }
         out[status_at..status_at + 4].copy_from_slice(&status.to_be_bytes());
         out[count_at..count_at + 4].copy_from_slice(&n.to_be_bytes());
+        if let Some(slot) = cx.slot {
+            self.state.lock().finish_slot(&slot, &out[status_at..]);
+        }
         status
+    }
+
+    /// The most bytes the COMPOUND's result may take: [`REPLY_MAX`], or in a session
+    /// what its channel allows (what the slot may keep, when the client asked it kept).
+    fn room(&self, cx: &Ctx<'_>) -> usize {
+        let Some(s) = &cx.slot else {
+            return REPLY_MAX;
+        };
+        let limit = if cx.too_big == proto::REP_TOO_BIG_TO_CACHE {
+            s.max_cached
+        } else {
+            s.max_response
+        };
+        (limit as usize)
+            .saturating_sub(oncrpc::msg::ACCEPTED_HEADER_LEN)
+            .min(REPLY_MAX)
     }
 
     /// Runs one operation: its status word and result are appended to `out`.
@@ -283,7 +367,7 @@ impl Nfs4 {
             _ => OP_REPLY,
         };
         let r = if cx.room < need {
-            Err(proto::RESOURCE)
+            Err(cx.too_big)
         } else {
             self.exec(o, cx, out)
         };
@@ -294,6 +378,12 @@ impl Nfs4 {
                 u32::from_be_bytes([w[0], w[1], w[2], w[3]])
             });
         }
+        // A state cap in v4.1+ is DELAY, as knfsd answers a failed state allocation
+        // (RESOURCE is v4.0's).
+        let r = r.map_err(|s| match s {
+            proto::RESOURCE if cx.minor > 0 => proto::DELAY,
+            s => s,
+        });
         let status = match r {
             Ok(()) => proto::OK,
             Err(s) => {
@@ -318,14 +408,17 @@ impl Nfs4 {
         status
     }
 
+    /// The operations on handles and files; the rest in [`exec_state`](Self::exec_state).
     fn exec(&self, o: &Op<'_>, cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> Result<(), Status> {
         match *o {
             Op::Putrootfh | Op::Putpubfh => {
                 cx.cur = Some(self.fs.root_fh());
+                cx.current_sid = None;
                 Ok(())
             }
             Op::Putfh(data) => {
                 cx.cur = Some(self.fs.decode(data).map_err(proto::from_v3)?);
+                cx.current_sid = None;
                 Ok(())
             }
             Op::Getfh => {
@@ -335,10 +428,12 @@ impl Nfs4 {
             }
             Op::Savefh => {
                 cx.saved = Some(cur(cx)?);
+                cx.saved_sid = cx.current_sid;
                 Ok(())
             }
             Op::Restorefh => {
                 cx.cur = Some(cx.saved.ok_or(proto::RESTOREFH)?);
+                cx.current_sid = cx.saved_sid;
                 Ok(())
             }
             Op::Getattr(mask) => self.getattr(cx, mask, out),
@@ -371,6 +466,65 @@ impl Nfs4 {
             Op::Link(name) => self.link(cx, name, out),
             Op::Setattr { stateid, attrs } => self.setattr(cx, &stateid, attrs, out),
             Op::Secinfo(name) => self.secinfo(cx, name, out),
+            Op::Seek {
+                stateid,
+                offset,
+                hole,
+            } => self.seek(cx, &stateid, offset, hole, out),
+            Op::Allocate {
+                stateid,
+                offset,
+                length,
+            } => self.allocate(cx, &stateid, offset, length, false),
+            Op::Deallocate {
+                stateid,
+                offset,
+                length,
+            } => self.allocate(cx, &stateid, offset, length, true),
+            Op::Copy {
+                src,
+                dst,
+                src_offset,
+                dst_offset,
+                count,
+                synchronous,
+                remote,
+            } => {
+                let c = space::CopyArgs {
+                    src,
+                    dst,
+                    src_offset,
+                    dst_offset,
+                    count,
+                    synchronous,
+                    remote,
+                };
+                self.copy(cx, &c, out)
+            }
+            // No delegation is ever given, so none can be returned; named attributes
+            // are not supported.
+            Op::DelegReturn => Err(proto::BAD_STATEID),
+            Op::DelegPurge | Op::Openattr => Err(proto::NOTSUPP),
+            Op::NotSupp(_) => Err(proto::NOTSUPP),
+            Op::Illegal => Err(proto::OP_ILLEGAL),
+            _ => self.exec_state(o, cx, out),
+        }
+    }
+
+    /// The operations on client, open, lock and session state.
+    fn exec_state(&self, o: &Op<'_>, cx: &mut Ctx<'_>, out: &mut Vec<u8>) -> Result<(), Status> {
+        let v40 = cx.minor == 0;
+        match *o {
+            // Retired in v4.1 (RFC 8881 §18.33, §18.34, §18.20, §18.21, §18.48...).
+            Op::Setclientid { .. }
+            | Op::SetclientidConfirm { .. }
+            | Op::Renew(_)
+            | Op::OpenConfirm { .. }
+            | Op::ReleaseLockowner(_)
+                if !v40 =>
+            {
+                Err(proto::NOTSUPP)
+            }
             Op::Setclientid { verf, id } => self.setclientid(cx, verf, id, out),
             Op::SetclientidConfirm { clientid, verf } => {
                 self.state.lock().confirm(clientid, verf, cx.now)
@@ -405,11 +559,7 @@ impl Nfs4 {
                 length,
             } => self.locku(cx, &stateid, seqid, offset, length, out),
             Op::ReleaseLockowner(owner) => self.release_lockowner(cx, &owner),
-            // No delegation is ever given, so none can be returned; CLAIM_DELEGATE_PREV
-            // and named attributes are not supported.
-            Op::DelegReturn => Err(proto::BAD_STATEID),
-            Op::DelegPurge | Op::Openattr => Err(proto::NOTSUPP),
-            Op::Illegal => Err(proto::OP_ILLEGAL),
+            _ => self.exec_session(o, cx, out),
         }
     }
 }
@@ -419,5 +569,17 @@ fn cur(cx: &Ctx<'_>) -> Result<Fh, Status> {
     cx.cur.ok_or(proto::NOFILEHANDLE)
 }
 
+/// The stateid an operation names, with v4.1's current stateid (seqid 1, `other` all
+/// zeros) replaced by the one the COMPOUND's last stateid-returning operation left
+/// (`BAD_STATEID` when there is none).
+fn resolve(cx: &Ctx<'_>, sid: &Stateid) -> Result<Stateid, Status> {
+    if cx.minor > 0 && sid.other == [0; 12] && sid.seqid == 1 {
+        return cx.current_sid.ok_or(proto::BAD_STATEID);
+    }
+    Ok(*sid)
+}
+
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests41;

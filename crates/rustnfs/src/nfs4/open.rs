@@ -3,7 +3,10 @@
 //! SETATTR make. The tables themselves are in `state`; what the file system does (the
 //! create of OPEN) is `DirFs`'s, outside the state lock.
 
-use nfs3_types::nfs3::{Nfs3Option, createhow3, createverf3, ftype3, sattr3, wcc_data};
+use nfs3_types::nfs3::{
+    Nfs3Option, createhow3, createverf3, fattr3, ftype3, post_op_attr, pre_op_attr, sattr3,
+    wcc_attr, wcc_data,
+};
 
 use super::args::{Claim, How, Locker, OpenArgs, Owner};
 use super::attr;
@@ -26,6 +29,18 @@ use crate::fs::Fh;
 fn put_stateid(out: &mut Vec<u8>, sid: Stateid) {
     xdr::u32(out, sid.seqid);
     xdr::fixed(out, &sid.other);
+}
+
+/// The change info of a directory (or file) that did not change.
+fn unchanged(a: &fattr3) -> wcc_data {
+    wcc_data {
+        before: pre_op_attr::Some(wcc_attr {
+            size: a.size,
+            mtime: a.mtime,
+            ctime: a.ctime,
+        }),
+        after: post_op_attr::Some(a.clone()),
+    }
 }
 
 /// The `[start, end)` of a lock request (`end == u64::MAX`: to the end of the file).
@@ -60,6 +75,10 @@ fn denied(out: &mut Vec<u8>, l: &Lock) {
 /// reply; the next seqid goes ahead, and its reply will be remembered (`Ctx::seq`).
 /// Returns `false` when the operation is answered already (a replay).
 fn sequence(st: &State, cx: &mut Ctx<'_>, key: &OwnerKey, seqid: u32) -> Result<bool, Status> {
+    if cx.minor > 0 {
+        // v4.1+: owners' seqids are not used; the session's slot orders requests.
+        return Ok(true);
+    }
     match st.seq_check(key, seqid) {
         Seq::Bad => Err(proto::BAD_SEQID),
         Seq::Replay(reply, fh) => {
@@ -74,6 +93,39 @@ fn sequence(st: &State, cx: &mut Ctx<'_>, key: &OwnerKey, seqid: u32) -> Result<
             Ok(true)
         }
     }
+}
+
+/// The client an owner names: in v4.1+ always the session's (the owner's own field is
+/// not to be trusted, RFC 8881 §18.16.3), in v4.0 the one named.
+fn client_of(cx: &Ctx<'_>, named: u64) -> Result<u64, Status> {
+    match (cx.minor, cx.slot) {
+        (0, _) => Ok(named),
+        (_, Some(s)) => Ok(s.clientid),
+        (_, None) => Err(proto::OP_NOT_IN_SESSION),
+    }
+}
+
+/// In v4.1+, a stateid must be the session's client's (`BAD_STATEID`).
+fn owned(cx: &Ctx<'_>, f: &Found) -> Result<(), Status> {
+    match cx.slot {
+        Some(s) if cx.minor > 0 && s.clientid != f.clientid => Err(proto::BAD_STATEID),
+        _ => Ok(()),
+    }
+}
+
+/// The stateid a request names (v4.1's current stateid resolved), checked as
+/// [`State::stateid`] does and owned by the session's client.
+fn found(
+    st: &mut State,
+    cx: &Ctx<'_>,
+    sid: &Stateid,
+    fh: &Fh,
+    exact: bool,
+) -> Result<Found, Status> {
+    let sid = super::resolve(cx, sid)?;
+    let f = st.stateid(&sid, fh, exact, cx.minor > 0, cx.now)?;
+    owned(cx, &f)?;
+    Ok(f)
 }
 
 impl Nfs4 {
@@ -110,6 +162,7 @@ impl Nfs4 {
         fh: &Fh,
         io: Io,
     ) -> Result<(), Status> {
+        let sid = &super::resolve(cx, sid)?;
         if sid.is_anonymous() || sid.is_bypass() {
             let denied = self.state.lock().share_denied(fh);
             return match io {
@@ -124,7 +177,7 @@ impl Nfs4 {
             return Err(proto::BAD_STATEID);
         }
         let mut st = self.state.lock();
-        let f = st.stateid(sid, fh, false, cx.now)?;
+        let f = found(&mut st, cx, sid, fh, false)?;
         let access = match f.sid.open {
             Some(open) => st.get(f.clientid, open).map_or(0, |o| o.access),
             None => f.sid.access,
@@ -146,7 +199,7 @@ impl Nfs4 {
     ) -> Result<(), Status> {
         let key = OwnerKey {
             lock: false,
-            clientid: a.owner.clientid,
+            clientid: client_of(cx, a.owner.clientid)?,
             owner: a.owner.owner.to_vec(),
         };
         {
@@ -157,91 +210,103 @@ impl Nfs4 {
             }
             st.forget_unconfirmed(&key);
         }
-        let dir = cur(cx)?;
-        if !(1..=3).contains(&a.access) || a.deny > 3 {
+        let here = cur(cx)?;
+        // v4.1's "want" bits (delegations) are in the upper bits: none is ever given.
+        let access = if cx.minor > 0 {
+            a.access & 0xff
+        } else {
+            a.access
+        };
+        if !(1..=3).contains(&access) || a.deny > 3 {
             return Err(proto::INVAL);
         }
-        let name = match a.claim {
-            Claim::Null(name) => name,
-            Claim::Previous => return Err(proto::NO_GRACE),
-            Claim::DelegateCur => return Err(proto::BAD_STATEID),
+        let (fh, wcc, attrset) = match a.claim {
+            Claim::Null(name) => {
+                self.dir(&here)?;
+                check_name(name)?;
+                self.open_file(cx, &here, name, a, access)?
+            }
+            Claim::Fh if a.create.is_none() => {
+                let fa = self.fs.attr(&here).map_err(proto::from_v3)?;
+                self.may_open(cx, &fa, access)?;
+                (here, unchanged(&fa), 0)
+            }
+            Claim::Fh => return Err(proto::INVAL),
+            Claim::Previous | Claim::DelegatePrevFh => return Err(proto::NO_GRACE),
+            Claim::DelegateCur | Claim::DelegateCurFh => return Err(proto::BAD_STATEID),
             Claim::DelegatePrev => return Err(proto::RECLAIM_BAD),
         };
-        self.dir(&dir)?;
-        check_name(name)?;
-        let (fh, wcc, attrset) = self.open_file(cx, &dir, name, a)?;
         let (sid, confirm) = {
             let mut st = self.state.lock();
-            if st.share_conflict(&fh, &key, a.access, a.deny) {
+            if st.share_conflict(&fh, &key, access, a.deny) {
                 tracing::debug!(owner = ?key.owner, "OPEN refused by a share reservation");
                 return Err(proto::SHARE_DENIED);
             }
-            let (sid, _) = st.open_stateid(&key, fh, a.access, a.deny)?;
+            let (sid, _) = st.open_stateid(&key, fh, access, a.deny)?;
             (sid, !st.confirmed(&key))
         };
         put_stateid(out, sid);
         cinfo(out, &wcc);
-        // OPEN4_RESULT_LOCKTYPE_POSIX, and OPEN4_RESULT_CONFIRM for a new owner.
+        // OPEN4_RESULT_LOCKTYPE_POSIX, and OPEN4_RESULT_CONFIRM for a new v4.0 owner.
         xdr::u32(out, 4 | if confirm { 2 } else { 0 });
         xdr::bitmap(out, attrset);
         xdr::u32(out, 0); // OPEN_DELEGATE_NONE
         cx.cur = Some(fh);
+        cx.current_sid = Some(sid);
         Ok(())
     }
 
-    /// The file-system part of OPEN: the file found or made, the directory's change
-    /// info, and the attributes applied. An existing file opened without EXCLUSIVE or
-    /// GUARDED is checked against the caller's rights for the access asked, and only a
-    /// size in the create attributes applies to it (the RFC's UNCHECKED4).
+    /// Whether the caller may open a file with these attributes for `access`: a
+    /// regular file (`ISDIR`, `SYMLINK`, `INVAL` otherwise), not written on a read-only
+    /// export, with the permission the access needs.
+    fn may_open(&self, cx: &Ctx<'_>, fa: &fattr3, access: u32) -> Result<(), Status> {
+        match fa.type_ {
+            ftype3::NF3REG => {}
+            ftype3::NF3DIR => return Err(proto::ISDIR),
+            ftype3::NF3LNK => return Err(proto::SYMLINK),
+            _ => return Err(proto::INVAL),
+        }
+        if access & ACCESS_WRITE != 0 && self.fs.read_only() {
+            return Err(proto::ROFS);
+        }
+        let ok = crate::nfs::read::allowed(fa, cx.caller, self.fs.read_only());
+        let need = (if access & ACCESS_READ != 0 { 1 } else { 0 })
+            | (if access & ACCESS_WRITE != 0 { 4 } else { 0 });
+        if ok & need != need {
+            return Err(proto::ACCESS);
+        }
+        Ok(())
+    }
+
+    /// The file-system part of OPEN by name: the file found or made, the directory's
+    /// change info, and the attributes applied. An existing file opened without
+    /// EXCLUSIVE or GUARDED is checked against the caller's rights for the access
+    /// asked, and only a size in the create attributes applies to it (the RFC's
+    /// UNCHECKED4). EXCLUSIVE4_1's attributes are applied after the create (its
+    /// verifier is kept in the times, as EXCLUSIVE4's and v3's).
     fn open_file(
         &self,
         cx: &Ctx<'_>,
         dir: &Fh,
         name: &[u8],
         a: &OpenArgs<'_>,
-    ) -> Result<(Fh, wcc_data, u64), Status> {
+        access: u32,
+    ) -> Result<(Fh, wcc_data, u128), Status> {
         let (found, _) = self.fs.lookup(dir, name);
         let existing = match found {
             Ok(f) => Some(f),
             Err(nfs3_types::nfs3::nfsstat3::NFS3ERR_NOENT) => None,
             Err(s) => return Err(proto::from_v3(s)),
         };
-        let unchanged = || -> wcc_data {
-            let attr = self.fs.attr(dir).ok();
-            wcc_data {
-                before: attr
-                    .as_ref()
-                    .map_or(nfs3_types::nfs3::pre_op_attr::None, |a| {
-                        nfs3_types::nfs3::pre_op_attr::Some(nfs3_types::nfs3::wcc_attr {
-                            size: a.size,
-                            mtime: a.mtime,
-                            ctime: a.ctime,
-                        })
-                    }),
-                after: attr.map_or(
-                    nfs3_types::nfs3::post_op_attr::None,
-                    nfs3_types::nfs3::post_op_attr::Some,
-                ),
-            }
+        let dir_unchanged = || {
+            self.fs
+                .attr(dir)
+                .map_or_else(|_| wcc_data::default(), |a| unchanged(&a))
         };
         match (a.create, existing) {
             (None, None) => Err(proto::NOENT),
             (None | Some(How::Unchecked(_)), Some((fh, fa))) => {
-                match fa.type_ {
-                    ftype3::NF3REG => {}
-                    ftype3::NF3DIR => return Err(proto::ISDIR),
-                    ftype3::NF3LNK => return Err(proto::SYMLINK),
-                    _ => return Err(proto::INVAL),
-                }
-                if a.access & ACCESS_WRITE != 0 && self.fs.read_only() {
-                    return Err(proto::ROFS);
-                }
-                let ok = crate::nfs::read::allowed(&fa, cx.caller, self.fs.read_only());
-                let need = (if a.access & ACCESS_READ != 0 { 1 } else { 0 })
-                    | (if a.access & ACCESS_WRITE != 0 { 4 } else { 0 });
-                if ok & need != need {
-                    return Err(proto::ACCESS);
-                }
+                self.may_open(cx, &fa, access)?;
                 let mut attrset = 0;
                 if let Some(How::Unchecked(f)) = a.create {
                     let set = attr::decode_settable(f.mask, f.vals)?;
@@ -255,10 +320,11 @@ impl Nfs4 {
                         attrset = 1 << attr::SIZE;
                     }
                 }
-                Ok((fh, unchanged(), attrset))
+                Ok((fh, dir_unchanged(), attrset))
             }
             (Some(How::Guarded(_)), Some(_)) => Err(proto::EXIST),
             (Some(how), _) => {
+                let mut after = None;
                 let (how3, mask) = match how {
                     How::Unchecked(f) | How::Guarded(f) => {
                         let set = attr::decode_settable(f.mask, f.vals)?;
@@ -270,9 +336,23 @@ impl Nfs4 {
                         (h, set.mask)
                     }
                     How::Exclusive(v) => (createhow3::EXCLUSIVE(createverf3(v)), 0),
+                    How::Exclusive41(v, f) => {
+                        let set = attr::decode_settable(f.mask, f.vals)?;
+                        if set.mask & !attr::EXCLCREAT != 0 {
+                            return Err(proto::INVAL);
+                        }
+                        after = Some(set);
+                        (createhow3::EXCLUSIVE(createverf3(v)), 0)
+                    }
                 };
                 let (r, wcc) = self.fs.create(dir, name, &how3);
                 let (fh, _) = r.map_err(proto::from_v3)?;
+                let mut mask = mask;
+                if let Some(set) = after.filter(|s| s.mask != 0) {
+                    let (r, _) = self.fs.setattr(&fh, &set.sattr, None);
+                    r.map_err(proto::from_v3)?;
+                    mask = set.mask;
+                }
                 Ok((fh, wcc, mask))
             }
         }
@@ -289,7 +369,7 @@ impl Nfs4 {
         let mut st = self.state.lock();
         // Any seqid of the stateid first, so a retransmission is recognised by its
         // owner's seqid and answered again; then the exact one.
-        let f = st.stateid(sid, &fh, false, cx.now)?;
+        let f = found(&mut st, cx, sid, &fh, false)?;
         if f.sid.open.is_some() || f.sid.lock {
             return Err(proto::BAD_STATEID);
         }
@@ -300,7 +380,7 @@ impl Nfs4 {
         if st.confirmed(&key) {
             return Err(proto::BAD_STATEID);
         }
-        st.stateid(sid, &fh, true, cx.now)?;
+        found(&mut st, cx, sid, &fh, true)?;
         st.set_confirmed(&key);
         let next = st.bump(f.clientid, f.n).ok_or(proto::BAD_STATEID)?;
         put_stateid(out, next);
@@ -322,8 +402,10 @@ impl Nfs4 {
         if !sequence(&st, cx, &f.owner_key(), seqid)? {
             return Ok(());
         }
-        st.stateid(sid, &fh, true, cx.now)?;
-        put_stateid(out, st.downgrade(f.clientid, f.n, access, deny)?);
+        found(&mut st, cx, sid, &fh, true)?;
+        let next = st.downgrade(f.clientid, f.n, access, deny)?;
+        put_stateid(out, next);
+        cx.current_sid = Some(next);
         Ok(())
     }
 
@@ -342,18 +424,26 @@ impl Nfs4 {
         if !sequence(&st, cx, &f.owner_key(), seqid)? {
             return Ok(());
         }
-        let now = st.stateid(sid, &fh, true, cx.now)?;
+        let now = found(&mut st, cx, sid, &fh, true)?;
         if st.open_holds_locks(f.clientid, f.n, &fh) {
             return Err(proto::LOCKS_HELD);
         }
         st.remove_stateid(f.clientid, f.n);
-        put_stateid(
-            out,
+        // v4.1+ answers the invalid special stateid (RFC 8881 §18.2.4), v4.0 the
+        // stateid's next seqid.
+        let last = if cx.minor > 0 {
+            Stateid {
+                seqid: u32::MAX,
+                other: [0; 12],
+            }
+        } else {
             Stateid {
                 seqid: now.sid.seqid.wrapping_add(1),
-                other: sid.other,
-            },
-        );
+                other: now_other(&st, &now),
+            }
+        };
+        put_stateid(out, last);
+        cx.current_sid = None;
         Ok(())
     }
 
@@ -381,18 +471,18 @@ impl Nfs4 {
                 if !sequence(&st, cx, &f.owner_key(), open_seqid)? {
                     return Ok(());
                 }
-                if owner.clientid != f.clientid {
+                if cx.minor == 0 && owner.clientid != f.clientid {
                     return Err(proto::INVAL);
                 }
                 let key = OwnerKey {
                     lock: true,
-                    clientid: owner.clientid,
+                    clientid: f.clientid,
                     owner: owner.owner.to_vec(),
                 };
                 (key, f, Some(lock_seqid))
             }
             Locker::Existing { stateid, seqid } => {
-                let f = st.stateid(&stateid, &fh, false, cx.now)?;
+                let f = found(&mut st, cx, &stateid, &fh, false)?;
                 let Some(open) = f.sid.open else {
                     return Err(proto::BAD_STATEID);
                 };
@@ -437,10 +527,11 @@ impl Nfs4 {
                 return Err(e);
             }
         };
-        if let Some(first) = first_seqid {
+        if let Some(first) = first_seqid.filter(|_| cx.minor == 0) {
             st.seq_seed(&lock_key, first)?;
         }
         put_stateid(out, sid);
+        cx.current_sid = Some(sid);
         Ok(())
     }
 
@@ -456,10 +547,11 @@ impl Nfs4 {
         let fh = cur(cx)?;
         let (start, end) = range(offset, length)?;
         let mut st = self.state.lock();
-        st.renew(owner.clientid, cx.now)?;
+        let clientid = client_of(cx, owner.clientid)?;
+        st.renew(clientid, cx.now)?;
         let key = OwnerKey {
             lock: true,
-            clientid: owner.clientid,
+            clientid,
             owner: owner.owner.to_vec(),
         };
         if let Some(l) = st.conflict(&fh, &key, start, end, write) {
@@ -480,7 +572,7 @@ impl Nfs4 {
     ) -> Result<(), Status> {
         let fh = cur(cx)?;
         let mut st = self.state.lock();
-        let f = st.stateid(sid, &fh, false, cx.now)?;
+        let f = found(&mut st, cx, sid, &fh, false)?;
         if f.sid.open.is_none() {
             return Err(proto::BAD_STATEID);
         }
@@ -490,7 +582,9 @@ impl Nfs4 {
         }
         let (start, end) = range(offset, length)?;
         st.set_range(fh, &key, start, end, None)?;
-        put_stateid(out, st.bump(f.clientid, f.n).ok_or(proto::BAD_STATEID)?);
+        let next = st.bump(f.clientid, f.n).ok_or(proto::BAD_STATEID)?;
+        put_stateid(out, next);
+        cx.current_sid = Some(next);
         Ok(())
     }
 
@@ -505,11 +599,16 @@ impl Nfs4 {
     }
 }
 
+/// The `other` of a stateid just found (its number within its client).
+fn now_other(st: &State, f: &Found) -> [u8; 12] {
+    st.other_of(f.clientid, f.n)
+}
+
 /// The open stateid of `fh` a request names, with its owner confirmed (any seqid not
 /// newer than the current: the exact check follows the seqid check, so a
 /// retransmission is recognised first).
 fn open_owner(st: &mut State, sid: &Stateid, fh: &Fh, cx: &Ctx<'_>) -> Result<Found, Status> {
-    let f = st.stateid(sid, fh, false, cx.now)?;
+    let f = found(st, cx, sid, fh, false)?;
     if f.sid.open.is_some() || f.sid.lock {
         return Err(proto::BAD_STATEID);
     }

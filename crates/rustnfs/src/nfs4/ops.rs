@@ -62,12 +62,24 @@ impl Nfs4 {
         }
     }
 
-    fn obj<'a>(&self, attr: &'a fattr3, fh: &Fh) -> Obj<'a> {
+    fn obj<'a>(&self, cx: &Ctx<'_>, attr: &'a fattr3, fh: &Fh) -> Obj<'a> {
         Obj {
             attr,
             fh: Some(fh.to_wire(self.fs.generation())),
             lease: self.lease_secs,
+            minor: cx.minor,
+            times: self.whole_times(attr, fh),
         }
+    }
+
+    /// The object's times whole, when `attr`'s may have been cut to NFSv3's range (one
+    /// more stat, only then).
+    fn whole_times(&self, attr: &fattr3, fh: &Fh) -> Option<[(i64, u32); 3]> {
+        if !Obj::times_cut(attr) {
+            return None;
+        }
+        let st = self.fs.stat(fh).ok()?;
+        Some([st.atime, st.mtime, st.ctime])
     }
 
     pub(super) fn getattr(
@@ -81,14 +93,16 @@ impl Nfs4 {
             return Err(proto::INVAL);
         }
         let a = v3(self.fs.attr(&fh))?;
-        attr::encode(out, mask, &self.obj(&a, &fh), || self.fs.fsstat(&fh).ok());
+        attr::encode(out, mask, &self.obj(cx, &a, &fh), || {
+            self.fs.fsstat(&fh).ok()
+        });
         Ok(())
     }
 
     pub(super) fn verify(&self, cx: &Ctx<'_>, f: Fattr<'_>, want_same: bool) -> Result<(), Status> {
         let fh = cur(cx)?;
         let a = v3(self.fs.attr(&fh))?;
-        let same = attr::same(f.mask, f.vals, &self.obj(&a, &fh), || {
+        let same = attr::same(f.mask, f.vals, &self.obj(cx, &a, &fh), || {
             self.fs.fsstat(&fh).ok()
         })?;
         match (want_same, same) {
@@ -252,6 +266,8 @@ impl Nfs4 {
                 attr: &a,
                 fh: efh.map(|f| f.to_wire(generation)),
                 lease: self.lease_secs,
+                minor: cx.minor,
+                times: efh.and_then(|f| self.whole_times(&a, &f)),
             };
             attr::encode(&mut ent, want, &obj, || self.fs.fsstat(&fh).ok());
             // The reply's size as maxcount counts it: verifier, entries, the list's end
@@ -408,6 +424,9 @@ impl Nfs4 {
         }
         let (r, _) = self.fs.setattr(&fh, &set.sattr, None);
         v3(r)?;
+        if set.wide != (None, None) {
+            v3(self.fs.set_times(&fh, set.wide.0, set.wide.1))?;
+        }
         xdr::bitmap(out, set.mask);
         Ok(())
     }

@@ -1,10 +1,11 @@
-//! NFSv4.0 protocol numbers (RFC 7530 §13, §16 and its XDR, RFC 7531): operation codes
+//! NFSv4 protocol numbers (RFC 7531, RFC 8881, RFC 7862): operation codes
 //! and their metric names, status codes and their labels, and the one mapping from the
 //! NFSv3 statuses `DirFs` answers with to NFSv4 statuses.
 
 use nfs3_types::nfs3::nfsstat3;
 
-/// Operation codes (RFC 7531 `nfs_opnum4`), NFSv4.0's only.
+/// Operation codes (RFC 7531, RFC 8881 and RFC 7862 `nfs_opnum4`, with RFC 8276's
+/// extended attributes).
 pub mod op {
     pub const ACCESS: u32 = 3;
     pub const CLOSE: u32 = 4;
@@ -43,11 +44,81 @@ pub mod op {
     pub const VERIFY: u32 = 37;
     pub const WRITE: u32 = 38;
     pub const RELEASE_LOCKOWNER: u32 = 39;
+    // NFSv4.1
+    pub const BACKCHANNEL_CTL: u32 = 40;
+    pub const BIND_CONN_TO_SESSION: u32 = 41;
+    pub const EXCHANGE_ID: u32 = 42;
+    pub const CREATE_SESSION: u32 = 43;
+    pub const DESTROY_SESSION: u32 = 44;
+    pub const FREE_STATEID: u32 = 45;
+    pub const GET_DIR_DELEGATION: u32 = 46;
+    pub const GETDEVICEINFO: u32 = 47;
+    pub const GETDEVICELIST: u32 = 48;
+    pub const LAYOUTCOMMIT: u32 = 49;
+    pub const LAYOUTGET: u32 = 50;
+    pub const LAYOUTRETURN: u32 = 51;
+    pub const SECINFO_NO_NAME: u32 = 52;
+    pub const SEQUENCE: u32 = 53;
+    pub const SET_SSV: u32 = 54;
+    pub const TEST_STATEID: u32 = 55;
+    pub const WANT_DELEGATION: u32 = 56;
+    pub const DESTROY_CLIENTID: u32 = 57;
+    pub const RECLAIM_COMPLETE: u32 = 58;
+    // NFSv4.2
+    pub const ALLOCATE: u32 = 59;
+    pub const COPY: u32 = 60;
+    pub const COPY_NOTIFY: u32 = 61;
+    pub const DEALLOCATE: u32 = 62;
+    pub const IO_ADVISE: u32 = 63;
+    pub const LAYOUTERROR: u32 = 64;
+    pub const LAYOUTSTATS: u32 = 65;
+    pub const OFFLOAD_CANCEL: u32 = 66;
+    pub const OFFLOAD_STATUS: u32 = 67;
+    pub const READ_PLUS: u32 = 68;
+    pub const SEEK: u32 = 69;
+    pub const WRITE_SAME: u32 = 70;
+    pub const CLONE: u32 = 71;
+    pub const GETXATTR: u32 = 72;
+    pub const SETXATTR: u32 = 73;
+    pub const LISTXATTRS: u32 = 74;
+    pub const REMOVEXATTR: u32 = 75;
     pub const ILLEGAL: u32 = 10044;
+
+    /// The operations of 4.1 and 4.2 this server does not implement (pNFS, delegations,
+    /// state protection, server-to-server copy, READ_PLUS, CLONE, extended
+    /// attributes): `NFS4ERR_NOTSUPP`.
+    pub const NOT_IMPLEMENTED: [u32; 23] = [
+        BACKCHANNEL_CTL,
+        GET_DIR_DELEGATION,
+        GETDEVICEINFO,
+        GETDEVICELIST,
+        LAYOUTCOMMIT,
+        LAYOUTGET,
+        LAYOUTRETURN,
+        SET_SSV,
+        WANT_DELEGATION,
+        COPY_NOTIFY,
+        IO_ADVISE,
+        LAYOUTERROR,
+        LAYOUTSTATS,
+        OFFLOAD_CANCEL,
+        OFFLOAD_STATUS,
+        READ_PLUS,
+        WRITE_SAME,
+        CLONE,
+        GETXATTR,
+        SETXATTR,
+        LISTXATTRS,
+        REMOVEXATTR,
+        OPENATTR,
+    ];
+
+    /// The highest operation number each minor version defines (0, 1, 2).
+    pub const LAST: [u32; 3] = [RELEASE_LOCKOWNER, RECLAIM_COMPLETE, REMOVEXATTR];
 
     /// The metric name of an operation: `NFS4_READ`, `NFS4_ILLEGAL`, ...
     pub fn name(op: u32) -> &'static str {
-        const NAMES: [&str; 37] = [
+        const NAMES: [&str; 73] = [
             "NFS4_ACCESS",
             "NFS4_CLOSE",
             "NFS4_COMMIT",
@@ -85,6 +156,42 @@ pub mod op {
             "NFS4_VERIFY",
             "NFS4_WRITE",
             "NFS4_RELEASE_LOCKOWNER",
+            "NFS4_BACKCHANNEL_CTL",
+            "NFS4_BIND_CONN_TO_SESSION",
+            "NFS4_EXCHANGE_ID",
+            "NFS4_CREATE_SESSION",
+            "NFS4_DESTROY_SESSION",
+            "NFS4_FREE_STATEID",
+            "NFS4_GET_DIR_DELEGATION",
+            "NFS4_GETDEVICEINFO",
+            "NFS4_GETDEVICELIST",
+            "NFS4_LAYOUTCOMMIT",
+            "NFS4_LAYOUTGET",
+            "NFS4_LAYOUTRETURN",
+            "NFS4_SECINFO_NO_NAME",
+            "NFS4_SEQUENCE",
+            "NFS4_SET_SSV",
+            "NFS4_TEST_STATEID",
+            "NFS4_WANT_DELEGATION",
+            "NFS4_DESTROY_CLIENTID",
+            "NFS4_RECLAIM_COMPLETE",
+            "NFS4_ALLOCATE",
+            "NFS4_COPY",
+            "NFS4_COPY_NOTIFY",
+            "NFS4_DEALLOCATE",
+            "NFS4_IO_ADVISE",
+            "NFS4_LAYOUTERROR",
+            "NFS4_LAYOUTSTATS",
+            "NFS4_OFFLOAD_CANCEL",
+            "NFS4_OFFLOAD_STATUS",
+            "NFS4_READ_PLUS",
+            "NFS4_SEEK",
+            "NFS4_WRITE_SAME",
+            "NFS4_CLONE",
+            "NFS4_GETXATTR",
+            "NFS4_SETXATTR",
+            "NFS4_LISTXATTRS",
+            "NFS4_REMOVEXATTR",
         ];
         (op as usize)
             .checked_sub(3)
@@ -149,6 +256,30 @@ pub const OPENMODE: Status = 10038;
 pub const BADOWNER: Status = 10039;
 pub const BADNAME: Status = 10041;
 pub const OP_ILLEGAL: Status = 10044;
+// NFSv4.1 (RFC 8881) and 4.2 (RFC 7862)
+pub const BADIOMODE: Status = 10049;
+pub const BADLAYOUT: Status = 10050;
+pub const BAD_SESSION_DIGEST: Status = 10051;
+pub const BADSESSION: Status = 10052;
+pub const BADSLOT: Status = 10053;
+pub const COMPLETE_ALREADY: Status = 10054;
+pub const CONN_NOT_BOUND_TO_SESSION: Status = 10055;
+pub const SEQ_MISORDERED: Status = 10063;
+pub const SEQUENCE_POS: Status = 10064;
+pub const REQ_TOO_BIG: Status = 10065;
+pub const REP_TOO_BIG: Status = 10066;
+pub const REP_TOO_BIG_TO_CACHE: Status = 10067;
+pub const RETRY_UNCACHED_REP: Status = 10068;
+pub const TOO_MANY_OPS: Status = 10070;
+pub const OP_NOT_IN_SESSION: Status = 10071;
+pub const CLIENTID_BUSY: Status = 10074;
+pub const SEQ_FALSE_RETRY: Status = 10076;
+pub const BAD_HIGH_SLOT: Status = 10077;
+pub const DEADSESSION: Status = 10078;
+pub const ENCR_ALG_UNSUPP: Status = 10079;
+pub const NOT_ONLY_OP: Status = 10081;
+pub const WRONG_TYPE: Status = 10083;
+pub const OFFLOAD_NO_REQS: Status = 10094;
 
 /// The NFSv4 status of an NFSv3 one (most share their numbers). `NOT_SYNC` (a v3
 /// SETATTR guard) has no v4 twin and `REMOTE` no meaning here.
@@ -239,6 +370,29 @@ pub fn label(s: Status) -> &'static str {
         BADOWNER => "NFS4ERR_BADOWNER",
         BADNAME => "NFS4ERR_BADNAME",
         OP_ILLEGAL => "NFS4ERR_OP_ILLEGAL",
+        BADIOMODE => "NFS4ERR_BADIOMODE",
+        BADLAYOUT => "NFS4ERR_BADLAYOUT",
+        BAD_SESSION_DIGEST => "NFS4ERR_BAD_SESSION_DIGEST",
+        BADSESSION => "NFS4ERR_BADSESSION",
+        BADSLOT => "NFS4ERR_BADSLOT",
+        COMPLETE_ALREADY => "NFS4ERR_COMPLETE_ALREADY",
+        CONN_NOT_BOUND_TO_SESSION => "NFS4ERR_CONN_NOT_BOUND_TO_SESSION",
+        SEQ_MISORDERED => "NFS4ERR_SEQ_MISORDERED",
+        SEQUENCE_POS => "NFS4ERR_SEQUENCE_POS",
+        REQ_TOO_BIG => "NFS4ERR_REQ_TOO_BIG",
+        REP_TOO_BIG => "NFS4ERR_REP_TOO_BIG",
+        REP_TOO_BIG_TO_CACHE => "NFS4ERR_REP_TOO_BIG_TO_CACHE",
+        RETRY_UNCACHED_REP => "NFS4ERR_RETRY_UNCACHED_REP",
+        TOO_MANY_OPS => "NFS4ERR_TOO_MANY_OPS",
+        OP_NOT_IN_SESSION => "NFS4ERR_OP_NOT_IN_SESSION",
+        CLIENTID_BUSY => "NFS4ERR_CLIENTID_BUSY",
+        SEQ_FALSE_RETRY => "NFS4ERR_SEQ_FALSE_RETRY",
+        BAD_HIGH_SLOT => "NFS4ERR_BAD_HIGH_SLOT",
+        DEADSESSION => "NFS4ERR_DEADSESSION",
+        ENCR_ALG_UNSUPP => "NFS4ERR_ENCR_ALG_UNSUPP",
+        NOT_ONLY_OP => "NFS4ERR_NOT_ONLY_OP",
+        WRONG_TYPE => "NFS4ERR_WRONG_TYPE",
+        OFFLOAD_NO_REQS => "NFS4ERR_OFFLOAD_NO_REQS",
         _ => "NFS4ERR_OTHER",
     }
 }
@@ -268,7 +422,9 @@ mod tests {
         assert_eq!(op::name(op::READ), "NFS4_READ");
         assert_eq!(op::name(op::RELEASE_LOCKOWNER), "NFS4_RELEASE_LOCKOWNER");
         assert_eq!(op::name(2), "NFS4_ILLEGAL");
-        assert_eq!(op::name(40), "NFS4_ILLEGAL");
+        assert_eq!(op::name(op::SEQUENCE), "NFS4_SEQUENCE");
+        assert_eq!(op::name(op::REMOVEXATTR), "NFS4_REMOVEXATTR");
+        assert_eq!(op::name(76), "NFS4_ILLEGAL");
         assert_eq!(from_v3(nfsstat3::NFS3ERR_JUKEBOX), DELAY);
         assert_eq!(from_v3(nfsstat3::NFS3ERR_STALE), STALE);
         assert_eq!(label(BADXDR), "NFS4ERR_BADXDR");

@@ -7,7 +7,7 @@ use super::xdr::{self, Dec};
 use super::*;
 use crate::config::Config;
 
-fn server(dir: &std::path::Path) -> Nfs4 {
+pub(super) fn server(dir: &std::path::Path) -> Nfs4 {
     server_started(dir, 1_700_000_000_000_000_000)
 }
 
@@ -28,7 +28,7 @@ fn root() -> Caller {
 
 /// A COMPOUND with tag "t", minor version `minor`, and the operations (each already
 /// encoded with its number).
-fn compound(minor: u32, ops: &[Vec<u8>]) -> Vec<u8> {
+pub(super) fn compound(minor: u32, ops: &[Vec<u8>]) -> Vec<u8> {
     let mut v = Vec::new();
     xdr::opaque(&mut v, b"t");
     xdr::u32(&mut v, minor);
@@ -40,32 +40,32 @@ fn compound(minor: u32, ops: &[Vec<u8>]) -> Vec<u8> {
 }
 
 /// One operation: its number, then what `f` appends.
-fn op(code: u32, f: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+pub(super) fn op(code: u32, f: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
     let mut v = Vec::new();
     xdr::u32(&mut v, code);
     f(&mut v);
     v
 }
 
-fn putroot() -> Vec<u8> {
+pub(super) fn putroot() -> Vec<u8> {
     op(op::PUTROOTFH, |_| {})
 }
 
-fn stateid(v: &mut Vec<u8>, s: (u32, [u8; 12])) {
+pub(super) fn stateid(v: &mut Vec<u8>, s: (u32, [u8; 12])) {
     xdr::u32(v, s.0);
     xdr::fixed(v, &s.1);
 }
 
 /// A reply being read: the COMPOUND status, then each operation in turn.
-struct Reply {
-    buf: Vec<u8>,
-    pos: usize,
-    status: u32,
-    count: u32,
+pub(super) struct Reply {
+    pub(super) buf: Vec<u8>,
+    pub(super) pos: usize,
+    pub(super) status: u32,
+    pub(super) count: u32,
 }
 
 impl Reply {
-    fn new(buf: Vec<u8>) -> Reply {
+    pub(super) fn new(buf: Vec<u8>) -> Reply {
         let mut r = Reply {
             buf,
             pos: 0,
@@ -78,32 +78,32 @@ impl Reply {
         r.count = r.u32();
         r
     }
-    fn dec(&self) -> Dec<'_> {
+    pub(super) fn dec(&self) -> Dec<'_> {
         Dec::new(&self.buf[self.pos..])
     }
-    fn u32(&mut self) -> u32 {
+    pub(super) fn u32(&mut self) -> u32 {
         let v = self.dec().u32().unwrap();
         self.pos += 4;
         v
     }
-    fn u64(&mut self) -> u64 {
+    pub(super) fn u64(&mut self) -> u64 {
         let v = self.dec().u64().unwrap();
         self.pos += 8;
         v
     }
-    fn opaque(&mut self) -> Vec<u8> {
+    pub(super) fn opaque(&mut self) -> Vec<u8> {
         let v = self.dec().opaque(usize::MAX).unwrap().to_vec();
         self.pos += xdr::opaque_size(v.len());
         v
     }
-    fn stateid(&mut self) -> (u32, [u8; 12]) {
+    pub(super) fn stateid(&mut self) -> (u32, [u8; 12]) {
         let seqid = self.u32();
         let mut other = [0u8; 12];
         other.copy_from_slice(&self.buf[self.pos..self.pos + 12]);
         self.pos += 12;
         (seqid, other)
     }
-    fn bitmap(&mut self) -> u64 {
+    pub(super) fn bitmap(&mut self) -> u64 {
         let n = self.u32();
         let mut bits = 0u64;
         for i in 0..n {
@@ -115,16 +115,16 @@ impl Reply {
         bits
     }
     /// The next operation's number (checked) and status.
-    fn op(&mut self, code: u32) -> u32 {
+    pub(super) fn op(&mut self, code: u32) -> u32 {
         assert_eq!(self.u32(), code, "operation number");
         self.u32()
     }
-    fn skip(&mut self, n: usize) {
+    pub(super) fn skip(&mut self, n: usize) {
         self.pos += n;
     }
 }
 
-fn run(s: &Nfs4, args: &[u8]) -> Reply {
+pub(super) fn run(s: &Nfs4, args: &[u8]) -> Reply {
     let mut out = Vec::new();
     s.call(1, &root(), Conn::LOCAL, args, &mut out)
         .ok()
@@ -231,7 +231,7 @@ fn open(s: &Nfs4, cid: u64, owner: &[u8], seqid: u32, name: &[u8]) -> (Vec<u8>, 
     (fh, sid)
 }
 
-fn putfh(fh: &[u8]) -> Vec<u8> {
+pub(super) fn putfh(fh: &[u8]) -> Vec<u8> {
     op(op::PUTFH, |v| xdr::opaque(v, fh))
 }
 
@@ -515,13 +515,18 @@ fn locks_conflict_and_release() {
 }
 
 #[test]
-fn minor_versions_other_than_zero_are_refused() {
+fn minor_versions_above_two_are_refused_and_later_ones_need_a_session() {
     let tmp = tempfile::tempdir().unwrap();
     let s = server(tmp.path());
-    for minor in [1, 2] {
+    for minor in [3, 4, u32::MAX] {
         let r = run(&s, &compound(minor, &[putroot()]));
         assert_eq!(r.status, proto::MINOR_VERS_MISMATCH);
         assert_eq!(r.count, 0);
+    }
+    for minor in [1, 2] {
+        let mut r = run(&s, &compound(minor, &[putroot()]));
+        assert_eq!(r.count, 1);
+        assert_eq!(r.op(op::PUTROOTFH), proto::OP_NOT_IN_SESSION);
     }
     // NULL, and the procedures version 4 does not have.
     let mut out = Vec::new();
@@ -603,7 +608,10 @@ fn malformed_and_oversized_arguments_are_errors() {
     // within the bound taken before.
     let base = compound(
         0,
-        &[putroot(), op(op::GETATTR, |v| xdr::bitmap(v, u64::MAX))],
+        &[
+            putroot(),
+            op(op::GETATTR, |v| xdr::bitmap(v, u64::MAX as u128)),
+        ],
     );
     let mut x = 0x2545_f491_4f6c_dd1du64;
     for _ in 0..3000 {
@@ -1086,4 +1094,72 @@ fn special_stateids_meet_share_denies() {
     assert_eq!(r.op(op::OPEN), proto::OK);
     assert_eq!(io(op::READ, anon), proto::LOCKED);
     assert_eq!(io(op::READ, bypass), proto::OK);
+}
+
+/// Issue 32 §1: `nfstime4` carries 64-bit signed seconds: times at 2^31, 2^32, 2^33 and
+/// before 1970 round-trip through SETATTR and GETATTR (v3's `nfstime3` cannot hold the
+/// last three); SET_TO_SERVER_TIME4 for both times sets both to now.
+#[test]
+fn times_round_trip_with_64_bit_seconds_and_server_time() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("f"), b"x").unwrap();
+    let s = server(tmp.path());
+    let lookup = op(op::LOOKUP, |v| xdr::opaque(v, b"f"));
+    let times = 1u128 << attr::TIME_ACCESS_SET | 1u128 << attr::TIME_MODIFY_SET;
+    let get = op(op::GETATTR, |v| {
+        xdr::bitmap(v, 1u128 << attr::TIME_ACCESS | 1u128 << attr::TIME_MODIFY)
+    });
+    let read_back = |r: &mut Reply| {
+        r.bitmap();
+        r.u32();
+        let a = (r.u64() as i64, r.u32());
+        let m = (r.u64() as i64, r.u32());
+        (a, m)
+    };
+    for secs in [1i64 << 31, 1 << 32, 1 << 33, -86_400] {
+        let set = op(op::SETATTR, |v| {
+            stateid(v, (0, [0; 12]));
+            xdr::bitmap(v, times);
+            let mut vals = Vec::new();
+            for ns in [1u32, 2] {
+                xdr::u32(&mut vals, 1);
+                xdr::u64(&mut vals, secs as u64);
+                xdr::u32(&mut vals, ns);
+            }
+            xdr::opaque(v, &vals);
+        });
+        let mut r = run(
+            &s,
+            &compound(0, &[putroot(), lookup.clone(), set, get.clone()]),
+        );
+        assert_eq!(r.status, proto::OK, "{secs}");
+        r.skip(16);
+        r.op(op::SETATTR);
+        r.bitmap();
+        r.op(op::GETATTR);
+        assert_eq!(read_back(&mut r), ((secs, 1), (secs, 2)), "{secs}");
+    }
+    let now_both = op(op::SETATTR, |v| {
+        stateid(v, (0, [0; 12]));
+        xdr::bitmap(v, times);
+        let mut vals = Vec::new();
+        xdr::u32(&mut vals, 0);
+        xdr::u32(&mut vals, 0);
+        xdr::opaque(v, &vals);
+    });
+    let mut r = run(&s, &compound(0, &[putroot(), lookup, now_both, get]));
+    assert_eq!(r.status, proto::OK);
+    r.skip(16);
+    r.op(op::SETATTR);
+    r.bitmap();
+    r.op(op::GETATTR);
+    let ((a, _), (m, _)) = read_back(&mut r);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    assert!(
+        (now - a).abs() < 60 && (now - m).abs() < 60,
+        "{a} {m} vs {now}"
+    );
 }

@@ -1,4 +1,4 @@
-//! Bounded XDR for NFSv4.0: a cursor that borrows every variable-length field from the
+//! Bounded XDR for NFSv4: a cursor that borrows every variable-length field from the
 //! record after checking it against a limit and against what the record really holds,
 //! and the few packing helpers replies need.
 //!
@@ -20,20 +20,21 @@ pub const FH_MAX: usize = 128;
 /// Longest owner, client id and other protocol opaques (RFC 7530 `NFS4_OPAQUE_LIMIT`).
 pub const OPAQUE_LIMIT: usize = 1024;
 /// Most words an attribute bitmap may have here: NFSv4.0 defines 56 attributes (two
-/// words); later minor versions three. Longer bitmaps are garbage, not a reason to loop.
+/// words), 4.1 and 4.2 three. Longer bitmaps are garbage, not a reason to loop.
 pub const BITMAP_WORDS_MAX: u32 = 8;
 
-/// An attribute bitmap: the first two words (every NFSv4.0 attribute), and whether any
-/// bit beyond them was set (an attribute this server cannot know).
+/// An attribute bitmap: the first four words (every attribute any minor version
+/// defines), and whether any bit beyond them was set (an attribute this server cannot
+/// know).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Bitmap {
-    pub bits: u64,
+    pub bits: u128,
     pub beyond: bool,
 }
 
 impl Bitmap {
     pub fn has(&self, attr: u32) -> bool {
-        attr < 64 && self.bits & (1u64 << attr) != 0
+        attr < 128 && self.bits & (1u128 << attr) != 0
     }
 }
 
@@ -110,12 +111,21 @@ impl<'a> Dec<'a> {
         for i in 0..n {
             let w = self.u32()?;
             match i {
-                0 => b.bits |= u64::from(w),
-                1 => b.bits |= u64::from(w) << 32,
+                0..4 => b.bits |= u128::from(w) << (32 * i),
                 _ => b.beyond |= w != 0,
             }
         }
         Ok(b)
+    }
+
+    /// Where the cursor is.
+    pub fn pos(&self) -> usize {
+        self.pos
+    }
+
+    /// The bytes read since `start` (a [`pos`](Self::pos)).
+    pub fn since(&self, start: usize) -> &'a [u8] {
+        &self.buf[start..self.pos]
     }
 
     /// Whether every byte was consumed.
@@ -150,19 +160,11 @@ pub fn fixed(out: &mut Vec<u8>, data: &[u8]) {
 }
 
 /// Appends a bitmap, trimmed of trailing zero words.
-pub fn bitmap(out: &mut Vec<u8>, bits: u64) {
-    let (lo, hi) = (bits as u32, (bits >> 32) as u32);
-    match (lo, hi) {
-        (0, 0) => u32(out, 0),
-        (lo, 0) => {
-            u32(out, 1);
-            u32(out, lo);
-        }
-        (lo, hi) => {
-            u32(out, 2);
-            u32(out, lo);
-            u32(out, hi);
-        }
+pub fn bitmap(out: &mut Vec<u8>, bits: u128) {
+    let words = (128 - bits.leading_zeros()).div_ceil(32);
+    u32(out, words);
+    for i in 0..words {
+        u32(out, (bits >> (32 * i)) as u32);
     }
 }
 
@@ -190,15 +192,21 @@ mod tests {
         assert!(Dec::new(&u32::MAX.to_be_bytes()).string().is_err());
         // Bitmaps: too many words is garbage; bits beyond two words are remembered.
         let mut b = Vec::new();
-        for w in [3u32, 1, 1 << 1, 5] {
+        for w in [5u32, 1, 1 << 1, 1 << 11, 0, 5] {
             u32(&mut b, w);
         }
         let bm = Dec::new(&b).bitmap().unwrap();
-        assert!(bm.has(0) && bm.has(33) && bm.beyond);
+        assert!(bm.has(0) && bm.has(33) && bm.has(75) && bm.beyond);
         assert!(Dec::new(&9u32.to_be_bytes()).bitmap().is_err());
         let mut out = Vec::new();
         bitmap(&mut out, 1 | (1 << 33));
         assert_eq!(out.len(), 12);
+        out.clear();
+        bitmap(&mut out, 1 << 75);
+        assert_eq!(out, [0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 8, 0]);
+        out.clear();
+        bitmap(&mut out, 0);
+        assert_eq!(out, [0, 0, 0, 0]);
         assert_eq!(opaque_size(5), 12);
     }
 }

@@ -48,7 +48,7 @@ impl State {
         if let Some(old) = names.unconfirmed {
             self.purge(old);
         }
-        let cid = self.new_client(name, addr, now)?;
+        let cid = self.new_client(name, false, addr, now)?;
         let c = self.clients.get_mut(&cid).expect("just made");
         c.verf = verf;
         c.confirm = confirm;
@@ -63,9 +63,16 @@ impl State {
         h.finish().to_be_bytes()
     }
 
-    /// Makes an unconfirmed client record for `name` from `addr`, within the caps: the
-    /// address's oldest unconfirmed record goes first when it has made its share.
-    fn new_client(&mut self, name: &[u8], addr: IpAddr, now: Instant) -> Result<u64, Status> {
+    /// Makes an unconfirmed client record for `name` (of EXCHANGE_ID when `v41`) from
+    /// `addr`, within the caps: the address's oldest unconfirmed record goes first when
+    /// it has made its share.
+    pub(super) fn new_client(
+        &mut self,
+        name: &[u8],
+        v41: bool,
+        addr: IpAddr,
+        now: Instant,
+    ) -> Result<u64, Status> {
         let cap = self.limits.per_address.get(Kind::Unconfirmed);
         while self
             .addrs
@@ -116,6 +123,12 @@ impl State {
                 next_sid: 0,
                 lock_files: HashMap::new(),
                 usage,
+                v41,
+                sessions: Vec::new(),
+                next_session: 0,
+                create_seq: 0,
+                last_create: None,
+                reclaimed: false,
             },
         );
         let a = self.addrs.entry(addr).or_default();
@@ -124,8 +137,17 @@ impl State {
         a.unconfirmed.push_back(cid);
         self.total.add(Kind::Client, 1);
         self.total.add(Kind::Unconfirmed, 1);
-        self.names.entry(name).or_default().unconfirmed = Some(cid);
+        self.names_of(v41).entry(name).or_default().unconfirmed = Some(cid);
         Ok(cid)
+    }
+
+    /// SETCLIENTID's names, or EXCHANGE_ID's.
+    fn names_of(&mut self, v41: bool) -> &mut HashMap<Arc<[u8]>, Names> {
+        if v41 {
+            &mut self.names41
+        } else {
+            &mut self.names
+        }
     }
 
     /// SETCLIENTID_CONFIRM: confirms the record; an older confirmed record of the same
@@ -145,17 +167,17 @@ impl State {
 
     /// Confirms client `cid`: it leaves its address's unconfirmed count, becomes its
     /// name's confirmed record, and the record it replaces is freed.
-    fn mark_confirmed(&mut self, cid: u64) {
+    pub(super) fn mark_confirmed(&mut self, cid: u64) {
         let c = self.clients.get_mut(&cid).expect("the caller found it");
         c.confirmed = true;
         c.usage.sub(Kind::Unconfirmed, 1);
-        let (addr, name) = (c.addr, c.name.clone());
+        let (addr, name, v41) = (c.addr, c.name.clone(), c.v41);
         if let Some(a) = self.addrs.get_mut(&addr) {
             a.usage.sub(Kind::Unconfirmed, 1);
             a.unconfirmed.retain(|k| *k != cid);
         }
         self.total.sub(Kind::Unconfirmed, 1);
-        let names = self.names.entry(name).or_default();
+        let names = self.names_of(v41).entry(name).or_default();
         let older = names.confirmed.replace(cid).filter(|o| *o != cid);
         if names.unconfirmed == Some(cid) {
             names.unconfirmed = None;
@@ -228,6 +250,7 @@ impl State {
         }
         fit(&mut self.clients);
         fit(&mut self.names);
+        fit(&mut self.names41);
         fit(&mut self.files);
         self.addrs.retain(|_, a| !a.usage.is_empty());
         fit(&mut self.addrs);
@@ -259,7 +282,8 @@ impl State {
             }
         }
         self.total.sub_all(&c.usage);
-        if let Some(n) = self.names.get_mut(&c.name) {
+        let names = self.names_of(c.v41);
+        if let Some(n) = names.get_mut(&c.name) {
             if n.confirmed == Some(cid) {
                 n.confirmed = None;
             }
@@ -273,7 +297,7 @@ impl State {
                     unconfirmed: None
                 }
             ) {
-                self.names.remove(&c.name);
+                names.remove(&c.name);
             }
         }
     }

@@ -18,6 +18,7 @@
 //!   client.
 //! - `owners`: owners and the seqid rules of v4.0.
 //! - `files`: stateids, share reservations and the byte-range lock table.
+//! - `sessions`: NFSv4.1's EXCHANGE_ID records, sessions and their slots.
 //!
 //! # Lease, expiry, grace
 //! - Every client gets a lease ([`DEFAULT_LEASE`], 90 s, knfsd's and Ganesha's default;
@@ -40,6 +41,7 @@ mod clients;
 mod files;
 pub mod limits;
 mod owners;
+pub mod sessions;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::IpAddr;
@@ -152,6 +154,16 @@ struct Client {
     /// The files it holds byte-range locks on, with how many.
     lock_files: HashMap<Fh, usize>,
     usage: Usage,
+    /// Made by EXCHANGE_ID (v4.1+), not SETCLIENTID.
+    v41: bool,
+    /// v4.1+: its sessions, the CREATE_SESSION sequence id it must send next and the
+    /// last CREATE_SESSION reply (for a retransmission), whether it sent
+    /// RECLAIM_COMPLETE.
+    sessions: Vec<sessions::Session>,
+    next_session: u32,
+    create_seq: u32,
+    last_create: Option<Box<[u8]>>,
+    reclaimed: bool,
 }
 
 /// Who uses a client name: its confirmed record and the one waiting for confirmation
@@ -179,7 +191,10 @@ pub struct State {
     lease: Duration,
     limits: Limits,
     clients: HashMap<u64, Client>,
+    /// SETCLIENTID's names and EXCHANGE_ID's, kept apart (a v4.0 and a v4.1 mount of
+    /// one client are two clients).
     names: HashMap<Arc<[u8]>, Names>,
+    names41: HashMap<Arc<[u8]>, Names>,
     addrs: HashMap<IpAddr, Address>,
     files: HashMap<Fh, files::File>,
     total: Usage,
@@ -198,6 +213,7 @@ impl State {
             limits,
             clients: HashMap::new(),
             names: HashMap::new(),
+            names41: HashMap::new(),
             addrs: HashMap::new(),
             files: HashMap::new(),
             total: Usage::default(),
@@ -219,7 +235,7 @@ impl State {
 
     /// `STALE_CLIENTID` for another instance's id, `EXPIRED` for one whose lease ran
     /// out, `STALE_CLIENTID` for one never seen.
-    fn unknown_client(&self, cid: u64) -> Status {
+    pub(super) fn unknown_client(&self, cid: u64) -> Status {
         if (cid >> 32) as u32 == self.epoch && self.expired.contains(&cid) {
             proto::EXPIRED
         } else {
@@ -261,6 +277,10 @@ impl State {
     }
 
     /// The `other` of stateid `n` of client `cid`: this instance, the client, the number.
+    pub fn other_of(&self, cid: u64, n: u32) -> [u8; 12] {
+        self.other(cid, n)
+    }
+
     fn other(&self, cid: u64, n: u32) -> [u8; 12] {
         let mut o = [0u8; 12];
         o[..4].copy_from_slice(&self.epoch.to_be_bytes());
@@ -280,13 +300,14 @@ impl State {
     }
 
     /// The stateid a request names, checked: this instance's, known, of `fh`, and
-    /// (when `exact`) of the current seqid; an older seqid is `OLD_STATEID`. Renews the
-    /// lease of its client.
+    /// (when `exact`) of the current seqid; an older seqid is `OLD_STATEID`, and in
+    /// v4.1+ (`v41`) seqid 0 means the current one. Renews the lease of its client.
     pub fn stateid(
         &mut self,
         sid: &Stateid,
         fh: &Fh,
         exact: bool,
+        v41: bool,
         now: Instant,
     ) -> Result<Found, Status> {
         let (cid, n) = self.locate(&sid.other)?;
@@ -298,10 +319,11 @@ impl State {
             });
         };
         let s = c.stateids.get(&n).ok_or(proto::BAD_STATEID)?;
-        if s.fh != *fh || sid.seqid > s.seqid {
+        let any = v41 && sid.seqid == 0;
+        if s.fh != *fh || (!any && sid.seqid > s.seqid) {
             return Err(proto::BAD_STATEID);
         }
-        if exact && sid.seqid < s.seqid {
+        if exact && !any && sid.seqid < s.seqid {
             return Err(proto::OLD_STATEID);
         }
         let sid = s.clone();
@@ -311,6 +333,47 @@ impl State {
             n,
             sid,
         })
+    }
+
+    /// TEST_STATEID of one stateid of client `cid` (RFC 8881 §18.48): its status as a
+    /// READ would see it, without renewing anything.
+    pub fn test_stateid(&self, cid: u64, sid: &Stateid) -> Status {
+        if sid.is_reserved() {
+            return proto::BAD_STATEID;
+        }
+        let Ok((owner, n)) = self.locate(&sid.other) else {
+            return proto::BAD_STATEID;
+        };
+        match self.get(owner, n) {
+            Some(_) if owner != cid => proto::BAD_STATEID,
+            Some(s) if sid.seqid != 0 && sid.seqid > s.seqid => proto::BAD_STATEID,
+            Some(s) if sid.seqid != 0 && sid.seqid < s.seqid => proto::OLD_STATEID,
+            Some(_) => proto::OK,
+            None if self.expired.contains(&owner) => proto::EXPIRED,
+            None => proto::BAD_STATEID,
+        }
+    }
+
+    /// FREE_STATEID (RFC 8881 §18.38): a lock stateid whose owner holds no lock on its
+    /// file goes; an open stateid, or a lock stateid still locking, is `LOCKS_HELD`.
+    pub fn free_stateid(&mut self, cid: u64, sid: &Stateid) -> Result<(), Status> {
+        let status = self.test_stateid(cid, sid);
+        if status != proto::OK {
+            return Err(status);
+        }
+        let (_, n) = self.locate(&sid.other)?;
+        let s = self.get(cid, n).ok_or(proto::BAD_STATEID)?;
+        let held = s.open.is_none()
+            || self.files.get(&s.fh).is_some_and(|f| {
+                f.locks
+                    .iter()
+                    .any(|l| l.client == cid && l.owner == s.owner)
+            });
+        if held {
+            return Err(proto::LOCKS_HELD);
+        }
+        self.remove_stateid(cid, n);
+        Ok(())
     }
 
     /// Stateid `n` of client `cid` (a lock stateid's open).

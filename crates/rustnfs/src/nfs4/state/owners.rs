@@ -74,11 +74,12 @@ impl State {
         if let Some((name, _)) = c.owner(key.lock, &key.owner) {
             return Ok((name.clone(), false));
         }
+        let v41 = c.v41;
         self.charge(key.clientid, Kind::Owner, 1)?;
         let name: Arc<[u8]> = key.owner.as_slice().into();
         let owner = Owner {
-            // Lock owners need no OPEN_CONFIRM.
-            confirmed: key.lock,
+            // Lock owners, and every owner in v4.1+, need no OPEN_CONFIRM.
+            confirmed: key.lock || v41,
             ..Owner::default()
         };
         self.clients
