@@ -1,8 +1,11 @@
-//! Fuzz target: the arguments of one NFSv4.0 COMPOUND (tag, minor version, operations),
-//! sent to rustnfs in one COMPOUND call record as root (`rustnfs::fuzzing::nfs4_call`)
-//! and answered on the guard's per-record path, so every mutation lands in the
-//! operations' bounded decoding, the state tables and the file system calls. The RPC
-//! header itself is `rustnfs_request`'s. Everything else as there:
+//! Fuzz target: the arguments of one NFSv4 COMPOUND (tag, minor version 0, 1 or 2,
+//! operations), sent to rustnfs in one COMPOUND call record as root
+//! (`rustnfs::fuzzing::nfs4_call`) and answered on the guard's per-record path, so every
+//! mutation lands in the operations' bounded decoding, the state tables, the sessions
+//! and the file system calls. Each input gets a fresh NFSv4.2 session whose slot 0
+//! expects sequence id 1, named by `rustnfs::fuzzing::SESSION_PLACEHOLDER`, so 4.1 and
+//! 4.2 COMPOUNDs that start with SEQUENCE reach their operations. The RPC header itself
+//! is `rustnfs_request`'s. Everything else as there:
 //!
 //! The export is a temporary directory made once per process (`rustnfs::fuzzing`): a
 //! few files, a directory, symlinks pointing outside, and a sentinel file beside it.

@@ -63,10 +63,17 @@ pub struct Target {
     start: Snapshot,
 }
 
-/// One export as made by [`Export::fresh`], and the server over it.
+/// Fuzz inputs of NFSv4 minor versions 1 and 2 cannot know the session the fresh
+/// server made either: they name it by this placeholder (16 bytes, a `sessionid4`), which
+/// [`Target::substitute`] swaps for the real one.
+pub const SESSION_PLACEHOLDER: [u8; 16] = *b"FUZZ-SESSION-ID!";
+
+/// One export as made by [`Export::fresh`], the server over it, and the NFSv4.2 session
+/// made on it (slot 0 expects sequence id 1).
 struct Export {
     guard: Guard,
     handles: Vec<[u8; HANDLE_LEN]>,
+    session: [u8; 16],
 }
 
 impl Export {
@@ -121,12 +128,28 @@ impl Export {
             slots: Default::default(),
             slow_calls: tokio::sync::Semaphore::new(super::guard::SLOW_CALLS_AT_ONCE),
         };
-        Ok(Export { guard, handles })
+        let session = open_session(&guard)?;
+        Ok(Export {
+            guard,
+            handles,
+            session,
+        })
     }
 
-    /// `bytes` with every placeholder replaced by its object's real handle.
+    /// `bytes` with every placeholder replaced by its object's real handle, and the
+    /// session placeholder by the session's id.
     fn substitute(&self, bytes: &[u8]) -> Vec<u8> {
         let mut out = bytes.to_vec();
+        let n = SESSION_PLACEHOLDER.len();
+        let mut i = 0;
+        while i + n <= out.len() {
+            if out[i..i + n] == SESSION_PLACEHOLDER {
+                out[i..i + n].copy_from_slice(&self.session);
+                i += n;
+            } else {
+                i += 1;
+            }
+        }
         let mut i = 0;
         while i + HANDLE_LEN <= out.len() {
             let hit = (0..self.handles.len()).find(|&k| out[i..i + HANDLE_LEN] == placeholder(k));
@@ -189,7 +212,11 @@ impl Target {
     /// where the guard would close the connection (a bad record mark, an oversized or
     /// truncated record, a record that is not an RPC call).
     pub fn answer(&self, stream: &[u8]) -> Vec<(Option<u32>, Vec<u8>)> {
-        let export = self.export.lock().unwrap_or_else(|p| p.into_inner());
+        let mut export = self.export.lock().unwrap_or_else(|p| p.into_inner());
+        // Each input gets a session of its own, whose slot 0 expects sequence id 1.
+        if let Ok(id) = renew_session(&export.guard, &export.session) {
+            export.session = id;
+        }
         answer_stream(&self.rt, &export.guard, &export.substitute(stream))
     }
 }
@@ -290,6 +317,56 @@ impl Drop for Target {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// Ends session `old` (an input may have ended it already) and makes a new one.
+fn renew_session(guard: &Guard, old: &[u8; 16]) -> std::io::Result<[u8; 16]> {
+    let mut args = Xdr::default().opaque(b"").u32(2).u32(1).u32(44);
+    args.0.extend_from_slice(old);
+    let rec = call(1, NFS_PROG, 4, 1, 0, args);
+    let _ = answer_record(guard, &rec[4..]);
+    open_session(guard)
+}
+
+/// EXCHANGE_ID and CREATE_SESSION (minor version 2) on a fresh server: the session id.
+fn open_session(guard: &Guard) -> std::io::Result<[u8; 16]> {
+    let compound = |op: Xdr| {
+        let mut x = Xdr::default().opaque(b"").u32(2).u32(1);
+        x.0.extend_from_slice(&op.0);
+        x
+    };
+    // The first operation's result, after the mark, the RPC header and the COMPOUND's
+    // status, empty tag, count, operation number and status.
+    let result = |args: Xdr| -> std::io::Result<Vec<u8>> {
+        let rec = call(1, NFS_PROG, 4, 1, 0, compound(args));
+        let (_, reply) = answer_record(guard, &rec[4..])
+            .ok_or_else(|| std::io::Error::other("the session call was refused"))?;
+        let at = 4 + rpcmsg::ACCEPTED_HEADER_LEN + 4 * 5;
+        match reply.get(at - 4..at) {
+            Some([0, 0, 0, 0]) => Ok(reply[at..].to_vec()),
+            _ => Err(std::io::Error::other("the session call failed")),
+        }
+    };
+    let ok = result(
+        Xdr::default()
+            .u32(42)
+            .fixed(&[1; 8])
+            .opaque(b"fuzz client")
+            .u32(0)
+            .u32(0)
+            .u32(0),
+    )?;
+    let (cid, seq) = (&ok[..8], &ok[8..12]);
+    let mut args = Xdr::default().u32(43).fixed(cid).fixed(seq).u32(0);
+    for (cached, slots) in [(4096, 8), (0, 1)] {
+        for w in [0, 1 << 20, 1 << 20, cached, 16, slots, 0] {
+            args = args.u32(w);
+        }
+    }
+    let ok = result(args.u32(0x4000_0000).u32(0))?;
+    let mut id = [0u8; 16];
+    id.copy_from_slice(&ok[..16]);
+    Ok(id)
 }
 
 /// One record through the guard's own per-record path ([`guard::step`]), each step
@@ -398,21 +475,47 @@ pub fn holds_sentinel(input: &[u8]) -> bool {
 
 /// COMPOUND arguments for the `rustnfs_nfs4` seed corpus (fed through [`nfs4_call`]):
 /// the operations a client's mount, reads, writes, opens, locks and changes use, on the
-/// fixture's objects (handles by placeholder), and attempts to leave the export.
+/// fixture's objects (handles by placeholder), attempts to leave the export, and the
+/// sessions, stateid and file-space operations of minor versions 1 and 2 (the session
+/// by [`SESSION_PLACEHOLDER`]).
 pub fn nfs4_seeds() -> Vec<(String, Vec<u8>)> {
-    // Operation numbers and the attribute bits a Linux client asks (RFC 7530).
-    const ALL_ATTRS: [u32; 2] = [0x0010_011a | 0x0030_0000, 0x00b0_a23a | 0x0080_0000];
-    let compound = |ops: Vec<Xdr>| {
-        let mut x = Xdr::default().opaque(b"seed").u32(0).u32(ops.len() as u32);
-        for o in ops {
-            x.0.extend_from_slice(&o.0);
-        }
-        x.0
-    };
-    let op = |n: u32| Xdr::default().u32(n);
-    let bitmap = |x: Xdr| x.u32(2).u32(ALL_ATTRS[0]).u32(ALL_ATTRS[1]);
-    let anon = |x: Xdr| x.u32(0).fixed(&[0; 12]);
-    let mut v = vec![
+    let mut v = nfs4_files_seeds();
+    v.extend(nfs4_state_seeds());
+    v.extend(nfs4_session_seeds());
+    v.into_iter().map(|(n, b)| (n.to_string(), b)).collect()
+}
+
+/// The attribute bits a Linux client asks (RFC 7530).
+const ALL_ATTRS: [u32; 2] = [0x0010_011a | 0x0030_0000, 0x00b0_a23a | 0x0080_0000];
+
+/// A COMPOUND's arguments: tag, minor version, operations.
+fn compound4(minor: u32, ops: Vec<Xdr>) -> Vec<u8> {
+    let mut x = Xdr::default()
+        .opaque(b"seed")
+        .u32(minor)
+        .u32(ops.len() as u32);
+    for o in ops {
+        x.0.extend_from_slice(&o.0);
+    }
+    x.0
+}
+
+fn op(n: u32) -> Xdr {
+    Xdr::default().u32(n)
+}
+
+fn bitmap(x: Xdr) -> Xdr {
+    x.u32(2).u32(ALL_ATTRS[0]).u32(ALL_ATTRS[1])
+}
+
+fn anon(x: Xdr) -> Xdr {
+    x.u32(0).fixed(&[0; 12])
+}
+
+/// v4.0: mounting, walking, reading, writing, opening.
+fn nfs4_files_seeds() -> Vec<(&'static str, Vec<u8>)> {
+    let compound = |ops| compound4(0, ops);
+    vec![
         ("mount", compound(vec![op(24), op(10), bitmap(op(9))])),
         (
             "setclientid",
@@ -494,6 +597,13 @@ pub fn nfs4_seeds() -> Vec<(String, Vec<u8>)> {
                 op(4).u32(2).u32(1).fixed(&[0; 12]),
             ]),
         ),
+    ]
+}
+
+/// v4.0: locks, changes, attributes, and what is refused.
+fn nfs4_state_seeds() -> Vec<(&'static str, Vec<u8>)> {
+    let compound = |ops| compound4(0, ops);
+    let mut v = vec![
         (
             "lock",
             compound(vec![
@@ -561,22 +671,142 @@ pub fn nfs4_seeds() -> Vec<(String, Vec<u8>)> {
             compound(vec![op(24), op(33).opaque(b"dir"), op(40), op(10044)]),
         ),
     ];
-    let mut minor = Xdr::default().opaque(b"").u32(1).u32(1);
+    let mut minor = Xdr::default().opaque(b"").u32(3).u32(1);
     minor.0.extend_from_slice(&op(24).0);
-    v.push(("minor_version_1", minor.0));
-    v.into_iter().map(|(n, b)| (n.to_string(), b)).collect()
+    v.push(("minor_version_3", minor.0));
+    v
 }
 
-/// Real calls for the fuzz target's seed corpus: every NFSv3, MOUNT and portmapper
-/// procedure with well-formed arguments on the fixture's objects (handles by
-/// placeholder), attempts to leave the export, RPC-level refusals, a fragmented record
-/// and several records on one connection. `(file name, bytes)`.
-pub fn seeds() -> Vec<(String, Vec<u8>)> {
-    const NFS: u32 = NFS_PROG;
-    const MNT: u32 = crate::rpc::MOUNT_PROG;
-    const PMAP: u32 = crate::rpc::PMAP_PROG;
+/// v4.1 and 4.2: COMPOUNDs in the fuzz session (SEQUENCE, slot 0, sequence id 1) —
+/// opens and I/O with the current stateid, stateid tests, SEEK, ALLOCATE, DEALLOCATE,
+/// COPY — and the operations that make and end sessions and clients.
+fn nfs4_session_seeds() -> Vec<(&'static str, Vec<u8>)> {
+    let seq = || {
+        op(53)
+            .fixed(&SESSION_PLACEHOLDER)
+            .u32(1)
+            .u32(0)
+            .u32(0)
+            .u32(1)
+    };
+    let current = |x: Xdr| x.u32(1).fixed(&[0; 12]);
+    let space = |n: u32| anon(op(n)).u64(0).u64(4096);
+    vec![
+        (
+            "v41_open_read_close",
+            compound4(
+                1,
+                vec![
+                    seq(),
+                    op(22).fh(0),
+                    op(18)
+                        .u32(0)
+                        .u32(3)
+                        .u32(0)
+                        .u64(0)
+                        .opaque(b"open id:fuzz41")
+                        .u32(1)
+                        .u32(3)
+                        .fixed(&[2; 8])
+                        .u32(2)
+                        .u32(0)
+                        .u32(1 << (33 - 32))
+                        .opaque(&0o644u32.to_be_bytes())
+                        .u32(0)
+                        .opaque(b"new41"),
+                    current(op(38)).u64(0).u32(2).opaque(b"fuzz"),
+                    current(op(25)).u64(0).u32(64),
+                    op(55)
+                        .u32(2)
+                        .u32(1)
+                        .fixed(&[0; 12])
+                        .u32(0)
+                        .fixed(&[0xff; 12]),
+                    op(4).u32(0).u32(1).fixed(&[0; 12]),
+                    op(52).u32(0),
+                ],
+            ),
+        ),
+        (
+            "v42_space",
+            compound4(
+                2,
+                vec![
+                    seq(),
+                    op(22).fh(1),
+                    anon(op(69)).u64(0).u32(1),
+                    space(59),
+                    space(62),
+                    op(32),
+                    op(22).fh(6),
+                    anon(anon(op(60))).u64(0).u64(0).u64(0).u32(1).u32(1).u32(0),
+                    op(9)
+                        .u32(3)
+                        .u32(ALL_ATTRS[0])
+                        .u32(ALL_ATTRS[1])
+                        .u32((1 << (75 - 64)) | (1 << (79 - 64))),
+                ],
+            ),
+        ),
+        (
+            "v41_lock_free",
+            compound4(
+                1,
+                vec![
+                    seq(),
+                    op(22).fh(0),
+                    op(18)
+                        .u32(0)
+                        .u32(3)
+                        .u32(0)
+                        .u64(0)
+                        .opaque(b"o")
+                        .u32(0)
+                        .u32(0)
+                        .opaque(b"file"),
+                    current(op(12).u32(2).u32(0).u64(0).u64(10).u32(1).u32(0))
+                        .u32(0)
+                        .u64(0)
+                        .opaque(b"l"),
+                    current(op(14).u32(2).u32(0)).u64(0).u64(10),
+                    current(op(45)),
+                    op(58).u32(0),
+                ],
+            ),
+        ),
+        (
+            "v41_sessions",
+            compound4(
+                1,
+                vec![
+                    op(42)
+                        .fixed(&[3; 8])
+                        .opaque(b"another")
+                        .u32(0)
+                        .u32(0)
+                        .u32(0),
+                ],
+            ),
+        ),
+        (
+            "v41_end",
+            compound4(
+                1,
+                vec![
+                    seq(),
+                    op(41).fixed(&SESSION_PLACEHOLDER).u32(3).u32(0),
+                    op(44).fixed(&SESSION_PLACEHOLDER),
+                    op(57).u64(1),
+                ],
+            ),
+        ),
+    ]
+}
+
+/// The NFSv3 procedures of [`seeds`]: (name, procedure, arguments).
+fn nfs3_seed_calls() -> Vec<(&'static str, u32, Xdr)> {
     let x = Xdr::default;
-    let nfs: Vec<(&str, u32, Xdr)> = vec![
+    vec![
         ("null", 0, x()),
         ("getattr_root", 1, x().fh(0)),
         ("getattr_outlink", 1, x().fh(4)),
@@ -680,7 +910,19 @@ pub fn seeds() -> Vec<(String, Vec<u8>)> {
         ("pathconf", 20, x().fh(2)),
         ("commit", 21, x().fh(1).u64(0).u32(0)),
         ("unknown_proc", 22, x().fh(0)),
-    ];
+    ]
+}
+
+/// Real calls for the fuzz target's seed corpus: every NFSv3, MOUNT and portmapper
+/// procedure with well-formed arguments on the fixture's objects (handles by
+/// placeholder), attempts to leave the export, RPC-level refusals, a fragmented record
+/// and several records on one connection. `(file name, bytes)`.
+pub fn seeds() -> Vec<(String, Vec<u8>)> {
+    const NFS: u32 = NFS_PROG;
+    const MNT: u32 = crate::rpc::MOUNT_PROG;
+    const PMAP: u32 = crate::rpc::PMAP_PROG;
+    let x = Xdr::default;
+    let nfs = nfs3_seed_calls();
     let mut out: Vec<(String, Vec<u8>)> = Vec::new();
     for (i, (name, proc_, args)) in nfs.into_iter().enumerate() {
         out.push((
@@ -826,12 +1068,21 @@ mod tests {
             assert!(h.status.is_ok(), "{name}: {:?}", h.status);
             let body = &rec[4 + h.body..];
             let status = u32::from_be_bytes([body[0], body[1], body[2], body[3]]);
-            if ["mount", "readdir", "read_file", "write_file", "lookup_walk"]
-                .contains(&name.as_str())
+            if [
+                "mount",
+                "readdir",
+                "read_file",
+                "write_file",
+                "lookup_walk",
+                "v41_open_read_close",
+                "v42_space",
+                "v41_lock_free",
+            ]
+            .contains(&name.as_str())
             {
                 assert_eq!(status, 0, "{name}: COMPOUND status");
             }
-            if name == "minor_version_1" {
+            if name == "minor_version_3" {
                 assert_eq!(status, crate::nfs4::proto::MINOR_VERS_MISMATCH);
             }
         }
