@@ -619,7 +619,6 @@ fn probe_once(addr: SocketAddr, want: &[u8], n: u64) -> Probe {
     p
 }
 
-
 /// Waits until `done` stops growing for a second (the flood reached its limits), at
 /// most `limit`; returns what it reached.
 fn saturate(done: &AtomicU64, limit: Duration) -> u64 {
@@ -805,4 +804,108 @@ fn floods_against_ganesha() {
         table.push('\n');
     }
     eprintln!("{table}");
+}
+
+// ---- NFSv4.1 and 4.2 sessions, beside Ganesha -------------------------------------------
+
+/// What one server answers to the session rows: a GUARDED create sent twice on one slot
+/// (the second must be the first's reply, not EXIST), the retired SETCLIENTID in a 4.1
+/// session, an operation without SEQUENCE, and 4.2's SEEK.
+fn session_rows(addr: SocketAddr, minor: u32, tag: &str) -> Vec<(String, String)> {
+    let mut c = V4::connect(addr);
+    c.session(minor, format!("session-rows-{tag}-{minor}").as_bytes())
+        .expect("a session");
+    let name = format!("once-{tag}-{minor}");
+    let guarded =
+        Ops::new()
+            .putrootfh()
+            .open_how(0, BOTH, NONE, 0, b"owner", Some(1), name.as_bytes());
+    let args = c.args(&guarded);
+    let first = c.call(1, &args).unwrap();
+    let again = c.call(1, &args).unwrap();
+    let mut rows = vec![(
+        "the same SEQUENCE + GUARDED OPEN twice".to_string(),
+        if first == again {
+            "same reply".to_string()
+        } else {
+            format!("differs ({} / {} bytes)", first.len(), again.len())
+        },
+    )];
+    let mut r = c.compound(&Ops::new().setclientid(*b"verifier", b"x"));
+    let s = r.op(op::SETCLIENTID);
+    rows.push(("SETCLIENTID in a session".into(), name_of(s)));
+    let session = c.session.take();
+    // Ganesha answers with no result at all, rustnfs (as knfsd) on the operation: the
+    // COMPOUND's status is what both say.
+    let r = c.compound(&Ops::new().putrootfh());
+    rows.push(("PUTROOTFH without SEQUENCE".into(), name_of(r.status)));
+    c.session = session;
+    if minor == 2 {
+        let fh = c.lookup_root(b"f").expect("f");
+        let mut r = c.compound(&Ops::new().putfh(&fh).raw(op::SEEK, &{
+            let mut a = ANONYMOUS.0.to_be_bytes().to_vec();
+            a.extend_from_slice(&ANONYMOUS.1);
+            a.extend_from_slice(&0u64.to_be_bytes());
+            a.extend_from_slice(&1u32.to_be_bytes());
+            a
+        }));
+        r.op(op::PUTFH);
+        let s = r.op(op::SEEK);
+        let detail = if s == st::OK {
+            format!("OK eof={} offset={}", r.u32(), r.u64())
+        } else {
+            name_of(s)
+        };
+        rows.push(("SEEK hole from 0 in a 7-byte file".into(), detail));
+    }
+    rows
+}
+
+fn name_of(s: u32) -> String {
+    match s {
+        st::NOTSUPP => "NOTSUPP".into(),
+        st::OP_NOT_IN_SESSION => "OP_NOT_IN_SESSION".into(),
+        s => name(s),
+    }
+}
+
+/// NFSv4.1 and 4.2 sessions answer as NFS-Ganesha's do: a retransmission on its slot
+/// gets the reply it had (exactly once), the operations 4.1 retired are NOTSUPP, an
+/// operation without SEQUENCE is OP_NOT_IN_SESSION, and SEEK finds the hole at the end.
+#[test]
+fn sessions_answer_as_ganesha_does() {
+    let g_dir = tempfile::tempdir().unwrap();
+    let r_dir = tempfile::tempdir().unwrap();
+    for d in [g_dir.path(), r_dir.path()] {
+        std::fs::write(d.join("f"), b"flooded").unwrap();
+    }
+    let Some(g) = ganesha::start_v4(g_dir.path()) else {
+        return;
+    };
+    let nfsd = Nfsd::exporting(r_dir.path()).unwrap();
+    let tag = std::process::id().to_string();
+    let mut differ = Vec::new();
+    let mut table =
+        String::from("| minor | call | rustnfs | Ganesha |\n| --- | --- | --- | --- |\n");
+    for minor in [1, 2] {
+        let theirs = session_rows(g.addr, minor, &tag);
+        let ours = session_rows(nfsd.addr, minor, &tag);
+        for ((what, o), (_, t)) in ours.iter().zip(&theirs) {
+            table.push_str(&format!("| 4.{minor} | {what} | {o} | {t} |\n"));
+            // SEEK: Ganesha 4.3 answers a hole at 0 (eof false) in a file whose first
+            // byte is data; rustnfs answers as knfsd does (`nfsd4_seek`: lseek
+            // SEEK_HOLE, eof when that is the file's end): the implicit hole at 7.
+            if what.starts_with("SEEK") {
+                assert_eq!(o, "OK eof=1 offset=7", "SEEK");
+            } else if o != t {
+                differ.push(format!("4.{minor} {what}"));
+            }
+        }
+    }
+    drop(g);
+    eprintln!("{table}");
+    assert!(
+        differ.is_empty(),
+        "rows where rustnfs differs from Ganesha: {differ:?}"
+    );
 }

@@ -751,7 +751,7 @@ fn rpc_errors_follow_rfc_5531_and_never_are_silence() {
 }
 
 /// NFSv4 COMPOUNDs over a real socket, through the guard (issue 26): malformed
-/// arguments are `NFS4ERR_BADXDR`, minor version 1 `NFS4ERR_MINOR_VERS_MISMATCH`, an
+/// arguments are `NFS4ERR_BADXDR`, minor version 3 `NFS4ERR_MINOR_VERS_MISMATCH`, an
 /// unknown procedure PROC_UNAVAIL, and a COMPOUND of 128 one-MiB READs is answered in
 /// part within one bounded reply (`NFS4ERR_RESOURCE` once it is full) — never a closed
 /// connection, never silence; the same connection then serves v3 as before.
@@ -788,7 +788,7 @@ fn nfs4_compounds_over_a_socket_are_answered_and_bounded() {
     const BADXDR: u32 = 10036;
     const RESOURCE: u32 = 10018;
     const MINOR_VERS_MISMATCH: u32 = 10021;
-    let (h, rec) = v4(&mut c, 1, &compound(1, &[Xdr::default().u32(24)]));
+    let (h, rec) = v4(&mut c, 1, &compound(3, &[Xdr::default().u32(24)]));
     assert_eq!(status(&h, &rec), MINOR_VERS_MISMATCH);
     // PUTROOTFH, then a LOOKUP whose name claims 4 GiB.
     let (h, rec) = v4(

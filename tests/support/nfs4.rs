@@ -213,23 +213,40 @@ impl Ops {
         create: bool,
         name: &[u8],
     ) -> Ops {
+        self.open_how(seqid, access, deny, cid, owner, create.then_some(0), name)
+    }
+
+    /// OPEN by name with `how`: `None` (no create), `Some(0)` UNCHECKED4 or `Some(1)`
+    /// GUARDED4, both with mode 0666.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn open_how(
+        self,
+        seqid: u32,
+        access: u32,
+        deny: u32,
+        cid: u64,
+        owner: &[u8],
+        how: Option<u32>,
+        name: &[u8],
+    ) -> Ops {
         self.with(op::OPEN, |a| {
             put_u32(a, seqid);
             put_u32(a, access);
             put_u32(a, deny);
             put_u64(a, cid);
             put_opaque(a, owner);
-            if create {
-                put_u32(a, 1); // OPEN4_CREATE
-                put_u32(a, 0); // UNCHECKED4
-                put_u32(a, 2);
-                put_u32(a, 0);
-                put_u32(a, 1 << (33 - 32)); // mode
-                let mut v = Vec::new();
-                put_u32(&mut v, 0o666);
-                put_opaque(a, &v);
-            } else {
-                put_u32(a, 0); // OPEN4_NOCREATE
+            match how {
+                Some(how) => {
+                    put_u32(a, 1); // OPEN4_CREATE
+                    put_u32(a, how);
+                    put_u32(a, 2);
+                    put_u32(a, 0);
+                    put_u32(a, 1 << (33 - 32)); // mode
+                    let mut v = Vec::new();
+                    put_u32(&mut v, 0o666);
+                    put_opaque(a, &v);
+                }
+                None => put_u32(a, 0), // OPEN4_NOCREATE
             }
             put_u32(a, 0); // CLAIM_NULL
             put_opaque(a, name);
@@ -392,6 +409,11 @@ impl Res {
     }
     /// The next operation's status; its number must be `code`.
     pub(crate) fn op(&mut self, code: u32) -> u32 {
+        assert!(
+            self.pos + 8 <= self.buf.len(),
+            "no result for operation {code}: the COMPOUND's status is {}",
+            self.status
+        );
         assert_eq!(self.u32(), code, "operation number in the reply");
         self.u32()
     }
