@@ -154,10 +154,11 @@ struct Ctx<'c> {
     /// What an operation that does not fit the reply's room is: `RESOURCE` in v4.0,
     /// `REP_TOO_BIG` (or `REP_TOO_BIG_TO_CACHE` when the reply is to be kept) in v4.1+.
     too_big: Status,
-    /// The COMPOUND's operation count and argument bytes (SEQUENCE checks them against
-    /// the session's channel).
+    /// The COMPOUND's operation count, argument bytes and their fingerprint (SEQUENCE
+    /// checks them against the session's channel and the slot's last request).
     ops: usize,
     args_len: usize,
+    print: u64,
     /// Set by an operation that consumes an owner's seqid: the reply is remembered for
     /// that owner once it is complete (for a retransmission), if the status consumes it.
     seq: Option<(OwnerKey, u32)>,
@@ -239,10 +240,20 @@ impl Nfs4 {
                 Op::Read { count, .. } => 32 + (*count).min(MAX_IO) as usize,
                 Op::Readdir { maxcount, .. } => 32 + (*maxcount).min(READDIR_MAX) as usize,
                 Op::Readlink => 32 + 4096,
+                Op::TestStateid(_, n) => 16 + 4 * *n as usize,
                 _ => OP_REPLY,
             })
             .sum();
-        (16 + xdr::opaque_size(c.tag.len()) + ops + 8).min(REPLY_MAX)
+        // A session's retransmission is answered with the reply its slot kept, whatever
+        // the operations it names now.
+        let replayed = if c.minor > 0 {
+            state::limits::SLOT_CACHE_MAX as usize
+        } else {
+            0
+        };
+        (16 + xdr::opaque_size(c.tag.len()) + ops + 8)
+            .max(replayed)
+            .min(REPLY_MAX)
     }
 
     fn compound(&self, caller: &Caller, conn: Conn, args: &[u8], out: &mut Vec<u8>) -> Status {
@@ -282,6 +293,11 @@ impl Nfs4 {
             too_big: proto::RESOURCE,
             ops: c.ops.len() + usize::from(c.bad.is_some()),
             args_len: args.len(),
+            print: if c.minor > 0 {
+                state::sessions::request_print(args)
+            } else {
+                0
+            },
             seq: None,
             replay: None,
             room: 0,

@@ -219,6 +219,7 @@ impl Nfs4 {
             slot,
             highest,
             (cx.ops, cx.args_len),
+            cx.print,
             cx.conn,
             cx.now,
         )?;

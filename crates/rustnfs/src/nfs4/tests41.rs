@@ -206,6 +206,10 @@ fn a_retransmitted_request_gets_its_reply_and_runs_once() {
     assert_eq!(first.status, proto::OK);
     let again = run(&s, &args);
     assert_eq!(first.buf, again.buf, "the cached reply, byte for byte");
+    // The same sequence id with another request is a false retry.
+    let other = compound(1, &[sequence(se.id, se.next - 1, 0, true), putroot()]);
+    let mut r = run(&s, &other);
+    assert_eq!(r.op(op::SEQUENCE), proto::SEQ_FALSE_RETRY);
     // The next seqid runs; one ahead of it, or behind, is misordered.
     let mut r = run(&s, &compound(1, &[sequence(se.id, se.next + 1, 0, false)]));
     assert_eq!(r.op(op::SEQUENCE), proto::SEQ_MISORDERED);

@@ -234,3 +234,22 @@ mod readme {
         );
     }
 }
+
+#[cfg(test)]
+mod help {
+    /// `rustnfs --help` says what it serves (it called itself an NFSv3 server, issue 35
+    /// §1) and prints the state caps.
+    #[test]
+    fn help_names_the_protocols_and_the_caps() {
+        use clap::CommandFactory;
+        let help = crate::cli::Args::command().render_long_help().to_string();
+        assert!(
+            help.contains("NFSv3 and NFSv4 (4.0, 4.1, 4.2) server"),
+            "{help}"
+        );
+        assert!(
+            help.contains(&super::Limits::default().to_string()),
+            "{help}"
+        );
+    }
+}

@@ -42,6 +42,20 @@ struct Slot {
     seqid: u32,
     busy: bool,
     reply: Option<Box<[u8]>>,
+    /// What the request looked like ([`request_print`]), to tell a retransmission
+    /// from another request reusing the slot's sequence id (`SEQ_FALSE_RETRY`).
+    print: u64,
+}
+
+/// A fingerprint of a COMPOUND's arguments: their length and first 512 bytes (where a
+/// retransmission and a different request sent with the same sequence id differ; the
+/// whole of a 1 MiB WRITE is not worth hashing for that).
+pub fn request_print(args: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    args.len().hash(&mut h);
+    args[..args.len().min(512)].hash(&mut h);
+    h.finish()
 }
 
 /// One session.
@@ -236,9 +250,11 @@ impl State {
     /// (the slot is busy until [`finish_slot`](Self::finish_slot)); the same one again
     /// is a retransmission, answered from the slot (`DELAY` while the first is still
     /// being answered, `RETRY_UNCACHED_REP` when its reply was not kept); anything else
-    /// is `SEQ_MISORDERED`. A COMPOUND of more operations or bytes (`size`: count and
-    /// argument bytes) than the channel allows is `TOO_MANY_OPS` or `REQ_TOO_BIG`.
-    /// Renews the client's lease and binds the connection.
+    /// is `SEQ_MISORDERED`, and one that reuses the last sequence id for another request
+    /// (`print`, its [`request_print`]) `SEQ_FALSE_RETRY`. A COMPOUND of more
+    /// operations or bytes (`size`: count and argument bytes) than the channel allows is
+    /// `TOO_MANY_OPS` or `REQ_TOO_BIG`. Renews the client's lease and binds the
+    /// connection.
     #[allow(clippy::too_many_arguments)]
     pub fn sequence(
         &mut self,
@@ -247,6 +263,7 @@ impl State {
         slot: u32,
         highest: u32,
         size: (usize, usize),
+        print: u64,
         conn: u64,
         now: Instant,
     ) -> Result<Sequenced, Status> {
@@ -280,6 +297,9 @@ impl State {
             if sl.busy {
                 return Err(proto::DELAY);
             }
+            if sl.print != print {
+                return Err(proto::SEQ_FALSE_RETRY);
+            }
             return match &sl.reply {
                 Some(r) => Ok(Sequenced::Replay(r.to_vec())),
                 None => Err(proto::RETRY_UNCACHED_REP),
@@ -291,6 +311,7 @@ impl State {
         sl.seqid = seqid;
         sl.busy = true;
         sl.reply = None;
+        sl.print = print;
         Ok(Sequenced::Go(SlotRef {
             clientid: cid,
             session: *id,
