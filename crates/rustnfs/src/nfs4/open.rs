@@ -335,14 +335,18 @@ impl Nfs4 {
                         };
                         (h, set.mask)
                     }
-                    How::Exclusive(v) => (createhow3::EXCLUSIVE(createverf3(v)), 0),
+                    // The verifier is kept in the access and modification times, and
+                    // `attrset` says so (RFC 7530 §16.16.5): the client then sets them
+                    // (to now) itself. Without the bits the Linux client left them
+                    // holding the verifier — times years away after every O_EXCL create.
+                    How::Exclusive(v) => (createhow3::EXCLUSIVE(createverf3(v)), attr::WRITE_ONLY),
                     How::Exclusive41(v, f) => {
                         let set = attr::decode_settable(f.mask, f.vals)?;
                         if set.mask & !attr::EXCLCREAT != 0 {
                             return Err(proto::INVAL);
                         }
                         after = Some(set);
-                        (createhow3::EXCLUSIVE(createverf3(v)), 0)
+                        (createhow3::EXCLUSIVE(createverf3(v)), attr::WRITE_ONLY)
                     }
                 };
                 let (r, wcc) = self.fs.create(dir, name, &how3);
@@ -351,7 +355,7 @@ impl Nfs4 {
                 if let Some(set) = after.filter(|s| s.mask != 0) {
                     let (r, _) = self.fs.setattr(&fh, &set.sattr, None);
                     r.map_err(proto::from_v3)?;
-                    mask = set.mask;
+                    mask |= set.mask;
                 }
                 Ok((fh, wcc, mask))
             }

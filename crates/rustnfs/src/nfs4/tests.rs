@@ -1163,3 +1163,40 @@ fn times_round_trip_with_64_bit_seconds_and_server_time() {
         "{a} {m} vs {now}"
     );
 }
+
+/// Issue 32 §1: an EXCLUSIVE create keeps its verifier in the access and modification
+/// times, and OPEN's `attrset` says so, so the client resets them (the Linux client
+/// sets exactly the times `attrset` names; without them an O_EXCL create left the
+/// verifier in the times: "atime far in the future").
+#[test]
+fn an_exclusive_create_names_the_times_holding_its_verifier() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = server(tmp.path());
+    let cid = client(&s, b"c");
+    let args = compound(
+        0,
+        &[
+            putroot(),
+            op(op::OPEN, |v| {
+                xdr::u32(v, 1);
+                xdr::u32(v, 3);
+                xdr::u32(v, 0);
+                xdr::u64(v, cid);
+                xdr::opaque(v, b"o");
+                xdr::u32(v, 1);
+                xdr::u32(v, 2); // EXCLUSIVE4
+                xdr::fixed(v, &[0x7f, 1, 2, 3, 0x7f, 4, 5, 6]);
+                xdr::u32(v, 0);
+                xdr::opaque(v, b"x");
+            }),
+        ],
+    );
+    let mut r = run(&s, &args);
+    r.op(op::PUTROOTFH);
+    assert_eq!(r.op(op::OPEN), proto::OK);
+    r.stateid();
+    r.skip(4 + 16 + 4);
+    let attrset = r.bitmap();
+    let times = (1u64 << attr::TIME_ACCESS_SET) | (1u64 << attr::TIME_MODIFY_SET);
+    assert_eq!(attrset & times, times, "attrset {attrset:#x}");
+}

@@ -525,3 +525,30 @@ fn the_attributes_each_minor_version_supports() {
     let v42 = supported(&s, se.call(2, &[putroot(), getattr()]), true);
     assert_ne!(v42[2] & (1 << (attr::CHANGE_ATTR_TYPE - 64)), 0);
 }
+
+/// Sessions are state like any other: a client may hold four (the fifth is DELAY, v4.1's
+/// answer to a state cap), and the others' keep working.
+#[test]
+fn sessions_per_client_are_capped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = server(tmp.path());
+    let mut r = run(&s, &compound(1, &[exchange_id(b"greedy", [1; 8], 0)]));
+    assert_eq!(r.op(op::EXCHANGE_ID), proto::OK);
+    let (cid, mut seq) = (r.u64(), r.u32());
+    let cap = state::limits::Limits::default()
+        .per_client
+        .get(state::limits::Kind::Session);
+    for i in 0..=cap {
+        let mut r = run(&s, &compound(1, &[create_session(cid, seq, 2)]));
+        let status = r.op(op::CREATE_SESSION);
+        if i < cap {
+            assert_eq!(status, proto::OK, "session {i}");
+            seq += 1;
+        } else {
+            assert_eq!(status, proto::DELAY, "session {i}, over the cap");
+        }
+    }
+    let mut other = session(&s, 1, b"other");
+    let args = other.call(1, &[putroot()]);
+    assert_eq!(after_sequence(&s, &args).status, proto::OK);
+}
