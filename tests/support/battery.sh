@@ -8,7 +8,7 @@
 # (1001:1001); the server must decide as a local file system would. Checks that read data back first drop
 # the page cache, so they see what the server stored, not what the client remembers.
 
-ITEMS="create append touch_existing touch_date excl_create truncate truncate_huge sparse errors hardlink symlink rename_over_file rename_over_dir chmod cp_p tar unlink_open names df dotdot_root mount_paths rm_rf dir_many write_8m perm_owner perm_private perm_root_dir perm_chown perm_sgid_chmod perm_suid_write perm_sticky perm_groups perm_utimes special_files fcntl_lock"
+ITEMS="create append touch_existing touch_date excl_create truncate truncate_huge sparse errors hardlink symlink rename_over_file rename_over_dir chmod cp_p tar unlink_open names df dotdot_root mount_paths rm_rf dir_many write_8m perm_owner perm_private perm_root_dir perm_chown perm_sgid_chmod perm_suid_write perm_sticky perm_groups perm_utimes special_files fcntl_lock utime_now excl_times times_64"
 
 # Entries in the big-directory item (overridable for local sizing runs).
 DIR_ENTRIES=${DIR_ENTRIES:-2000}
@@ -472,6 +472,60 @@ item_perm_utimes() {
 	fresh
 	expect "mtime" "$(stat -c %Y f)" 978307200
 	echo "now by a writer, explicit times by the owner only"
+}
+
+# near WHAT GOT WANT: GOT within two minutes of WANT (seconds).
+near() {
+	[ $(($2 - $3)) -lt 120 ] && [ $(($3 - $2)) -lt 120 ] || fail "$1: $2 not near $3"
+}
+
+# utimensat with UTIME_NOW for both times (what `touch` of an existing file sends), and
+# for one time with the other omitted.
+item_utime_now() {
+	echo x >f || fail "create failed"
+	old=978307200
+	utimes f $old $old || fail "utimes (setup) failed"
+	utimes f now now || fail "utimensat(UTIME_NOW, UTIME_NOW) failed"
+	now=$(date +%s)
+	fresh
+	near "atime after UTIME_NOW" "$(stat -c %X f)" "$now"
+	near "mtime after UTIME_NOW" "$(stat -c %Y f)" "$now"
+	utimes f $old $old && utimes f omit now || fail "utimensat(UTIME_OMIT, UTIME_NOW) failed"
+	fresh
+	expect "atime after UTIME_OMIT" "$(stat -c %X f)" $old
+	near "mtime after UTIME_NOW" "$(stat -c %Y f)" "$now"
+	utimes f $old $old && utimes f now omit || fail "utimensat(UTIME_NOW, UTIME_OMIT) failed"
+	fresh
+	near "atime after UTIME_NOW" "$(stat -c %X f)" "$now"
+	expect "mtime after UTIME_OMIT" "$(stat -c %Y f)" $old
+	echo "now/now, omit/now, now/omit"
+}
+
+# An O_EXCL create: NFSv3 and v4 keep the create's verifier in the new file's times
+# until the client sets them, which it does when the server says so.
+item_excl_times() {
+	(
+		set -C
+		echo x >f
+	) || fail "set -C create failed"
+	now=$(date +%s)
+	fresh
+	near "atime after an O_EXCL create" "$(stat -c %X f)" "$now"
+	near "mtime after an O_EXCL create" "$(stat -c %Y f)" "$now"
+	echo "times near now"
+}
+
+# Times past 2038 and 2106: NFSv3 carries 32 unsigned bits of seconds, NFSv4 64 signed.
+item_times_64() {
+	echo x >f || fail "create failed"
+	list="2147483647 2147483648 4294967295"
+	[ "$TYPE" = nfs4 ] && list="$list 4294967296 8589934592"
+	for t in $list; do
+		m=$(utimes f $t $t 2>&1) || fail "utimes $t: $m"
+		fresh
+		expect "atime:mtime set to $t" "$(stat -c %X:%Y f)" "$t:$t"
+	done
+	echo "$list"
 }
 
 item_special_files() {

@@ -25,6 +25,8 @@ pub const BATTERY: &str = include_str!("battery.sh");
 const INIT: &str = include_str!("vm-init.sh");
 /// The fcntl lock helper (busybox has no fcntl-lock tool), built statically.
 const LOCKHOLD: &str = include_str!("lockhold.c");
+/// The utimensat helper (exact UTIME_NOW / UTIME_OMIT / 64-bit times), built statically.
+const UTIMES: &str = include_str!("utimes.c");
 /// The NFSv3 and NFSv4 clients and what they need, in the order the battery needs
 /// them; their dependencies (from `modules.dep`) are loaded first whatever this order
 /// says. `nfsv4` needs `dns_resolver` (`modinfo -F depends nfsv4`).
@@ -442,7 +444,7 @@ fn build_initramfs(kernel: &Kernel) -> Result<PathBuf, String> {
     let order = load_order(&deps)?;
     let busybox_meta = std::fs::metadata(BUSYBOX).map_err(|e| format!("{BUSYBOX}: {e}"))?;
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    (INIT, BATTERY, LOCKHOLD, &order, busybox_meta.len()).hash(&mut h);
+    (INIT, BATTERY, LOCKHOLD, UTIMES, &order, busybox_meta.len()).hash(&mut h);
     busybox_meta.modified().ok().hash(&mut h);
     let cache = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join("kernel-vm")
@@ -503,14 +505,16 @@ fn build_initramfs(kernel: &Kernel) -> Result<PathBuf, String> {
     }
     std::fs::write(root.join("modules.order"), names).map_err(|e| io("modules.order", e))?;
     std::fs::write(root.join("battery.sh"), BATTERY).map_err(|e| io("battery.sh", e))?;
-    let src = stage.path().join("lockhold.c");
-    std::fs::write(&src, LOCKHOLD).map_err(|e| io("lockhold.c", e))?;
-    common::run_ok(
-        Command::new("cc")
-            .args(["-static", "-Os", "-o"])
-            .arg(root.join("bin/lockhold"))
-            .arg(&src),
-    );
+    for (name, source) in [("lockhold", LOCKHOLD), ("utimes", UTIMES)] {
+        let src = stage.path().join(format!("{name}.c"));
+        std::fs::write(&src, source).map_err(|e| io(name, e))?;
+        common::run_ok(
+            Command::new("cc")
+                .args(["-static", "-Os", "-o"])
+                .arg(root.join("bin").join(name))
+                .arg(&src),
+        );
+    }
     let init = root.join("init");
     std::fs::write(&init, INIT).map_err(|e| io("init", e))?;
     std::fs::set_permissions(&init, std::os::unix::fs::PermissionsExt::from_mode(0o755))
