@@ -10,10 +10,10 @@
 //! hyper still does all of HTTP (headers, Content-Length accounting, keep-alive); a
 //! marker without a queued job fails the connection instead of sending zeros.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock, Weak};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -21,12 +21,13 @@ use std::time::{Duration, Instant};
 use bytes::{Buf, Bytes};
 use http_body::{Frame, SizeHint};
 use parking_lot::Mutex;
-use tokio::sync::{AcquireError, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 
 use nfsclient::PipePart;
 
 use crate::storage::{Chunk, Handle, OpenFile, Storage, StorageError};
+use crate::stream_budget::{BUDGET_UNIT, PermitWait, StreamBudgets, budget_units, wait_for_budget};
 use crate::timing::Timing;
 
 /// Size of the marker buffer = the largest single sendfile frame.
@@ -255,14 +256,6 @@ pub(crate) type SendQueue = Arc<ConnShared>;
 
 type ReadTask = JoinHandle<Result<Chunk, StorageError>>;
 
-/// Bytes all streamed bodies of this process may hold at once, read but not yet written
-/// to a socket (NFS READ buffers in flight and frames queued in hyper). Without a shared
-/// budget, 100 clients of a 10 MiB file held 4 × 1 MiB of read-ahead each (325 MB peak
-/// RSS); with it, memory stays bounded and the same bandwidth is shared by fewer
-/// responses at a time. A body that holds nothing may always wait for its next chunk,
-/// so every response makes progress.
-pub const STREAM_BUDGET_BYTES: usize = 16 << 20;
-
 /// With more streamed bodies than this alive at once, each new one caps its socket's
 /// unsent bytes at [`UNSENT_CAP`]. A socket whose client stops reading otherwise takes
 /// 2.8 MB from httpd before it pushes back (loopback's autotuned send buffer): 1,000
@@ -276,14 +269,11 @@ const MANY_STREAMS: usize = 256;
 /// The unsent bytes a socket may hold once [`MANY_STREAMS`] bodies are streaming.
 const UNSENT_CAP: usize = 256 << 10;
 
-/// The budget counts in units of this size (a READ of `n` bytes takes ⌈n / unit⌉).
-const BUDGET_UNIT: usize = 64 << 10;
-
 /// A frame handed to hyper and still not written after this long means the client's
 /// socket is not draining. The body then gives back its share of the budget: read-ahead
 /// in flight or ready is dropped (and read again when the client drains), and the
 /// frames stuck in hyper move from the shared budget to the smaller
-/// [`STALLED_BUDGET_BYTES`] (where it has room), so no number of stalled clients can
+/// [`crate::stream_budget::STALLED_BUDGET_BYTES`] (where it has room), so no number of stalled clients can
 /// hold what draining ones need. Until its socket drains again the body reads one small
 /// chunk at a time, then grows its reads again as at the start.
 /// Without this, four clients that stop reading a 10 MiB download held the whole
@@ -309,17 +299,12 @@ const STALL_CLOSE_CONTENDED: Duration = Duration::from_millis(500);
 /// buffer can take now (at least this much): a draining socket gets the whole READ in
 /// one frame, and what a stalled socket cannot take stays here, where it can be dropped
 /// (and read again), instead of in hyper, where it cannot. A stalled client then holds
-/// at most this much budget, so 64 of them fit in [`STALLED_BUDGET_BYTES`] instead of 8
+/// at most this much budget, so 64 of them fit in [`crate::stream_budget::STALLED_BUDGET_BYTES`] instead of 8
 /// (READs from NFS are 1 MiB once a body drains).
 const FRAME_MAX: usize = START_CHUNK;
 
 /// How often a streamed body's watchdog looks for a stall.
 const STALL_CHECK: Duration = Duration::from_millis(50);
-
-/// What frames of stalled responses may hold, outside [`STREAM_BUDGET_BYTES`], so all
-/// streamed bodies together hold at most 24 MiB. Stalled clients mostly stop early,
-/// holding one frame of a few [`START_CHUNK`]s each: dozens of them fit.
-pub const STALLED_BUDGET_BYTES: usize = 8 << 20;
 
 /// Read-ahead a body starts with; it doubles (up to the backend's `read_ahead`) each time
 /// the body is polled with all its earlier frames written, i.e. once its socket has shown
@@ -330,114 +315,6 @@ const START_DEPTH: usize = 2;
 /// (1 MiB): a client that stops reading at once holds two of these, not two chunks.
 /// Costs three extra READs per large response (128 + 256 + 512 KiB before 1 MiB ones).
 const START_CHUNK: usize = 128 << 10;
-
-/// The two budgets of [`STREAM_BUDGET_BYTES`] and [`STALLED_BUDGET_BYTES`] and the
-/// bodies waiting for the first, one set per server (its storage holds it): servers in
-/// one process (the test suite, a bench's in-process servers) must not wait on each
-/// other's stalled clients. A 256-client stall test once took 28 s when another test's
-/// server held the process-wide budget beside it.
-#[derive(Debug)]
-pub struct StreamBudgets {
-    shared: Arc<Semaphore>,
-    stalled: Arc<Semaphore>,
-    /// Bodies waiting for shared budget right now (see [`STALL_CLOSE_CONTENDED`]).
-    waiters: AtomicUsize,
-    /// Streamed bodies alive now (see [`MANY_STREAMS`]).
-    streaming: AtomicUsize,
-    /// One turn per client address to wait in [`StreamBudgets::shared`]'s queue (see
-    /// [`StreamBudgets::turn`]); an entry lives while a body of that address waits.
-    turns: Mutex<HashMap<std::net::IpAddr, Weak<Semaphore>>>,
-}
-
-impl StreamBudgets {
-    pub fn new() -> Arc<StreamBudgets> {
-        Arc::new(StreamBudgets {
-            shared: Arc::new(Semaphore::new(STREAM_BUDGET_BYTES / BUDGET_UNIT)),
-            stalled: Arc::new(Semaphore::new(STALLED_BUDGET_BYTES / BUDGET_UNIT)),
-            waiters: AtomicUsize::new(0),
-            streaming: AtomicUsize::new(0),
-            turns: Mutex::new(HashMap::new()),
-        })
-    }
-
-    /// The turnstile of client address `ip`: of the bodies of one address, one at a time
-    /// waits in the shared budget's queue, the others behind it here. The shared queue
-    /// then holds at most one body per address and is served round-robin across
-    /// addresses, so a client's download waits for budget behind one body of each other
-    /// address, not behind every body of an address that opened hundreds. (FIFO alone:
-    /// 1,000 clients of 127.0.0.2 that stop reading kept a download from 127.0.0.1
-    /// waiting 22 s, the budget freed 64 stalled bodies at a time.) With the budget free
-    /// nobody waits, so one address alone still gets all of it.
-    fn turn(&self, ip: std::net::IpAddr) -> Arc<Semaphore> {
-        let mut turns = self.turns.lock();
-        if let Some(t) = turns.get(&ip).and_then(Weak::upgrade) {
-            return t;
-        }
-        // Addresses whose bodies all stopped waiting leave their entries behind; drop
-        // them whenever the map doubles, so it stays within twice the waiting addresses.
-        if turns.len() >= 64 && turns.len().is_power_of_two() {
-            turns.retain(|_, t| t.strong_count() > 0);
-        }
-        let t = Arc::new(Semaphore::new(1));
-        turns.insert(ip, Arc::downgrade(&t));
-        t
-    }
-
-    /// The budgets of storages that keep none of their own (one per process).
-    pub fn process_wide() -> Arc<StreamBudgets> {
-        static BUDGETS: OnceLock<Arc<StreamBudgets>> = OnceLock::new();
-        BUDGETS.get_or_init(StreamBudgets::new).clone()
-    }
-
-    /// Budget units currently taken (tests and diagnostics).
-    #[cfg(test)]
-    fn shared_in_use(&self) -> usize {
-        (STREAM_BUDGET_BYTES / BUDGET_UNIT - self.shared.available_permits()) * BUDGET_UNIT
-    }
-}
-
-/// Counts one body in [`StreamBudgets::waiters`] while it lives.
-struct Waiting(Arc<StreamBudgets>);
-
-impl Waiting {
-    fn new(budgets: Arc<StreamBudgets>) -> Waiting {
-        budgets.waiters.fetch_add(1, Ordering::Relaxed);
-        Waiting(budgets)
-    }
-}
-
-impl Drop for Waiting {
-    fn drop(&mut self) {
-        self.0.waiters.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-/// Waits for `units` of the shared budget, counted in its waiters: FIFO among the bodies
-/// of one client address (`peer`), round-robin across addresses ([`StreamBudgets::turn`]).
-fn wait_for_budget(
-    budgets: Arc<StreamBudgets>,
-    units: u32,
-    peer: Option<std::net::IpAddr>,
-) -> PermitWait {
-    Box::pin(async move {
-        let shared = budgets.shared.clone();
-        let turn = peer.map(|ip| budgets.turn(ip));
-        let _waiting = Waiting::new(budgets);
-        let _my_turn = match turn {
-            Some(t) => Some(t.acquire_owned().await?),
-            None => None,
-        };
-        shared.acquire_many_owned(units).await
-    })
-}
-
-fn budget_units(len: usize) -> u32 {
-    len.div_ceil(BUDGET_UNIT)
-        .min(STREAM_BUDGET_BYTES / BUDGET_UNIT) as u32
-}
-
-type PermitWait =
-    Pin<Box<dyn Future<Output = Result<OwnedSemaphorePermit, AcquireError>> + Send + Sync>>;
 
 enum Kind {
     Empty,
@@ -468,7 +345,7 @@ enum Kind {
     },
 }
 
-/// One READ in flight, with its share of [`STREAM_BUDGET_BYTES`].
+/// One READ in flight, with its share of [`crate::stream_budget::STREAM_BUDGET_BYTES`].
 struct Read {
     offset: u64,
     task: ReadTask,
@@ -1126,7 +1003,7 @@ impl http_body::Body for FileBody {
                         Poll::Ready(Some(Ok(this.frame(data, Some(ticket)))))
                     }
                     Ok(Err(e)) => {
-                        tracing::warn!(error = %e, "read failed mid-body; closing the connection");
+                        tracing::warn!(error = %crate::error_chain::Chain(&e), "read failed mid-body; closing the connection");
                         Poll::Ready(Some(Err(std::io::Error::other(e))))
                     }
                     Err(e) => Poll::Ready(Some(Err(std::io::Error::other(e)))),
@@ -1179,7 +1056,9 @@ impl Drop for FileBody {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stream_budget::{STALLED_BUDGET_BYTES, STREAM_BUDGET_BYTES};
     use std::fs::File;
+    use std::sync::atomic::AtomicUsize;
 
     #[test]
     fn marker_detection_is_by_address() {

@@ -53,13 +53,13 @@ pub struct Args {
     /// Cache-Control for one file extension, before --cache-control (repeatable; several
     /// in the environment variable go on separate lines), e.g. html=no-cache.
     #[arg(long, value_name = "EXT=VALUE", env = "HTTPD_CACHE_CONTROL_FOR",
-          value_delimiter = '\n', value_parser = crate::respond::parse_ext_arg)]
+          value_delimiter = '\n', value_parser = parse_ext_arg)]
     pub cache_control_for: Vec<(String, String)>,
     /// A header for every response (repeatable; several in the environment variable go
     /// on separate lines), e.g. "X-Content-Type-Options: nosniff". Replaces httpd's own
     /// header of that name; framing headers (Content-Length, ...) are refused.
     #[arg(long, value_name = "NAME:VALUE", env = "HTTPD_HEADER",
-          value_delimiter = '\n', value_parser = crate::respond::parse_header_arg)]
+          value_delimiter = '\n', value_parser = parse_header_arg)]
     pub header: Vec<(String, String)>,
     /// Send Server-Timing (the meta and read phase times) with every response; turn off
     /// in production to say less about the server's internals.
@@ -296,6 +296,26 @@ fn parse_bool(text: &str) -> Result<bool, String> {
     }
 }
 
+/// `NAME:VALUE` (the `--header` syntax) → (name, value).
+fn parse_header_arg(text: &str) -> Result<(String, String), String> {
+    match text.split_once(':') {
+        Some((n, v)) if !n.trim().is_empty() => Ok((n.trim().to_string(), v.trim().to_string())),
+        _ => Err(format!(
+            "{text:?}: give NAME:VALUE, e.g. \"X-Content-Type-Options: nosniff\""
+        )),
+    }
+}
+
+/// `EXT=VALUE` (the `--cache-control-for` syntax) → (extension, value).
+fn parse_ext_arg(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((e, v)) if !e.trim().is_empty() && !v.trim().is_empty() => {
+            Ok((e.trim().to_string(), v.trim().to_string()))
+        }
+        _ => Err(format!("{text:?}: give EXT=VALUE, e.g. html=no-cache")),
+    }
+}
+
 fn parse_log_format(text: &str) -> Result<crate::config::AccessLogFormat, String> {
     match text.trim().to_ascii_lowercase().as_str() {
         "json" => Ok(crate::config::AccessLogFormat::Json),
@@ -394,6 +414,16 @@ mod tests {
         assert!(bad("--header", "nocolon").contains("NAME:VALUE"));
         assert!(bad("--access-log-format", "xml").contains("json or combined"));
         assert!(bad("--max-ranges", "0").contains("max_ranges"));
+    }
+
+    #[test]
+    fn header_and_extension_arguments_parse() {
+        assert!(parse_header_arg("novalue").is_err());
+        assert_eq!(
+            parse_header_arg("X-A: b: c").unwrap(),
+            ("X-A".into(), "b: c".into())
+        );
+        assert!(parse_ext_arg("html").is_err());
     }
 
     #[test]

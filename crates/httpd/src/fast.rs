@@ -44,13 +44,9 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 
 use crate::body::{InRequest, SendQueue};
 use crate::conn_io::ConnIo;
-use crate::respond::Shared;
+use crate::respond::{Shared, TIMING_PLACEHOLDER, plain_file_fields, push_server_timing};
 use crate::storage::{Handle, Kind, LocalStorage};
 use crate::timing::HandleSet;
-
-/// The Server-Timing value [`crate::respond::plain_file_fields`] leaves for the fast path
-/// to fill in (a `--header Server-Timing:` of the user's replaces it, and then stays).
-pub(crate) const TIMING_PLACEHOLDER: &str = "servelab-fast-path-timing";
 
 /// Request fields that do not change the response when no access log is written (the
 /// access log is what would show User-Agent and Referer).
@@ -97,11 +93,12 @@ pub(crate) enum End {
     Handoff(Bytes),
 }
 
-/// A file version's response head, made once: the status line and fields up to
-/// Server-Timing's value, the rest, and whether a Date field follows (hyper adds one
-/// last unless the response has its own).
+/// A file version's response head, made once and kept with the cached file
+/// (`OpenFile::derived`): the status line and fields up to Server-Timing's value, the
+/// rest, and whether a Date field follows (hyper adds one last unless the response has
+/// its own).
 #[derive(Debug)]
-pub(crate) struct Head {
+struct Head {
     before: Box<[u8]>,
     /// Empty when there is no Server-Timing to fill in.
     after: Box<[u8]>,
@@ -111,7 +108,7 @@ pub(crate) struct Head {
 
 impl Head {
     /// `fields` written as hyper writes them: `name: value` lines in the map's order.
-    pub(crate) fn of(fields: &HeaderMap) -> Head {
+    fn of(fields: &HeaderMap) -> Head {
         let mut before = b"HTTP/1.1 200 OK\r\n".to_vec();
         let mut after = Vec::new();
         let mut timing = false;
@@ -297,14 +294,10 @@ fn answer(fast: &Fast, buf: &[u8], batch: &mut Batch) -> Option<usize> {
     if data.is_empty() || data.len() as u64 != entry.meta.size {
         return None;
     }
-    let fields = file.fast_head.get_or_init(|| {
+    let fields = file.derived(|| {
         let name = path.rsplit('/').next().unwrap_or("");
-        Head::of(&crate::respond::plain_file_fields(
-            &fast.shared,
-            &entry,
-            name,
-        ))
-    });
+        Head::of(&plain_file_fields(&fast.shared.shaping, &entry.meta, name))
+    })?;
     // As the normal path: the lookup is `meta`, then the bytes are "read" (sliced from
     // the cache); no read at all for HEAD. One clock read ends the one and starts the
     // other.
@@ -321,13 +314,7 @@ fn answer(fast: &Fast, buf: &[u8], batch: &mut Batch) -> Option<usize> {
     if fields.timing {
         let t = &mut batch.timing;
         t.clear();
-        latency::server_timing::push(t, "meta", meta);
-        t.push_str(";desc=\"path lookup\"");
-        if let Some(r) = read {
-            t.push_str(", ");
-            latency::server_timing::push(t, "read", r);
-            t.push_str(";desc=\"storage read\"");
-        }
+        push_server_timing(t, meta, read);
         out.extend_from_slice(t.as_bytes());
         out.extend_from_slice(&fields.after);
     }

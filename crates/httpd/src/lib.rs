@@ -2,19 +2,25 @@
 //! NFSv3 export through its own client, timing every request to its last body byte.
 //!
 //! # Layout
-//! - [`config`]: [`Config`], [`Backend`], [`AccessLog`] — what to serve and the limits.
+//! - [`config`]: [`Config`], [`Backend`], [`AccessLog`] — what to serve and the limits;
+//!   the response shaping (`--header`, `--cache-control`, ...) checked into header values.
 //! - [`server`]: [`serve`] — accept loop, connection cap, timeouts, graceful shutdown;
 //!   [`serve_metrics`] (the `service` crate's endpoint, shared with rustnfs, with the data
 //!   cache's values added); [`run`] is what the binary calls.
 //! - `path`: request path → safe components (`..`, `%2f`, `\`, NUL refused).
 //! - [`storage`]: the [`storage::Storage`] trait with the local (`openat2`
 //!   `RESOLVE_BENEATH`) and NFS (pooled `nfsclient`, attribute cache) backends.
-//! - `respond`: GET/HEAD, conditional requests, single ranges, index.html, listings.
+//! - `respond`: GET/HEAD, conditional requests, ranges, index.html, listings; the
+//!   fields of a file's 200, built once for both paths.
 //! - `body`: the response body — inline bytes, zero-copy `sendfile` markers, or chunked
 //!   reads (pipelined over NFS) — and the per-request timer recorded when the last
 //!   frame has been written.
+//! - `stream_budget`: the bytes streamed bodies may hold between storage and socket,
+//!   one set per server whose storage streams.
+//! - `cache_stats`: the NFS data cache's counters, for the metrics endpoint.
 //! - `fast`: plain keep-alive GET/HEAD of small cached files answered before hyper, byte
-//!   for byte as the normal path would; anything else hands the connection to hyper.
+//!   for byte as the normal path would (its response head comes from `respond`'s field
+//!   builder, kept with the cached file); anything else hands the connection to hyper.
 //! - `conn_io`: the socket wrapper doing `sendfile` for marker frames and the idle
 //!   timeout.
 //! - `timing`: phases (`meta`, `read`, `send`, `total`) into `latency`, access log lines.
@@ -23,9 +29,11 @@
 //! - [`health`]: `--healthcheck`, a `HEAD /` to the running server.
 
 mod body;
+mod cache_stats;
 pub mod cli;
 pub mod config;
 mod conn_io;
+mod error_chain;
 mod fast;
 pub mod health;
 mod listing;
@@ -34,6 +42,7 @@ mod path;
 mod respond;
 pub mod server;
 pub mod storage;
+mod stream_budget;
 mod timing;
 
 /// Entry points for the fuzz targets under `fuzz/` (not a stable API).
@@ -42,6 +51,7 @@ pub use respond::fuzzing;
 
 pub use body::MARKER_LEN as SENDFILE_FRAME_MAX;
 pub use config::{AccessLog, AccessLogFormat, Backend, Config, HttpOptions};
+pub use error_chain::{Chain, io_reason};
 pub use server::{run, serve, serve_metrics};
 
 /// Errors that stop the server from starting or running. Each `Display` is one line
@@ -54,18 +64,13 @@ pub enum Error {
         path: std::path::PathBuf,
         err: std::io::Error,
     },
-    /// The NFS export cannot be mounted, or the server cannot be reached.
-    #[error("--nfs {url}: {source}")]
+    /// The NFS export cannot be mounted, the server cannot be reached, or the served path
+    /// is missing or not a directory.
+    #[error("--nfs {url}")]
     Nfs {
         url: String,
-        source: nfsclient::Error,
-    },
-    /// The NFS export was mounted but the served path is missing or not a directory.
-    #[error("--nfs {url}: path /{path} {reason} on the NFS server")]
-    NfsRoot {
-        url: String,
-        path: String,
-        reason: &'static str,
+        #[source]
+        source: storage::nfs::ConnectError,
     },
     /// A listening address cannot be bound (`flag` is `--listen` or `--metrics`).
     #[error("{flag} {addr}: {}", io_reason(err))]
@@ -81,10 +86,11 @@ pub enum Error {
         err: std::io::Error,
     },
     /// `--nfs-data-cache-dir` cannot hold the data cache's copies.
-    #[error("--nfs-data-cache-dir {}: {reason}", path.display())]
+    #[error("--nfs-data-cache-dir {}", path.display())]
     DataCacheDir {
         path: std::path::PathBuf,
-        reason: String,
+        #[source]
+        source: storage::cache_file::CacheDirError,
     },
     /// A configuration value is out of range.
     #[error("invalid configuration: {0}")]
@@ -98,25 +104,4 @@ pub enum Error {
     /// `--healthcheck` found the server not answering.
     #[error("unhealthy: {0}")]
     Unhealthy(String),
-}
-
-/// An I/O error as a short lowercase phrase ("address already in use"), without the
-/// `(os error N)` suffix that tells a user nothing more.
-pub fn io_reason(e: &std::io::Error) -> String {
-    use std::io::ErrorKind as K;
-    let text = match e.kind() {
-        K::AddrInUse => "address already in use",
-        K::AddrNotAvailable => "address not available on this host",
-        K::PermissionDenied => "permission denied",
-        K::NotFound => "no such file or directory",
-        K::NotADirectory => "not a directory",
-        _ => {
-            let s = e.to_string();
-            return match s.find(" (os error ") {
-                Some(i) => s[..i].to_string(),
-                None => s,
-            };
-        }
-    };
-    text.to_string()
 }

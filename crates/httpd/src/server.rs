@@ -23,6 +23,7 @@ use crate::config::{AccessLog, Backend, Config};
 use crate::conn_io::ConnIo;
 use crate::fast::{self, Fast};
 use crate::respond::{self, Shared};
+use crate::storage::nfs::ConnectError;
 use crate::storage::{CacheStats, LocalStorage, NfsStorage, Storage};
 use crate::timing::{Recorder, spawn_log_writer};
 
@@ -74,12 +75,25 @@ async fn open_storage(
                         config.nfs_data_cache_stats.clone(),
                     ),
                 )
-                .await?
+                .await
+                .map_err(|e| connect_error(url, e))?
                 .with_splice(config.nfs_splice),
             ),
             None,
         ),
     })
+}
+
+/// The start-up error of an NFS backend that could not start, naming the flag it is about.
+fn connect_error(url: &str, e: ConnectError) -> Error {
+    match e {
+        ConnectError::Url(e) => Error::Url(e),
+        ConnectError::DataCacheDir { path, source } => Error::DataCacheDir { path, source },
+        source => Error::Nfs {
+            url: url.to_string(),
+            source,
+        },
+    }
 }
 
 /// Serves files on `listener` until `shutdown` completes, then stops accepting, lets
@@ -120,7 +134,7 @@ pub async fn serve(
         storage,
         recorder: Arc::new(Recorder::new(registry, log_tx).with_format(config.access_log_format)),
         list_dirs: config.list_dirs,
-        shaping: respond::Shaping::new(&config.http).map_err(Error::Config)?,
+        shaping: crate::config::Shaping::new(&config.http).map_err(Error::Config)?,
         // Local files, and NFS files held in the data cache (memfds).
         sendfile: config.sendfile,
         inline_limit: config.inline_limit,

@@ -74,7 +74,7 @@ impl Server {
             storage,
             recorder: Arc::new(Recorder::new(Registry::new("httpd_fuzz"), None)),
             list_dirs: true,
-            shaping: super::Shaping::default(),
+            shaping: crate::config::Shaping::default(),
             sendfile: false,
             inline_limit: 1024,
             chunk: 4096,
