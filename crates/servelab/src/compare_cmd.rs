@@ -186,7 +186,7 @@ impl CompareArgs {
             .as_deref()
             .map(str::parse::<LinkSpec>)
             .transpose()
-            .map_err(|e| anyhow::anyhow!("--link: {e}"))?;
+            .context("--link")?;
         Ok(CompareOptions {
             dataset: self.dataset,
             dataset_spec: DatasetSpec {
