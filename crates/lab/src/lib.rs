@@ -17,7 +17,8 @@
 //!   connection for scraping and byte checks, a keep-alive [`http::Connection`].
 //! - `inproc` (feature `inproc`): rustnfs and httpd running in-process on loopback, for
 //!   tests and benches.
-//! - [`free_port`], [`find_program`], [`in_ci`]: the small things every caller needs.
+//! - [`free_port`], [`find_program`], [`in_ci`], [`error_chain`]: the small things every
+//!   caller needs.
 
 pub mod affinity;
 pub mod dataset;
@@ -34,18 +35,33 @@ pub mod tools;
 
 use std::path::PathBuf;
 
-/// What can go wrong in the harness. Messages are one line a user can act on (a child's
-/// log tail follows on its own lines).
+/// What can go wrong in the harness. Each message says its own layer only — what was
+/// being done — and keeps the error under it as its source (print the chain: `{:#}` of
+/// an `anyhow::Error`, or [`error_chain`]); a child's log tail follows on its own lines.
 #[derive(Debug, thiserror::Error)]
 pub enum LabError {
     /// A program or feature this machine lacks; the text says how to get it.
     #[error("{0}")]
     Missing(String),
-    #[error("{what}: {source}")]
+    #[error("{what}")]
     Io {
         what: String,
         #[source]
         source: std::io::Error,
+    },
+    /// A tool's output that cannot be read.
+    #[error("{what}")]
+    Unreadable {
+        what: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A server run in-process returned an error of its own.
+    #[error("{what}")]
+    Server {
+        what: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// A child exited before it was ready.
     #[error("{name} exited with {status}; its log ends:\n{log_tail}")]
@@ -75,16 +91,16 @@ impl LabError {
     }
 }
 
-impl From<String> for LabError {
-    fn from(s: String) -> Self {
-        LabError::Failed(s)
+/// An error and each of its causes on one line, outermost first: `a: b: c`.
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        out.push_str(": ");
+        out.push_str(&c.to_string());
+        cause = c.source();
     }
-}
-
-impl From<&str> for LabError {
-    fn from(s: &str) -> Self {
-        LabError::Failed(s.to_string())
-    }
+    out
 }
 
 pub type Result<T, E = LabError> = std::result::Result<T, E>;
@@ -134,6 +150,19 @@ pub fn cores() -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_message_says_its_own_layer_and_keeps_its_cause() {
+        let e = LabError::io(
+            "cannot connect to 127.0.0.1:1",
+            std::io::ErrorKind::ConnectionRefused.into(),
+        );
+        assert_eq!(e.to_string(), "cannot connect to 127.0.0.1:1");
+        assert_eq!(
+            error_chain(&e),
+            "cannot connect to 127.0.0.1:1: connection refused"
+        );
+    }
 
     #[test]
     fn finds_sh_and_a_port() {

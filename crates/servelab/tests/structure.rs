@@ -257,7 +257,35 @@ fn sources(krate: &str) -> Vec<Source> {
         }
     }
     out.sort_by(|a, b| a.rel.cmp(&b.rel));
+    // A file declared by `#[cfg(test)] mod name;` is a test file as a whole.
+    let test_files: Vec<PathBuf> = out.iter().flat_map(test_children).collect();
+    out.retain(|s| !test_files.contains(&s.rel));
     out
+}
+
+/// The files of the child modules `s` declares under `#[cfg(test)]`.
+fn test_children(s: &Source) -> Vec<PathBuf> {
+    let dir = match s.rel.file_name().and_then(|n| n.to_str()) {
+        Some("mod.rs" | "lib.rs" | "main.rs") => s.rel.parent().unwrap().to_path_buf(),
+        _ => s.rel.with_extension(""),
+    };
+    s.tests
+        .iter()
+        .filter_map(|&(a, b)| {
+            let text = String::from_utf8_lossy(&s.code[a..b]).into_owned();
+            let decl = text[text.find(']')? + 1..].trim().to_string();
+            let name = decl
+                .strip_prefix("mod ")?
+                .strip_suffix(';')?
+                .trim()
+                .to_string();
+            Some([
+                dir.join(format!("{name}.rs")),
+                dir.join(name).join("mod.rs"),
+            ])
+        })
+        .flatten()
+        .collect()
 }
 
 /// A function outside tests: (file, name, first line, lines).

@@ -76,7 +76,7 @@ impl Link {
         if spec.rate_bits_per_sec.is_some() && kernel_path_ready().is_ok() {
             match Self::start_netns(upstream, spec) {
                 Ok(l) => return Ok(l),
-                Err(e) => crate::experiment::progress::note(format!(
+                Err(e) => crate::experiment::terminal::note(format!(
                     "servelab: link {spec}: {} failed ({e}); the userspace relay shapes it instead",
                     LinkPath::NetnsTbf.name()
                 )),

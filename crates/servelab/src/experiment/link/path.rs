@@ -5,7 +5,7 @@
 
 use std::sync::OnceLock;
 
-use super::LinkSpec;
+use super::spec::LinkSpec;
 use crate::experiment::netns;
 
 /// Which machinery carries a link, named in the report.
@@ -60,7 +60,7 @@ pub fn kernel_path_ready() -> Result<(), &'static str> {
     match READY.get_or_init(|| match netns::Wire::create(Some(1_000_000_000)) {
         Ok(_) => None,
         Err(e) => {
-            crate::experiment::progress::note(format!(
+            crate::experiment::terminal::note(format!(
                 "servelab: link: netns+tbf unavailable ({e}); rate limits run in the userspace relay"
             ));
             Some(e.to_string())

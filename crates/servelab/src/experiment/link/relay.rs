@@ -7,8 +7,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use super::pipe;
 use super::shaper::{self, LinkClock};
-use super::{LinkSpec, pipe};
+use super::spec::LinkSpec;
 
 /// A running relay; stops accepting when dropped (open connections end with their peers).
 pub struct Relay {

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use super::LinkSpec;
 use super::pipe::{Pipe, splice_in, splice_once};
+use super::spec::LinkSpec;
 
 /// The moment the shared link is next free, per direction.
 #[derive(Default)]
