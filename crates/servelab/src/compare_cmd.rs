@@ -214,6 +214,21 @@ impl CompareArgs {
     }
 }
 
+/// The workload sizes the container comparison takes from compare's own options (the
+/// same for every column).
+fn workloads(o: &CompareOptions) -> crate::containers::Workloads {
+    crate::containers::Workloads {
+        dataset: o.dataset.clone(),
+        spec: o.dataset_spec,
+        repeat: o.repeat,
+        large_requests: o.large_requests,
+        large_concurrency: o.large_concurrency,
+        small_seconds: o.small_seconds,
+        small_concurrency: o.small_concurrency,
+        keep_busy: o.keep_busy,
+    }
+}
+
 /// `--large-size`'s value parser: a size in bytes, with a unit or not; an error says
 /// what is wrong and what to write instead.
 fn large_size(text: &str) -> Result<u64, String> {
@@ -333,12 +348,8 @@ pub fn run(mut args: CompareArgs) -> anyhow::Result<()> {
         crate::page::write(&dir, Some(report), None)?;
     }
     if containers.wanted() || containers.containers_only {
-        let c = crate::containers::run(
-            &containers,
-            &crate::containers::Workloads::of(&options),
-            &dir,
-        )
-        .context("servelab compare --containers failed")?;
+        let c = crate::containers::run(&containers, &workloads(&options), &dir)
+            .context("servelab compare --containers failed")?;
         print!("\n{}", crate::containers::markdown::render(&c));
         // One page for the whole run: the comparison (when it ran) and the containers.
         crate::page::write(&dir, report.as_ref(), Some(&c))?;
