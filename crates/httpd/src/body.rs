@@ -12,6 +12,7 @@
 
 use std::collections::VecDeque;
 
+use std::io;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock, Weak};
@@ -613,6 +614,9 @@ async fn watchdog(state: Arc<Mutex<StreamState>>) {
 pub struct FileBody {
     kind: Kind,
     timing: Option<Arc<Timing>>,
+    /// This body's end is the response's end (false for a part followed by others): only
+    /// then does reaching it mark the request's timer complete.
+    ends: bool,
     /// Marks the connection busy until the body is dropped.
     request: Option<InRequest>,
 }
@@ -636,6 +640,7 @@ impl FileBody {
         FileBody {
             kind: Kind::Empty,
             timing: None,
+            ends: true,
             request: None,
         }
     }
@@ -648,6 +653,7 @@ impl FileBody {
                 Kind::Once(Some(data))
             },
             timing: None,
+            ends: true,
             request: None,
         }
     }
@@ -666,6 +672,7 @@ impl FileBody {
                 queue,
             },
             timing: None,
+            ends: true,
             request: None,
         }
     }
@@ -718,6 +725,7 @@ impl FileBody {
                 waiting_since: None,
             },
             timing: None,
+            ends: true,
             request: None,
         }
     }
@@ -727,6 +735,7 @@ impl FileBody {
         FileBody {
             kind: Kind::Parts(parts.into()),
             timing: None,
+            ends: true,
             request: None,
         }
     }
@@ -738,32 +747,320 @@ impl FileBody {
     }
 
     pub(crate) fn with_timing(mut self, timing: Arc<Timing>) -> FileBody {
-        if let Kind::Parts(parts) = &mut self.kind {
-            // Sendfile and streamed parts hand the timer to their jobs and frames; bytes
-            // parts get it when their frame passes through (see `poll_frame`).
-            for p in parts {
-                if matches!(p.kind, Kind::Sendfile { .. } | Kind::Stream { .. }) {
-                    p.timing = Some(timing.clone());
-                }
-            }
-        }
-        self.timing = Some(timing);
+        self.share_timing(&timing);
         self
     }
 
-    fn frame(&self, data: Bytes, budget: Option<Arc<Ticket>>) -> Frame<Bytes> {
-        Frame::data(Bytes::from_owner(Owned {
-            data,
-            _timing: self.timing.clone(),
-            _budget: budget,
-        }))
+    /// Gives this body the request's timer, and its sendfile, streamed and nested parts
+    /// too (they hand it to their jobs and frames; bytes parts get it when their frame
+    /// passes through, see `poll_parts`). Only the last part ends the response.
+    fn share_timing(&mut self, timing: &Arc<Timing>) {
+        if let Kind::Parts(parts) = &mut self.kind {
+            let last = parts.len().saturating_sub(1);
+            for (i, p) in parts.iter_mut().enumerate() {
+                p.ends = self.ends && i == last;
+                if matches!(
+                    p.kind,
+                    Kind::Sendfile { .. } | Kind::Stream { .. } | Kind::Parts(_)
+                ) {
+                    p.share_timing(timing);
+                }
+            }
+        }
+        self.timing = Some(timing.clone());
     }
+}
 
-    fn complete(&self) {
-        if let Some(t) = &self.timing {
-            t.set_complete();
+impl FileBody {
+    /// [`FileBody::poll_frame`] of a body made of parts: each part's frames in turn.
+    fn poll_parts(&mut self, cx: &mut Context<'_>) -> Poll<Option<io::Result<Frame<Bytes>>>> {
+        let Kind::Parts(parts) = &mut self.kind else {
+            unreachable!("poll_parts on parts")
+        };
+        loop {
+            let Some(front) = parts.front_mut() else {
+                // A part may have marked the timer complete already (sendfile and
+                // streamed parts do at their own end); this covers the rest.
+                mark_complete(&self.timing, self.ends);
+                return Poll::Ready(None);
+            };
+            match http_body::Body::poll_frame(Pin::new(&mut *front), cx) {
+                Poll::Ready(None) => {
+                    parts.pop_front();
+                }
+                Poll::Ready(Some(Ok(frame))) if front.timing.is_none() => {
+                    // A bytes part: its frame keeps the request's timer alive too.
+                    let frame = match frame.into_data() {
+                        Ok(data) => Frame::data(Bytes::from_owner(Owned {
+                            data,
+                            _timing: self.timing.clone(),
+                            _budget: None,
+                        })),
+                        Err(frame) => frame,
+                    };
+                    // hyper polls a body no more once it is at its end, so the None
+                    // above never comes: its last bytes are handed over now.
+                    if parts.iter().all(http_body::Body::is_end_stream) {
+                        mark_complete(&self.timing, self.ends);
+                    }
+                    return Poll::Ready(Some(Ok(frame)));
+                }
+                other => return other,
+            }
         }
     }
+
+    /// [`FileBody::poll_frame`] of a sendfile body: one marker frame per range, its job
+    /// queued for the connection.
+    fn poll_sendfile(&mut self) -> Poll<Option<io::Result<Frame<Bytes>>>> {
+        let Kind::Sendfile {
+            file,
+            offset,
+            end,
+            queue,
+        } = &mut self.kind
+        else {
+            unreachable!("poll_sendfile on a sendfile body")
+        };
+        if *offset >= *end {
+            return Poll::Ready(None);
+        }
+        let n = (*end - *offset).min(MARKER_LEN as u64);
+        let timing = self
+            .timing
+            .clone()
+            .expect("a sendfile body always carries its timer");
+        *offset += n;
+        // Completion is marked by the connection when this last range has actually
+        // been sent, not here.
+        queue.lock().push_back(SendJob {
+            source: Source::File {
+                file: file.clone(),
+                offset: *offset - n,
+            },
+            remaining: n,
+            last: *offset >= *end && self.ends,
+            timing,
+        });
+        Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(
+            &MARKER[..n as usize],
+        )))))
+    }
+
+    /// [`FileBody::poll_frame`] of a streamed body: keeps its READs in flight and hands
+    /// their bytes (or pipe markers) on in order.
+    fn poll_stream(&mut self, cx: &mut Context<'_>) -> Poll<Option<io::Result<Frame<Bytes>>>> {
+        let (timing, ends) = (&self.timing, self.ends);
+        let Kind::Stream {
+            storage,
+            handle,
+            end,
+            remaining,
+            chunk,
+            depth,
+            state,
+            permit_wait,
+            waiting_since,
+        } = &mut self.kind
+        else {
+            unreachable!("poll_stream on a stream")
+        };
+        let mut st = state.lock();
+        // Every frame handed to hyper so far has been written: the socket drains.
+        if !st.frames.is_empty() && st.live_frames().next().is_none() {
+            if st.stalled {
+                st.stalled = false;
+            } else {
+                st.depth = (st.depth * 2).min(*depth);
+                st.chunk = (st.chunk * 2).min(*chunk);
+            }
+        }
+        let reads = start_reads(&mut st, cx, storage, handle, *end, permit_wait);
+        match reads {
+            Poll::Pending => {
+                waiting_since.get_or_insert_with(Instant::now);
+                return Poll::Pending;
+            }
+            Poll::Ready(Err(e)) => return Poll::Ready(Some(Err(e))),
+            Poll::Ready(Ok(())) => {}
+        }
+        {
+            // Nothing left to read (until a stall rewinds): shares go back.
+            let mut slot = st.recycled.lock();
+            slot.wanted = slot.keeps && st.next < *end;
+            if !slot.wanted {
+                slot.permit = None;
+            }
+        }
+        if !st.watched && !st.inflight.is_empty() {
+            st.watched = true;
+            tokio::spawn(watchdog(state.clone()));
+        }
+        if let Some((data, ticket)) = st.next_piece() {
+            drop(st);
+            *remaining -= data.len() as u64;
+            if *remaining == 0 {
+                mark_complete(timing, ends);
+            }
+            return Poll::Ready(Some(Ok(frame(timing, data, Some(ticket)))));
+        }
+        let Some(front) = st.inflight.front_mut() else {
+            return Poll::Ready(None);
+        };
+        let res = match Pin::new(&mut front.task).poll(cx) {
+            Poll::Pending => {
+                waiting_since.get_or_insert_with(Instant::now);
+                return Poll::Pending;
+            }
+            Poll::Ready(r) => r,
+        };
+        let read = st.inflight.pop_front().expect("front exists");
+        let waited = waiting_since.take().map(|since| since.elapsed());
+        let chunk = match res {
+            Ok(Ok(chunk)) => chunk,
+            Ok(Err(e)) => {
+                let error = service::Chain(&e);
+                tracing::warn!(%error, "read failed mid-body; closing the connection");
+                return Poll::Ready(Some(Err(io::Error::other(e))));
+            }
+            Err(e) => return Poll::Ready(Some(Err(io::Error::other(e)))),
+        };
+        if let (Some(t), Some(waited)) = (timing, waited) {
+            t.add_read(waited);
+        }
+        let chunk = match chunk {
+            Chunk::Bytes(data) if data.len() > FRAME_MAX => {
+                // Handed in pieces: the first now, the rest as hyper asks.
+                st.unsent = Some(Unsent {
+                    offset: read.offset,
+                    data,
+                    permit: read.permit,
+                    whole: true,
+                });
+                let (data, ticket) = st.next_piece().expect("just stored");
+                drop(st);
+                *remaining -= data.len() as u64;
+                if *remaining == 0 {
+                    // The socket took the whole READ as one piece: the body's last.
+                    mark_complete(timing, ends);
+                }
+                return Poll::Ready(Some(Ok(frame(timing, data, Some(ticket)))));
+            }
+            chunk => chunk,
+        };
+        let ticket = st.ticket(read.permit);
+        let conn = st.conn.clone();
+        drop(st);
+        *remaining -= chunk.len() as u64;
+        let data = match chunk {
+            Chunk::Bytes(data) => {
+                if *remaining == 0 {
+                    mark_complete(timing, ends);
+                }
+                data
+            }
+            Chunk::Piped(piped) => {
+                // The connection marks completion when it has spliced the last bytes,
+                // as for sendfile.
+                let n = piped.len();
+                let timing = timing
+                    .clone()
+                    .expect("a streamed body always carries its timer");
+                conn.lock().push_back(SendJob {
+                    source: Source::Pipes(piped.parts.into()),
+                    remaining: n as u64,
+                    last: *remaining == 0 && ends,
+                    timing,
+                });
+                Bytes::from_static(&MARKER[..n])
+            }
+        };
+        Poll::Ready(Some(Ok(frame(timing, data, Some(ticket)))))
+    }
+}
+
+/// Starts READs of a streamed body until `depth` are in flight, as far as the server's
+/// stream budget allows; `Pending` while the body waits in the budget's queue.
+fn start_reads(
+    st: &mut StreamState,
+    cx: &mut Context<'_>,
+    storage: &Arc<dyn Storage>,
+    handle: &Handle,
+    end: u64,
+    permit_wait: &mut Option<PermitWait>,
+) -> Poll<io::Result<()>> {
+    let depth = if st.stalled { 1 } else { st.depth };
+    // Keep up to `depth` reads in flight so the next chunk is read while this one is
+    // being sent, as far as the server's stream budget allows.
+    while st.inflight.len() < depth && st.next < end {
+        let mut len = (end - st.next).min(st.chunk as u64) as usize;
+        let units = budget_units(len);
+        let permit = if let Some(p) = st.take_recycled(units) {
+            // Leave the budget's queue if the body was in it: it reads on the share it
+            // already had (less than asked, a smaller READ).
+            *permit_wait = None;
+            len = len.min(p.num_permits() * BUDGET_UNIT);
+            p
+        } else if st.inflight.is_empty() && st.unsent.is_none() {
+            // Nothing in flight: wait for budget (FIFO, so no body starves).
+            let budgets = st.budgets.clone();
+            let peer = st.conn.peer.get().copied();
+            let wait = permit_wait.get_or_insert_with(|| wait_for_budget(budgets, units, peer));
+            match wait.as_mut().poll(cx) {
+                Poll::Pending => {
+                    // A frame written meanwhile gives its share back to this body,
+                    // which then stops waiting in the queue.
+                    let mut slot = st.recycled.lock();
+                    if slot.keeps {
+                        slot.waker = Some(cx.waker().clone());
+                        if slot.permit.is_some() {
+                            // Given back since this poll looked.
+                            cx.waker().wake_by_ref();
+                        }
+                    }
+                    return Poll::Pending;
+                }
+                Poll::Ready(p) => {
+                    *permit_wait = None;
+                    match p {
+                        Ok(p) => p,
+                        Err(e) => return Poll::Ready(Err(io::Error::other(e))),
+                    }
+                }
+            }
+        } else {
+            // Read-ahead only from budget that is free right now.
+            match st.budgets.shared.clone().try_acquire_many_owned(units) {
+                Ok(p) => p,
+                Err(_) => break,
+            }
+        };
+        let (storage, h, off) = (storage.clone(), handle.clone(), st.next);
+        let task = tokio::spawn(async move { storage.read_chunk(&h, off, len, MARKER_LEN).await });
+        st.inflight.push_back(Read {
+            offset: off,
+            task,
+            permit,
+        });
+        st.next += len as u64;
+    }
+    Poll::Ready(Ok(()))
+}
+
+/// Marks the request's timer complete when this body's end is the response's end.
+fn mark_complete(timing: &Option<Arc<Timing>>, ends: bool) {
+    if let (Some(t), true) = (timing, ends) {
+        t.set_complete();
+    }
+}
+
+/// A data frame that keeps the request's timer (and `budget`) alive until written.
+fn frame(timing: &Option<Arc<Timing>>, data: Bytes, budget: Option<Arc<Ticket>>) -> Frame<Bytes> {
+    Frame::data(Bytes::from_owner(Owned {
+        data,
+        _timing: timing.clone(),
+        _budget: budget,
+    }))
 }
 
 impl http_body::Body for FileBody {
@@ -777,238 +1074,16 @@ impl http_body::Body for FileBody {
         let this = self.get_mut();
         match &mut this.kind {
             Kind::Empty => Poll::Ready(None),
-            Kind::Parts(parts) => loop {
-                let Some(front) = parts.front_mut() else {
-                    // A part may have marked the timer complete already (sendfile and
-                    // streamed parts do at their own end); this covers the rest.
-                    if let Some(t) = &this.timing {
-                        t.set_complete();
-                    }
-                    return Poll::Ready(None);
-                };
-                match Pin::new(&mut *front).poll_frame(cx) {
-                    Poll::Ready(None) => {
-                        parts.pop_front();
-                    }
-                    Poll::Ready(Some(Ok(frame))) if front.timing.is_none() => {
-                        // A bytes part: its frame keeps the request's timer alive too.
-                        let frame = match frame.into_data() {
-                            Ok(data) => Frame::data(Bytes::from_owner(Owned {
-                                data,
-                                _timing: this.timing.clone(),
-                                _budget: None,
-                            })),
-                            Err(frame) => frame,
-                        };
-                        return Poll::Ready(Some(Ok(frame)));
-                    }
-                    other => return other,
-                }
-            },
+            Kind::Parts(_) => this.poll_parts(cx),
             Kind::Once(data) => match data.take() {
                 Some(d) => {
-                    this.complete();
-                    Poll::Ready(Some(Ok(this.frame(d, None))))
+                    mark_complete(&this.timing, this.ends);
+                    Poll::Ready(Some(Ok(frame(&this.timing, d, None))))
                 }
                 None => Poll::Ready(None),
             },
-            Kind::Sendfile {
-                file,
-                offset,
-                end,
-                queue,
-            } => {
-                if *offset >= *end {
-                    return Poll::Ready(None);
-                }
-                let n = (*end - *offset).min(MARKER_LEN as u64);
-                let timing = this
-                    .timing
-                    .clone()
-                    .expect("a sendfile body always carries its timer");
-                *offset += n;
-                // Completion is marked by the connection when this last range has
-                // actually been sent, not here.
-                queue.lock().push_back(SendJob {
-                    source: Source::File {
-                        file: file.clone(),
-                        offset: *offset - n,
-                    },
-                    remaining: n,
-                    last: *offset >= *end,
-                    timing,
-                });
-                Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(
-                    &MARKER[..n as usize],
-                )))))
-            }
-            Kind::Stream {
-                storage,
-                handle,
-                end,
-                remaining,
-                chunk,
-                depth,
-                state,
-                permit_wait,
-                waiting_since,
-            } => {
-                let mut st = state.lock();
-                // Every frame handed to hyper so far has been written: the socket drains.
-                if !st.frames.is_empty() && st.live_frames().next().is_none() {
-                    if st.stalled {
-                        st.stalled = false;
-                    } else {
-                        st.depth = (st.depth * 2).min(*depth);
-                        st.chunk = (st.chunk * 2).min(*chunk);
-                    }
-                }
-                let depth = if st.stalled { 1 } else { st.depth };
-                // Keep up to `depth` reads in flight so the next chunk is read while this
-                // one is being sent, as far as the server's stream budget allows.
-                while st.inflight.len() < depth && st.next < *end {
-                    let mut len = (*end - st.next).min(st.chunk as u64) as usize;
-                    let units = budget_units(len);
-                    let permit = if let Some(p) = st.take_recycled(units) {
-                        // Leave the budget's queue if the body was in it: it reads on
-                        // the share it already had (less than asked, a smaller READ).
-                        *permit_wait = None;
-                        len = len.min(p.num_permits() * BUDGET_UNIT);
-                        p
-                    } else if st.inflight.is_empty() && st.unsent.is_none() {
-                        // Nothing in flight: wait for budget (FIFO, so no body starves).
-                        let budgets = st.budgets.clone();
-                        let peer = st.conn.peer.get().copied();
-                        let wait = permit_wait
-                            .get_or_insert_with(|| wait_for_budget(budgets, units, peer));
-                        match wait.as_mut().poll(cx) {
-                            Poll::Pending => {
-                                // A frame written meanwhile gives its share back to
-                                // this body, which then stops waiting in the queue.
-                                let mut slot = st.recycled.lock();
-                                if slot.keeps {
-                                    slot.waker = Some(cx.waker().clone());
-                                    if slot.permit.is_some() {
-                                        // Given back since this poll looked.
-                                        cx.waker().wake_by_ref();
-                                    }
-                                }
-                                drop(slot);
-                                waiting_since.get_or_insert_with(Instant::now);
-                                return Poll::Pending;
-                            }
-                            Poll::Ready(p) => {
-                                *permit_wait = None;
-                                p.map_err(std::io::Error::other)?
-                            }
-                        }
-                    } else {
-                        // Read-ahead only from budget that is free right now.
-                        match st.budgets.shared.clone().try_acquire_many_owned(units) {
-                            Ok(p) => p,
-                            Err(_) => break,
-                        }
-                    };
-                    let (st2, h, off) = (storage.clone(), handle.clone(), st.next);
-                    let task =
-                        tokio::spawn(async move { st2.read_chunk(&h, off, len, MARKER_LEN).await });
-                    st.inflight.push_back(Read {
-                        offset: off,
-                        task,
-                        permit,
-                    });
-                    st.next += len as u64;
-                }
-                {
-                    // Nothing left to read (until a stall rewinds): shares go back.
-                    let mut slot = st.recycled.lock();
-                    slot.wanted = slot.keeps && st.next < *end;
-                    if !slot.wanted {
-                        slot.permit = None;
-                    }
-                }
-                if !st.watched && !st.inflight.is_empty() {
-                    st.watched = true;
-                    tokio::spawn(watchdog(state.clone()));
-                }
-                if let Some((data, ticket)) = st.next_piece() {
-                    drop(st);
-                    *remaining -= data.len() as u64;
-                    if *remaining == 0 {
-                        this.complete();
-                    }
-                    return Poll::Ready(Some(Ok(this.frame(data, Some(ticket)))));
-                }
-                let Some(front) = st.inflight.front_mut() else {
-                    return Poll::Ready(None);
-                };
-                let res = match Pin::new(&mut front.task).poll(cx) {
-                    Poll::Pending => {
-                        waiting_since.get_or_insert_with(Instant::now);
-                        return Poll::Pending;
-                    }
-                    Poll::Ready(r) => r,
-                };
-                let read = st.inflight.pop_front().expect("front exists");
-                let waited = waiting_since.take().map(|since| since.elapsed());
-                match res {
-                    Ok(Ok(Chunk::Bytes(data))) if data.len() > FRAME_MAX => {
-                        if let (Some(t), Some(waited)) = (&this.timing, waited) {
-                            t.add_read(waited);
-                        }
-                        // Handed in pieces: this one now, the rest as hyper asks.
-                        st.unsent = Some(Unsent {
-                            offset: read.offset,
-                            data,
-                            permit: read.permit,
-                            whole: true,
-                        });
-                        let (data, ticket) = st.next_piece().expect("just stored");
-                        drop(st);
-                        *remaining -= data.len() as u64;
-                        Poll::Ready(Some(Ok(this.frame(data, Some(ticket)))))
-                    }
-                    Ok(Ok(chunk)) => {
-                        if let (Some(t), Some(waited)) = (&this.timing, waited) {
-                            t.add_read(waited);
-                        }
-                        *remaining -= chunk.len() as u64;
-                        let ticket = st.ticket(read.permit);
-                        let conn = st.conn.clone();
-                        drop(st);
-                        let data = match chunk {
-                            Chunk::Bytes(data) => {
-                                if *remaining == 0 {
-                                    this.complete();
-                                }
-                                data
-                            }
-                            Chunk::Piped(piped) => {
-                                // The connection marks completion when it has spliced
-                                // the last bytes, as for sendfile.
-                                let n = piped.len();
-                                let timing = this
-                                    .timing
-                                    .clone()
-                                    .expect("a streamed body always carries its timer");
-                                conn.lock().push_back(SendJob {
-                                    source: Source::Pipes(piped.parts.into()),
-                                    remaining: n as u64,
-                                    last: *remaining == 0,
-                                    timing,
-                                });
-                                Bytes::from_static(&MARKER[..n])
-                            }
-                        };
-                        Poll::Ready(Some(Ok(this.frame(data, Some(ticket)))))
-                    }
-                    Ok(Err(e)) => {
-                        tracing::warn!(error = %crate::error_chain::Chain(&e), "read failed mid-body; closing the connection");
-                        Poll::Ready(Some(Err(std::io::Error::other(e))))
-                    }
-                    Err(e) => Poll::Ready(Some(Err(std::io::Error::other(e)))),
-                }
-            }
+            Kind::Sendfile { .. } => this.poll_sendfile(),
+            Kind::Stream { .. } => this.poll_stream(cx),
         }
     }
 

@@ -94,6 +94,30 @@ const RESERVED: [HeaderName; 7] = [
     header::ETAG,
 ];
 
+/// A configuration httpd cannot serve with; each says what to change.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A limit outside the range httpd accepts.
+    #[error("{field} must be {rule}")]
+    Limit {
+        field: &'static str,
+        rule: &'static str,
+    },
+    /// A `--cache-control`, `--cache-control-for` or `--header` value that is not a valid
+    /// header value.
+    #[error("{flag} {value:?}: not a valid header value")]
+    HeaderValue { flag: &'static str, value: String },
+    /// A `--header` name that is not a valid header name.
+    #[error("--header {0:?}: not a valid header name")]
+    HeaderName(String),
+    /// A `--header` httpd sets per response.
+    #[error("--header {0}: httpd sets this header per response; it cannot be fixed")]
+    Reserved(HeaderName),
+    /// A `--cache-control-for` extension that is empty or holds a `/`.
+    #[error("--cache-control-for {0:?}: give EXT=VALUE, e.g. html=no-cache")]
+    Extension(String),
+}
+
 /// [`HttpOptions`] as header values, checked.
 #[derive(Debug, Clone)]
 pub(crate) struct Shaping {
@@ -116,10 +140,12 @@ impl Default for Shaping {
 
 impl Shaping {
     /// Checks `opts`; the error names the flag and the bad value.
-    pub(crate) fn new(opts: &HttpOptions) -> Result<Shaping, String> {
-        let value = |flag: &str, v: &str| {
-            HeaderValue::from_str(v.trim())
-                .map_err(|_| format!("{flag} {v:?}: not a valid header value"))
+    pub(crate) fn new(opts: &HttpOptions) -> Result<Shaping, ConfigError> {
+        let value = |flag: &'static str, v: &str| {
+            HeaderValue::from_str(v.trim()).map_err(|_| ConfigError::HeaderValue {
+                flag,
+                value: v.to_string(),
+            })
         };
         let cache_control = match &opts.cache_control {
             Some(v) => Some(value("--cache-control", v)?),
@@ -129,20 +155,16 @@ impl Shaping {
         for (ext, v) in &opts.cache_control_by_ext {
             let ext = ext.trim().trim_start_matches('.').to_ascii_lowercase();
             if ext.is_empty() || ext.contains('/') {
-                return Err(format!(
-                    "--cache-control-for {ext:?}: give EXT=VALUE, e.g. html=no-cache"
-                ));
+                return Err(ConfigError::Extension(ext));
             }
             by_ext.push((ext, value("--cache-control-for", v)?));
         }
         let mut headers = Vec::new();
         for (name, v) in &opts.headers {
             let name = HeaderName::from_bytes(name.trim().as_bytes())
-                .map_err(|_| format!("--header {name:?}: not a valid header name"))?;
+                .map_err(|_| ConfigError::HeaderName(name.clone()))?;
             if RESERVED.contains(&name) {
-                return Err(format!(
-                    "--header {name}: httpd sets this header per response; it cannot be fixed"
-                ));
+                return Err(ConfigError::Reserved(name));
             }
             headers.push((name, value("--header", v)?));
         }
@@ -283,31 +305,41 @@ impl Config {
         }
     }
 
-    /// Checks ranges; called by [`crate::serve`].
-    pub fn validate(&self) -> Result<(), crate::Error> {
-        let bad = |m: &str| Err(crate::Error::Config(m.to_string()));
-        if self.max_connections == 0 {
-            return bad("max_connections must be at least 1");
+    /// Checks ranges and the response shaping; called by [`crate::serve`].
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let limits = [
+            (self.max_connections == 0, "max_connections", "at least 1"),
+            (
+                self.max_header_bytes < 1024,
+                "max_header_bytes",
+                "at least 1024",
+            ),
+            (
+                !(4096..=(16 << 20)).contains(&self.chunk_size),
+                "chunk_size",
+                "between 4 KiB and 16 MiB",
+            ),
+            (
+                self.inline_limit > (16 << 20),
+                "inline_limit",
+                "at most 16 MiB",
+            ),
+            (
+                self.nfs_connections == 0 || self.nfs_read_ahead == 0,
+                "nfs_connections and nfs_read_ahead",
+                "at least 1",
+            ),
+            (
+                self.header_timeout.is_zero() || self.idle_timeout.is_zero(),
+                "timeouts",
+                "positive",
+            ),
+            (self.http.max_ranges == 0, "max_ranges", "at least 1"),
+        ];
+        if let Some(&(_, field, rule)) = limits.iter().find(|(bad, _, _)| *bad) {
+            return Err(ConfigError::Limit { field, rule });
         }
-        if self.max_header_bytes < 1024 {
-            return bad("max_header_bytes must be at least 1024");
-        }
-        if !(4096..=(16 << 20)).contains(&self.chunk_size) {
-            return bad("chunk_size must be between 4 KiB and 16 MiB");
-        }
-        if self.inline_limit > (16 << 20) {
-            return bad("inline_limit must be at most 16 MiB");
-        }
-        if self.nfs_connections == 0 || self.nfs_read_ahead == 0 {
-            return bad("nfs_connections and nfs_read_ahead must be at least 1");
-        }
-        if self.header_timeout.is_zero() || self.idle_timeout.is_zero() {
-            return bad("timeouts must be positive");
-        }
-        if self.http.max_ranges == 0 {
-            return bad("max_ranges must be at least 1");
-        }
-        Shaping::new(&self.http).map_err(crate::Error::Config)?;
+        Shaping::new(&self.http)?;
         Ok(())
     }
 }
@@ -322,12 +354,13 @@ mod tests {
             headers: vec![("Content-Length".into(), "5".into())],
             ..Default::default()
         };
-        assert!(Shaping::new(&o).unwrap_err().contains("content-length"));
+        let refused = |o: &HttpOptions| Shaping::new(o).unwrap_err().to_string();
+        assert!(refused(&o).contains("content-length"));
         o.headers = vec![("X bad".into(), "v".into())];
-        assert!(Shaping::new(&o).unwrap_err().contains("--header"));
+        assert!(refused(&o).contains("--header"));
         o.headers = vec![("X-Frame-Options".into(), "DENY".into())];
         o.cache_control = Some("bad\nvalue".into());
-        assert!(Shaping::new(&o).unwrap_err().contains("--cache-control"));
+        assert!(refused(&o).contains("--cache-control"));
     }
 
     #[test]

@@ -33,7 +33,6 @@ mod cache_stats;
 pub mod cli;
 pub mod config;
 mod conn_io;
-mod error_chain;
 mod fast;
 pub mod health;
 mod listing;
@@ -51,19 +50,36 @@ pub use respond::fuzzing;
 
 pub use body::MARKER_LEN as SENDFILE_FRAME_MAX;
 pub use config::{AccessLog, AccessLogFormat, Backend, Config, HttpOptions};
-pub use error_chain::{Chain, io_reason};
 pub use server::{run, serve, serve_metrics};
+pub use service::Chain;
 
-/// Errors that stop the server from starting or running. Each `Display` is one line
-/// that already includes its cause, naming the flag and the thing it is about.
+/// Errors that stop the server from starting or running. Each `Display` names the flag
+/// and the thing it is about, and no more; the cause is the error's source, and
+/// [`Chain`] prints both as one line (`--listen 127.0.0.1:80: address already in use`).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The command line lacks a flag another needs, or gives two that exclude each other.
+    #[error("invalid configuration: {0}")]
+    Usage(&'static str),
+    /// `--root` names no directory.
+    #[error("invalid configuration: --root {}: {reason}", path.display())]
+    NotADirectory {
+        path: std::path::PathBuf,
+        reason: &'static str,
+    },
+    /// A configuration value httpd cannot serve with.
+    #[error("invalid configuration")]
+    Config(#[from] config::ConfigError),
     /// The local root cannot be opened as a directory.
-    #[error("--root {}: {}", path.display(), io_reason(err))]
+    #[error("--root {}", path.display())]
     Root {
         path: std::path::PathBuf,
-        err: std::io::Error,
+        #[source]
+        source: std::io::Error,
     },
+    /// An invalid `nfs://` URL.
+    #[error("--nfs")]
+    Url(#[source] nfsclient::Error),
     /// The NFS export cannot be mounted, the server cannot be reached, or the served path
     /// is missing or not a directory.
     #[error("--nfs {url}")]
@@ -72,19 +88,6 @@ pub enum Error {
         #[source]
         source: storage::nfs::ConnectError,
     },
-    /// A listening address cannot be bound (`flag` is `--listen` or `--metrics`).
-    #[error("{flag} {addr}: {}", io_reason(err))]
-    Bind {
-        flag: &'static str,
-        addr: std::net::SocketAddr,
-        err: std::io::Error,
-    },
-    /// The access log file cannot be opened.
-    #[error("--access-log {}: {}", path.display(), io_reason(err))]
-    AccessLog {
-        path: std::path::PathBuf,
-        err: std::io::Error,
-    },
     /// `--nfs-data-cache-dir` cannot hold the data cache's copies.
     #[error("--nfs-data-cache-dir {}", path.display())]
     DataCacheDir {
@@ -92,16 +95,105 @@ pub enum Error {
         #[source]
         source: storage::cache_file::CacheDirError,
     },
-    /// A configuration value is out of range.
-    #[error("invalid configuration: {0}")]
-    Config(String),
-    /// An invalid `nfs://` URL.
-    #[error("--nfs: {0}")]
-    Url(nfsclient::Error),
+    /// A listening address cannot be bound (`flag` is `--listen` or `--metrics`).
+    #[error("{flag} {addr}")]
+    Bind {
+        flag: &'static str,
+        addr: std::net::SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The access log file cannot be opened.
+    #[error("--access-log {}", path.display())]
+    AccessLog {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The async runtime cannot be started (threads, the event loop).
+    #[error("cannot start the runtime")]
+    Runtime(#[source] std::io::Error),
     /// Accepting connections failed for good.
-    #[error("listener failed: {}", io_reason(.0))]
+    #[error("listener failed")]
     Io(#[from] std::io::Error),
     /// `--healthcheck` found the server not answering.
-    #[error("unhealthy: {0}")]
-    Unhealthy(String),
+    #[error("unhealthy")]
+    Unhealthy(#[source] health::ProbeError),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    /// The top layer names its flag and thing and keeps the cause as its source, which
+    /// its own text does not repeat; [`Chain`] then says each once.
+    fn own_layer(e: &Error) -> String {
+        let source = e.source().unwrap_or_else(|| panic!("{e:?}: no source"));
+        let (text, cause) = (e.to_string(), source.to_string());
+        assert!(
+            !text.contains(&cause),
+            "{text:?} repeats its cause {cause:?}"
+        );
+        Chain(e).to_string()
+    }
+
+    #[test]
+    fn errors_keep_their_source_and_say_only_their_own_layer() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let busy = taken.local_addr().unwrap();
+        let run = |config: Config| {
+            rt.block_on(crate::run(cli::RunConfig {
+                listen: busy,
+                metrics: None,
+                server: config,
+            }))
+            .unwrap_err()
+        };
+        let line = own_layer(&run(Config::local("/")));
+        assert_eq!(line, format!("--listen {busy}: address already in use"));
+
+        let serve = |config: Config| {
+            rt.block_on(async {
+                let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                let registry = latency::Registry::new("t");
+                crate::serve(l, config, registry, async {})
+                    .await
+                    .unwrap_err()
+            })
+        };
+        let line = own_layer(&serve(Config::nfs("nfs://127.0.0.1:9/x")));
+        assert!(
+            line.starts_with("--nfs nfs://127.0.0.1:9/x: NFS server 127.0.0.1:9"),
+            "{line}"
+        );
+        let mut cached = Config::nfs("nfs://127.0.0.1:9/x");
+        cached.nfs_data_cache = 1 << 20;
+        cached.nfs_data_cache_dir = Some("/no/such/dir".into());
+        let line = own_layer(&serve(cached));
+        assert_eq!(line, "--nfs-data-cache-dir /no/such/dir: no such directory");
+
+        let mut bad = Config::local("/");
+        bad.http.max_ranges = 0;
+        let line = own_layer(&Error::from(bad.validate().unwrap_err()));
+        assert_eq!(line, "invalid configuration: max_ranges must be at least 1");
+
+        let args = <cli::Args as clap::Parser>::try_parse_from([
+            "httpd",
+            "--healthcheck",
+            "--listen",
+            &busy.to_string(),
+        ])
+        .unwrap();
+        drop(taken);
+        let line = own_layer(&args.healthcheck().unwrap_err());
+        assert!(
+            line.starts_with(&format!("unhealthy: http://{busy}/: connect failed")),
+            "{line}"
+        );
+    }
 }

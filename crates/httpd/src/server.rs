@@ -47,9 +47,9 @@ async fn open_storage(
         Backend::Local { root } => {
             let local = Arc::new(
                 LocalStorage::new(root, config.follow_symlinks, config.chunk_size)
-                    .map_err(|err| Error::Root {
+                    .map_err(|source| Error::Root {
                         path: root.clone(),
-                        err,
+                        source,
                     })?
                     .with_open_cache((!config.open_file_cache.is_zero()).then(|| {
                         crate::storage::open_cache::OpenCacheConfig {
@@ -118,9 +118,9 @@ pub async fn serve(
                         .create(true)
                         .append(true)
                         .open(path)
-                        .map_err(|err| Error::AccessLog {
+                        .map_err(|source| Error::AccessLog {
                             path: path.clone(),
-                            err,
+                            source,
                         })?,
                 ),
                 AccessLog::Writer(w) => Box::new(SharedWriter(w.clone())),
@@ -134,7 +134,7 @@ pub async fn serve(
         storage,
         recorder: Arc::new(Recorder::new(registry, log_tx).with_format(config.access_log_format)),
         list_dirs: config.list_dirs,
-        shaping: crate::config::Shaping::new(&config.http).map_err(Error::Config)?,
+        shaping: crate::config::Shaping::new(&config.http)?,
         // Local files, and NFS files held in the data cache (memfds).
         sendfile: config.sendfile,
         inline_limit: config.inline_limit,
@@ -424,5 +424,5 @@ pub async fn run(rc: RunConfig) -> Result<(), Error> {
 async fn bind(flag: &'static str, addr: SocketAddr) -> Result<TcpListener, Error> {
     TcpListener::bind(addr)
         .await
-        .map_err(|err| Error::Bind { flag, addr, err })
+        .map_err(|source| Error::Bind { flag, addr, source })
 }

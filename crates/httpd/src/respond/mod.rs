@@ -170,7 +170,7 @@ impl Ctx {
 
     fn error(&self, e: &StorageError, meta: Duration) -> Response<FileBody> {
         if e.status() >= 500 {
-            let error = crate::error_chain::Chain(e);
+            let error = service::Chain(e);
             tracing::warn!(path = %self.info.path, %error, "storage error");
         }
         let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);

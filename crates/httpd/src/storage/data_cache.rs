@@ -153,7 +153,7 @@ impl DataCache {
         warned.0 = Some(now);
         drop(warned);
         tracing::warn!(
-            error = %crate::error_chain::io_reason(error),
+            error = %service::io_reason(error),
             store = %self.store.describe(),
             suppressed_since_last = earlier,
             "nfs data cache: a fill failed on the local copy; serving the file over the wire, uncached"

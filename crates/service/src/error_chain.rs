@@ -1,6 +1,6 @@
 //! How an error reads in one line: its own text, then each cause's (`: ` between them),
 //! I/O errors as short lowercase phrases. Every layer's `Display` says only what that
-//! layer knows, so nothing is said twice; logs and the binaries' last words use this.
+//! layer knows, so nothing is said twice; the servers' logs and last words use this.
 
 use std::fmt;
 
@@ -51,22 +51,45 @@ pub fn io_reason(e: &std::io::Error) -> String {
 mod tests {
     use super::*;
 
-    #[derive(Debug, thiserror::Error)]
-    #[error("--listen 127.0.0.1:80")]
-    struct Outer(#[source] std::io::Error);
+    #[derive(Debug)]
+    struct Outer(std::io::Error);
 
-    #[derive(Debug, thiserror::Error)]
-    #[error("the outer layer")]
-    struct Two(#[source] Outer);
+    impl fmt::Display for Outer {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("--listen 127.0.0.1:80")
+        }
+    }
+
+    impl std::error::Error for Outer {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[derive(Debug)]
+    struct Two(Outer);
+
+    impl fmt::Display for Two {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("the outer layer")
+        }
+    }
+
+    impl std::error::Error for Two {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
 
     #[test]
     fn each_layer_once_io_errors_short() {
-        let e = Two(Outer(std::io::Error::from_raw_os_error(libc::EADDRINUSE)));
+        let in_use = std::io::Error::from(std::io::ErrorKind::AddrInUse);
+        let e = Two(Outer(in_use));
         assert_eq!(
             Chain(&e).to_string(),
             "the outer layer: --listen 127.0.0.1:80: address already in use"
         );
-        let refused = std::io::Error::from_raw_os_error(libc::ECONNREFUSED);
+        let refused = std::io::Error::from_raw_os_error(111);
         assert_eq!(Chain(&refused).to_string(), "Connection refused");
     }
 }
