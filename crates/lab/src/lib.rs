@@ -17,8 +17,7 @@
 //!   connection for scraping and byte checks, a keep-alive [`http::Connection`].
 //! - `inproc` (feature `inproc`): rustnfs and httpd running in-process on loopback, for
 //!   tests and benches.
-//! - [`free_port`], [`find_program`], [`in_ci`], [`error_chain`]: the small things every
-//!   caller needs.
+//! - [`free_port`], [`find_program`], [`in_ci`]: the small things every caller needs.
 
 pub mod affinity;
 pub mod dataset;
@@ -37,7 +36,7 @@ use std::path::PathBuf;
 
 /// What can go wrong in the harness. Each message says its own layer only — what was
 /// being done — and keeps the error under it as its source (print the chain: `{:#}` of
-/// an `anyhow::Error`, or [`error_chain`]); a child's log tail follows on its own lines.
+/// an `anyhow::Error`, or `service::Chain`); a child's log tail follows on its own lines.
 #[derive(Debug, thiserror::Error)]
 pub enum LabError {
     /// A program or feature this machine lacks; the text says how to get it.
@@ -89,18 +88,6 @@ impl LabError {
             source,
         }
     }
-}
-
-/// An error and each of its causes on one line, outermost first: `a: b: c`.
-pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        out.push_str(": ");
-        out.push_str(&c.to_string());
-        cause = c.source();
-    }
-    out
 }
 
 pub type Result<T, E = LabError> = std::result::Result<T, E>;
@@ -158,10 +145,8 @@ mod tests {
             std::io::ErrorKind::ConnectionRefused.into(),
         );
         assert_eq!(e.to_string(), "cannot connect to 127.0.0.1:1");
-        assert_eq!(
-            error_chain(&e),
-            "cannot connect to 127.0.0.1:1: connection refused"
-        );
+        let source = std::error::Error::source(&e).map(ToString::to_string);
+        assert_eq!(source.as_deref(), Some("connection refused"));
     }
 
     #[test]

@@ -163,7 +163,7 @@ impl<'a> Suite<'a> {
                     Err(e) => self.notes.push(format!(
                         "{}: GET /{file} failed: {}",
                         s.name,
-                        lab::error_chain(&e)
+                        service::Chain(&e)
                     )),
                 }
             }

@@ -40,7 +40,7 @@ impl Started {
             Started::Missing(why) => Some(why.clone()),
             Started::Failed(e) => Some(format!(
                 "installed but did not start: {}",
-                lab::error_chain(e)
+                service::Chain(e)
             )),
         }
     }

@@ -45,7 +45,7 @@ impl RunContext<'_> {
                     Ok((200, body)) if body == on_disk => (true, format!("{} bytes", body.len())),
                     Ok((200, body)) => (false, format!("{} bytes, content differs", body.len())),
                     Ok((status, _)) => (false, format!("HTTP {status}")),
-                    Err(e) => (false, lab::error_chain(&e)),
+                    Err(e) => (false, service::Chain(&e).to_string()),
                 };
                 self.report.byte_checks.push(ByteCheck {
                     scenario: sc.name.clone(),
