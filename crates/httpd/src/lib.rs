@@ -34,6 +34,9 @@ pub mod cli;
 pub mod config;
 mod conn_io;
 mod fast;
+/// Entry points for the fuzz targets under `fuzz/` (not a stable API).
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod health;
 mod listing;
 mod mime;
@@ -43,10 +46,6 @@ pub mod server;
 pub mod storage;
 mod stream_budget;
 mod timing;
-
-/// Entry points for the fuzz targets under `fuzz/` (not a stable API).
-#[doc(hidden)]
-pub use respond::fuzzing;
 
 pub use body::MARKER_LEN as SENDFILE_FRAME_MAX;
 pub use config::{AccessLog, AccessLogFormat, Backend, Config, HttpOptions};
