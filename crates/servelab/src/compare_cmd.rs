@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use anyhow::{Context as _, bail};
 use clap::Args;
 
-use crate::compare::link::LinkSpec;
 use crate::compare::options::{BaselineChoice, CompareOptions, CpuSplit, DataCacheCopies};
+use crate::experiment::link::LinkSpec;
 use lab::dataset::DatasetSpec;
 
 /// Scenario A (httpd reading through NFS from rustnfs) against scenario B (httpd reading
@@ -295,8 +295,13 @@ pub fn run(mut args: CompareArgs) -> anyhow::Result<()> {
     let containers = std::mem::take(&mut args.containers);
     containers.parse()?;
     let options = args.into_options()?;
+    // Both parts, `--containers-only` included: Ctrl-C stops the children and unwinds.
+    crate::experiment::interrupt::install();
     let (report, dir) = if containers.containers_only {
-        (None, crate::results::unique_run_dir(&options.results)?)
+        (
+            None,
+            crate::experiment::workspace::unique_run_dir(&options.results)?,
+        )
     } else {
         let (report, dir) =
             crate::compare::run::run(&options).context("servelab compare failed")?;
@@ -307,16 +312,19 @@ pub fn run(mut args: CompareArgs) -> anyhow::Result<()> {
         );
         (Some(report), dir)
     };
+    if let Some(report) = &report {
+        crate::page::write(&dir, Some(report), None)?;
+    }
     if containers.wanted() || containers.containers_only {
-        let (md, figures) = crate::containers::run(
+        let c = crate::containers::run(
             &containers,
             &crate::containers::Workloads::of(&options),
             &dir,
         )
         .context("servelab compare --containers failed")?;
-        print!("{md}");
+        print!("\n{}", crate::containers::markdown::render(&c));
         // One page for the whole run: the comparison (when it ran) and the containers.
-        crate::compare::output::write_html(report.as_ref(), Some((&md, &figures)), &dir)?;
+        crate::page::write(&dir, report.as_ref(), Some(&c))?;
         println!(
             "\nWritten: {}/containers.md, containers.json, report.html.",
             dir.display()

@@ -3,7 +3,9 @@
 //!
 //! # Layout
 //! - [`shutdown`]: [`Stop`], the one stop switch of a server's tasks, and [`signal`]
-//!   (SIGINT or SIGTERM), which [`Stop::on_signal`] turns into a stop.
+//!   (SIGINT or SIGTERM) — the workspace's one signal installation — which
+//!   [`Stop::on_signal`] turns into a stop, and [`shutdown::on_signal_thread`] hands to a
+//!   program without a runtime (servelab's measuring commands).
 //! - [`metrics`]: `/metrics` (Prometheus text) and `/metrics.json` from a [`Source`]
 //!   (a `latency` registry, plus what a server adds), behind a connection cap.
 //! - [`RunConfig`]: what a server binary's `run(config)` takes: the listening address,

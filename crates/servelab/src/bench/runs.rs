@@ -1,5 +1,5 @@
 //! One measurement each, summarised as a [`Measured`] like a tool's output: our load
-//! generator over HTTP, NFS and TCP (through [`crate::measure::Load`] and its failure
+//! generator over HTTP, NFS and TCP (through [`crate::experiment::load::Load`] and its failure
 //! policy), and libnfs's `nfs-cat`.
 
 use std::net::SocketAddr;
@@ -13,7 +13,7 @@ use lab::process::Supervised;
 use lab::tools::Measured;
 use loadgen::{NfsWorkload, Schedule};
 
-use crate::measure::Load;
+use crate::experiment::load::Load;
 
 /// READ size of the NFS runs: 1 MiB, the rtmax both servers advertise and the rsize a
 /// Linux client negotiates with them.

@@ -14,7 +14,7 @@ const SUBNET: &str = "10.205.148";
 pub struct Deployment {
     pub network: String,
     pub rustnfs: Option<String>,
-    pub nfs_ip: Option<String>,
+    pub nfs_ip: Option<std::net::IpAddr>,
     pub httpd_a: Option<HttpdContainer>,
     pub httpd_b: Option<HttpdContainer>,
 }
@@ -101,7 +101,7 @@ impl Deployment {
                 &format!("rustnfs:{tag}"),
             ])?;
             d.rustnfs = Some(name);
-            d.nfs_ip = Some(ip);
+            d.nfs_ip = ip.parse().ok();
         }
         Ok(d)
     }

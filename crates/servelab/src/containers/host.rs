@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use lab::sampler::tree_rss_bytes;
 use loadgen::Schedule;
 
-use super::report::Point;
-use crate::measure::Load;
+use super::model::Point;
+use crate::experiment::load::Load;
 
 /// True when the ELF file has no program interpreter (statically linked).
 fn is_static_elf(path: &Path) -> bool {
@@ -98,7 +98,7 @@ pub fn wait_http(url: &str, limit: Duration) -> anyhow::Result<()> {
     Err(anyhow::anyhow!("{url} did not accept within {limit:?}"))
 }
 
-/// One load run through the shared wrapper ([`crate::measure::Load`], its timeout and
+/// One load run through the shared wrapper ([`crate::experiment::load::Load`], its timeout and
 /// its no-success-is-an-error policy). A point of these tables is one figure with no
 /// failure column, so on top of that policy a point must be clean: any failed or
 /// non-2xx request makes it an error, listed under the report's failures.

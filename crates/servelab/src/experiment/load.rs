@@ -1,5 +1,5 @@
-//! The one way `compare` and `bench` drive the load generator and order their runs: a
-//! [`Load`] description run under one failure policy, and [`interleave`], which rotates
+//! The one way the experiments drive the load generator and order their runs: a
+//! [`Load`] description run under one failure policy, and [`interleaved`], which rotates
 //! the order of the things measured in every repeat.
 
 use std::time::Duration;
@@ -116,13 +116,9 @@ pub fn rotation(rep: usize, n: usize) -> impl Iterator<Item = usize> {
     (0..n).map(move |k| (k + rep) % n.max(1))
 }
 
-/// Calls `f(repeat, item)` for every item in every repeat, in rotating order.
-pub fn interleave<T>(repeat: usize, items: &[T], mut f: impl FnMut(usize, &T)) {
-    for rep in 0..repeat {
-        for i in rotation(rep, items.len()) {
-            f(rep, &items[i]);
-        }
-    }
+/// Every item in every repeat, as (repeat, item), in rotating order.
+pub fn interleaved<T>(repeat: usize, items: &[T]) -> impl Iterator<Item = (usize, &T)> {
+    (0..repeat).flat_map(move |rep| rotation(rep, items.len()).map(move |i| (rep, &items[i])))
 }
 
 #[cfg(test)]
@@ -130,12 +126,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn interleave_rotates() {
-        let mut seen = Vec::new();
-        interleave(3, &['a', 'b', 'c'], |rep, c| seen.push((rep, *c)));
+    fn interleaved_rotates() {
+        let seen: Vec<(usize, char)> = interleaved(3, &['a', 'b', 'c'])
+            .map(|(rep, c)| (rep, *c))
+            .collect();
         let order: String = seen.iter().map(|x| x.1).collect();
         assert_eq!(order, "abcbcacab");
         assert_eq!(seen.iter().filter(|x| x.0 == 2).count(), 3);
-        interleave(2, &[] as &[u8], |_, _| panic!("nothing to run"));
+        assert_eq!(interleaved(2, &[] as &[u8]).count(), 0);
     }
 }

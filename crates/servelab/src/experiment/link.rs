@@ -1243,7 +1243,7 @@ mod tests {
             .args([
                 "--ignored",
                 "--exact",
-                "compare::link::tests::netns_link_holder",
+                "experiment::link::tests::netns_link_holder",
                 "--nocapture",
             ])
             .stdout(std::process::Stdio::piped())
