@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::respond::{RangeReq, parse_range};
 
-/// [`crate::path`]'s decoding of a request path; the error is the 400's reason.
+/// The server's decoding of a request path (its `path` module); the error is the 400's reason.
 pub fn path_components(raw: &str) -> Result<Vec<String>, &'static str> {
     crate::path::components(raw).map_err(|e| e.0)
 }

@@ -27,6 +27,10 @@
 //! - `listing`, `mime`: directory listing HTML, Content-Type by extension.
 //! - [`cli`]: the command line, shared by the `httpd` binary and `servelab httpd`.
 //! - [`health`]: `--healthcheck`, a `HEAD /` to the running server.
+//! - `fuzzing` (hidden): what the fuzz targets drive — the parsers, and the whole server
+//!   on a loopback socket with the fast path on or off.
+//! - [`Error`]: why the server cannot start or run; each names its flag and keeps its
+//!   cause, and [`Chain`] prints both as one line.
 
 mod body;
 mod cache_stats;
