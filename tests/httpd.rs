@@ -1249,6 +1249,26 @@ fn start_up_errors_name_the_flag_and_the_thing() {
         quick,
     );
     assert_eq!(line, format!("servelab: {}", in_use("--listen")));
+    // Issue 35 §1: `servelab rustnfs` said "I/O error: Address already in use (os error
+    // 98)", naming neither the flag nor the address.
+    for flag in ["--listen", "--metrics"] {
+        let other = if flag == "--listen" {
+            "--metrics"
+        } else {
+            "--listen"
+        };
+        let args = [
+            "rustnfs",
+            "--export",
+            &root,
+            flag,
+            &busy,
+            other,
+            "127.0.0.1:0",
+        ];
+        let line = start_up_error(&servelab, &args, quick);
+        assert_eq!(line, format!("servelab: {}", in_use(flag)));
+    }
     drop(taken);
 }
 

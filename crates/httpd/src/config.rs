@@ -1,5 +1,5 @@
 //! What httpd serves and under which limits, and the user's response shaping checked
-//! once at start-up into header values ([`Shaping`]).
+//! once at start-up into header values (`Shaping`).
 
 use std::io::Write;
 use std::path::PathBuf;

@@ -27,6 +27,10 @@
 //! - `listing`, `mime`: directory listing HTML, Content-Type by extension.
 //! - [`cli`]: the command line, shared by the `httpd` binary and `servelab httpd`.
 //! - [`health`]: `--healthcheck`, a `HEAD /` to the running server.
+//! - `fuzzing` (hidden): what the fuzz targets drive — the parsers, and the whole server
+//!   on a loopback socket with the fast path on or off.
+//! - [`Error`]: why the server cannot start or run; each names its flag and keeps its
+//!   cause, and [`Chain`] prints both as one line.
 
 mod body;
 mod cache_stats;
@@ -34,6 +38,9 @@ pub mod cli;
 pub mod config;
 mod conn_io;
 mod fast;
+/// Entry points for the fuzz targets under `fuzz/` (not a stable API).
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod health;
 mod listing;
 mod mime;
@@ -43,10 +50,6 @@ pub mod server;
 pub mod storage;
 mod stream_budget;
 mod timing;
-
-/// Entry points for the fuzz targets under `fuzz/` (not a stable API).
-#[doc(hidden)]
-pub use respond::fuzzing;
 
 pub use body::MARKER_LEN as SENDFILE_FRAME_MAX;
 pub use config::{AccessLog, AccessLogFormat, Backend, Config, HttpOptions};

@@ -96,6 +96,46 @@ fn connect_error(url: &str, e: ConnectError) -> Error {
     }
 }
 
+/// hyper's HTTP/1 connection settings for `config`.
+///
+/// The sendfile markers (body.rs) depend on this builder: HTTP/1 only, and the queued
+/// ("writev") write strategy, which hands each body `Bytes` to ConnIo as the very slice
+/// the body built, never copied into a flat buffer — a copied marker would lose its
+/// address and go out as zeros (ConnIo then fails the connection instead). hyper's
+/// features are trimmed to `http1` + `server` so no other path exists; the pipelined
+/// keep-alive test in tests/httpd.rs pins the behaviour.
+fn http1_builder(config: &Config) -> http1::Builder {
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(config.header_timeout)
+        .keep_alive(true)
+        .writev(true)
+        .max_buf_size(config.max_header_bytes.max(8192));
+    // No `.max_headers(..)`: hyper's default is the same 100, parsed into arrays on the
+    // stack; setting any value makes it fill heap vectors element by element for every
+    // request (5 % of httpd's instructions per 4 KiB keep-alive request).
+    builder
+}
+
+/// Where the access log's lines go; a file is opened for appending (created if missing).
+fn open_access_log(target: &AccessLog) -> Result<Box<dyn std::io::Write + Send>, Error> {
+    Ok(match target {
+        AccessLog::Stdout => Box::new(std::io::stdout()),
+        AccessLog::File(path) => Box::new(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(|source| Error::AccessLog {
+                    path: path.clone(),
+                    source,
+                })?,
+        ),
+        AccessLog::Writer(w) => Box::new(SharedWriter(w.clone())),
+    })
+}
+
 /// Serves files on `listener` until `shutdown` completes, then stops accepting, lets
 /// in-flight responses finish (up to `config.shutdown_grace`) and returns. Every request
 /// is recorded into `registry` (op = route class, phases `total`/`meta`/`read`/`send`,
@@ -111,21 +151,7 @@ pub async fn serve(
     let (log_tx, log_thread) = match &config.access_log {
         None => (None, None),
         Some(target) => {
-            let out: Box<dyn std::io::Write + Send> = match target {
-                AccessLog::Stdout => Box::new(std::io::stdout()),
-                AccessLog::File(path) => Box::new(
-                    std::fs::OpenOptions::new()
-                        .create(true)
-                        .append(true)
-                        .open(path)
-                        .map_err(|source| Error::AccessLog {
-                            path: path.clone(),
-                            source,
-                        })?,
-                ),
-                AccessLog::Writer(w) => Box::new(SharedWriter(w.clone())),
-            };
-            let (tx, thread) = spawn_log_writer(out);
+            let (tx, thread) = spawn_log_writer(open_access_log(target)?);
             (Some(tx), Some(thread))
         }
     };
@@ -145,22 +171,7 @@ pub async fn serve(
         config.header_timeout,
         config.fast_path,
     );
-    // The sendfile markers (body.rs) depend on this builder: HTTP/1 only, and the queued
-    // ("writev") write strategy, which hands each body `Bytes` to ConnIo as the very slice
-    // the body built, never copied into a flat buffer — a copied marker would lose its
-    // address and go out as zeros (ConnIo then fails the connection instead). hyper's
-    // features are trimmed to `http1` + `server` so no other path exists; the pipelined
-    // keep-alive test in tests/httpd.rs pins the behaviour.
-    let mut builder = http1::Builder::new();
-    builder
-        .timer(TokioTimer::new())
-        .header_read_timeout(config.header_timeout)
-        .keep_alive(true)
-        .writev(true)
-        .max_buf_size(config.max_header_bytes.max(8192));
-    // No `.max_headers(..)`: hyper's default is the same 100, parsed into arrays on the
-    // stack; setting any value makes it fill heap vectors element by element for every
-    // request (5 % of httpd's instructions per 4 KiB keep-alive request).
+    let builder = http1_builder(&config);
     let permits = Arc::new(Semaphore::new(config.max_connections));
     let open = Arc::new(OpenConns::default());
     let housekeeping = tokio::spawn(return_memory(open.clone()));

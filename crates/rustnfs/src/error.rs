@@ -4,14 +4,22 @@ use std::io;
 
 use nfs3_types::nfs3::nfsstat3;
 
-/// What can stop rustnfs from starting or serving.
+/// What can stop rustnfs from starting or serving. Each `Display` says only its own
+/// part; the cause is the source (`service::Chain` prints both).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("export directory {path}: {source}")]
+    #[error("export directory {path}")]
     Export { path: String, source: io::Error },
     #[error("invalid configuration: {0}")]
     Config(String),
-    #[error("I/O error: {0}")]
+    /// A listening address cannot be bound (`flag` is `--listen` or `--metrics`).
+    #[error("{flag} {addr}")]
+    Bind {
+        flag: &'static str,
+        addr: std::net::SocketAddr,
+        source: io::Error,
+    },
+    #[error("I/O error")]
     Io(#[from] io::Error),
     /// `--healthcheck` found the server not answering.
     #[error("unhealthy: {0}")]

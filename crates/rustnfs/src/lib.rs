@@ -169,13 +169,17 @@ pub async fn run(rc: cli::RunConfig) -> Result<(), Error> {
         Ok(n) => tracing::debug!("open-file limit {n}"),
         Err(e) => tracing::warn!("cannot raise the open-file limit: {e}"),
     }
-    let listener = TcpListener::bind(rc.listen).await?;
+    let bind = async |flag, addr| {
+        let l = TcpListener::bind(addr).await;
+        l.map_err(|source| Error::Bind { flag, addr, source })
+    };
+    let listener = bind("--listen", rc.listen).await?;
     let registry = Registry::new("rustnfs_nfs");
     let stop = service::Stop::new();
     stop.on_signal();
     let metrics = match rc.metrics {
         Some(addr) => {
-            let l = TcpListener::bind(addr).await?;
+            let l = bind("--metrics", addr).await?;
             info!(addr = %l.local_addr()?, "metrics on /metrics and /metrics.json");
             Some(tokio::spawn(serve_metrics(
                 l,

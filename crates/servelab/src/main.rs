@@ -39,7 +39,7 @@ fn main() -> std::process::ExitCode {
         }
         Err(e) => {
             // The error and its causes, outermost first: `a: b: c`.
-            eprintln!("servelab: {e:#}");
+            eprintln!("servelab: {}", experiment::load::error_text(&e));
             // `servelab load` distinguishes wrong data (3), runaway loads (4) and a target
             // that was not ready when the load began (5).
             e.downcast_ref::<load::Exit>()

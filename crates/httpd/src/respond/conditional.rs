@@ -63,7 +63,7 @@ pub(super) fn if_range_fresh(headers: &HeaderMap, tag: &str, mtime: u64) -> bool
 
 /// The ETag: nginx's format, `"<mtime secs hex>-<size hex>"`, identical for a file
 /// whichever backend serves it.
-pub(super) fn etag(mtime_secs: u64, size: u64) -> String {
+pub(crate) fn etag(mtime_secs: u64, size: u64) -> String {
     format!("\"{mtime_secs:x}-{size:x}\"")
 }
 
@@ -127,7 +127,7 @@ pub(super) fn secs(t: SystemTime) -> u64 {
 }
 
 /// RFC 9110 entity-tag list match; `weak` allows weak comparison (If-None-Match).
-pub(super) fn etag_matches(list: &str, tag: &str, weak: bool) -> bool {
+pub(crate) fn etag_matches(list: &str, tag: &str, weak: bool) -> bool {
     list.split(',').map(str::trim).any(|t| {
         if t == "*" {
             return true;

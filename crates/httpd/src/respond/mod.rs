@@ -24,17 +24,16 @@ use crate::storage::{Entry, Handle, Kind, Storage, StorageError};
 use crate::timing::{Recorder, RequestInfo, Timing};
 use crate::{listing, mime, path};
 use conditional::{Verdict, header_list, secs};
+pub(crate) use conditional::{etag, etag_matches};
 use file_fields::FileFields;
 pub(crate) use file_fields::plain_file_fields;
 use headers::{Content, response, server_timing};
 pub(crate) use headers::{TIMING_PLACEHOLDER, push_server_timing};
-use range::{RangeReq, parse_range};
+pub(crate) use range::{RangeReq, parse_range};
 
 mod conditional;
 mod encoding;
 mod file_fields;
-#[doc(hidden)]
-pub mod fuzzing;
 mod headers;
 mod range;
 mod request;

@@ -56,7 +56,7 @@ impl Row {
             ),
         };
         if let Some(e) = &error {
-            crate::experiment::progress::note(format!("servelab bench:   failed: {e}"));
+            crate::experiment::terminal::note(format!("servelab bench:   failed: {e}"));
         }
         Row {
             repeat,

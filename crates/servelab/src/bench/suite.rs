@@ -160,9 +160,11 @@ impl<'a> Suite<'a> {
                         s.name,
                         body.len()
                     )),
-                    Err(e) => self
-                        .notes
-                        .push(format!("{}: GET /{file} failed: {e}", s.name)),
+                    Err(e) => self.notes.push(format!(
+                        "{}: GET /{file} failed: {}",
+                        s.name,
+                        service::Chain(&e)
+                    )),
                 }
             }
         }

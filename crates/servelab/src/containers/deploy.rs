@@ -13,8 +13,9 @@ use super::options::{ContainerArgs, Engine, Workloads};
 use super::{Cell, ContainerReport, Run, b_args, docker, lxd, serving};
 use crate::experiment::nfs::NfsExport;
 use crate::experiment::probe::Part;
-use crate::experiment::progress::{self, Progress};
+use crate::experiment::progress::Progress;
 use crate::experiment::stack::Stack;
+use crate::experiment::terminal;
 use crate::experiment::workspace::Dataset;
 
 /// Where httpd runs and how to reach its two scenarios.
@@ -150,7 +151,7 @@ impl<'a> Run<'a> {
             rustnfs_image,
             file: &self.large_file,
         };
-        progress::note("servelab compare: starting the LXD instance (lxc/lxd-deploy.sh up)");
+        terminal::note("servelab compare: starting the LXD instance (lxc/lxd-deploy.sh up)");
         match lxd::Instance::up(&up) {
             Ok(i) => {
                 self.rep.notes.push(format!(

@@ -3,6 +3,7 @@
 //! network of ours (no published port, so no docker-proxy hop), plus `docker stats`,
 //! `docker update --cpus` and a FROM-scratch sysbench image.
 
+use anyhow::Context as _;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -31,7 +32,7 @@ pub fn docker(args: &[&str]) -> anyhow::Result<String> {
         .args(args)
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| anyhow::anyhow!("docker: {e}"))?;
+        .context("cannot run docker")?;
     if !out.status.success() {
         anyhow::bail!(
             "docker {}: {}",

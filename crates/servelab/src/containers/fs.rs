@@ -103,7 +103,7 @@ fn run_cli(
                 .args(&load)
                 .stdin(Stdio::null())
                 .output()
-                .map_err(|e| anyhow::anyhow!("{}: {e}", bin.display()))?;
+                .with_context(|| format!("cannot run {}", bin.display()))?;
             if !out.status.success() {
                 anyhow::bail!(
                     "servelab load {url}: {}",
@@ -113,7 +113,7 @@ fn run_cli(
         }
     }
     let text =
-        std::fs::read_to_string(dir.join(&json)).map_err(|e| anyhow::anyhow!("{json}: {e}"))?;
+        std::fs::read_to_string(dir.join(&json)).with_context(|| format!("cannot read {json}"))?;
     let _ = std::fs::remove_file(dir.join(&json));
     let v: serde_json::Value = serde_json::from_str(&text)?;
     if v["failed"].as_u64().unwrap_or(0) > 0 {

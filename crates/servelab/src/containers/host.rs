@@ -2,6 +2,7 @@
 //! runs, a static httpd as a host process, waiting for ports, one load point, and small
 //! helpers the columns share.
 
+use anyhow::Context as _;
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -75,10 +76,10 @@ impl HostHttpd {
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         let mut proc = lab::process::Supervised::spawn("httpd", &mut cmd, None)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", bin.display()))?
+            .with_context(|| bin.display().to_string())?
             .with_grace(Duration::from_secs(2));
         proc.wait_ready(&[addr], Duration::from_secs(15))
-            .map_err(|e| anyhow::anyhow!("{}: {e}", bin.display()))?;
+            .with_context(|| bin.display().to_string())?;
         Ok(HostHttpd {
             proc,
             url: format!("http://{addr}"),

@@ -298,13 +298,7 @@ mod tests {
     use crate::containers::model::{ContainerReport, Point, SysbenchRow};
 
     fn p(rps: f64) -> Point {
-        Point {
-            requests_per_sec: rps,
-            mbytes_per_sec: rps / 10.0,
-            p50_ms: 1.0,
-            p99_ms: 2.0,
-            ..Point::default()
-        }
+        Point::at_rate(rps)
     }
 
     #[test]

@@ -33,6 +33,18 @@ pub struct Point {
 }
 
 impl Point {
+    /// A point at `rps` requests/s (MB/s a tenth of it, p50 1 ms, p99 2 ms), for tests.
+    #[cfg(test)]
+    pub fn at_rate(rps: f64) -> Point {
+        Point {
+            requests_per_sec: rps,
+            mbytes_per_sec: rps / 10.0,
+            p50_ms: 1.0,
+            p99_ms: 2.0,
+            ..Point::default()
+        }
+    }
+
     /// The per-field median of several runs.
     pub fn median(runs: &[Point]) -> Option<Point> {
         let field = |f: fn(&Point) -> f64| {

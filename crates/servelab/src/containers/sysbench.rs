@@ -7,6 +7,7 @@
 //! bundled loader (`ld.so --library-path /opt/sysbench sysbench ...`). The same binary
 //! and libraries run everywhere, so the ratios compare the isolation, not two builds.
 
+use anyhow::Context as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -88,7 +89,7 @@ pub fn bundle(dir: &Path) -> anyhow::Result<PathBuf> {
         .arg(&bin)
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| anyhow::anyhow!("ldd: {e}"))?;
+        .context("cannot run ldd")?;
     let text = String::from_utf8_lossy(&out.stdout);
     std::fs::create_dir_all(dir)?;
     let mut loader = false;
@@ -105,7 +106,7 @@ pub fn bundle(dir: &Path) -> anyhow::Result<PathBuf> {
             continue; // linux-vdso
         }
         loader |= name == "ld.so";
-        std::fs::copy(path, dir.join(&name)).map_err(|e| anyhow::anyhow!("copy {path}: {e}"))?;
+        std::fs::copy(path, dir.join(&name)).with_context(|| format!("cannot copy {path}"))?;
     }
     if !loader {
         anyhow::bail!("ldd {} named no dynamic loader", bin.display());
@@ -149,7 +150,7 @@ pub fn measure(
         Ok(d) => d,
         Err(e) => {
             progress.unplan(planned, each);
-            rep.skipped.push(format!("sysbench: {e}"));
+            rep.skipped.push(format!("sysbench: {e:#}"));
             return Ok(());
         }
     };

@@ -25,20 +25,20 @@ pub fn install() {
         let installed = service::shutdown::on_signal_thread(|n| {
             if n == 1 {
                 INTERRUPTED.store(true, Ordering::SeqCst);
-                super::progress::note(
+                super::terminal::note(
                     "servelab: interrupted — stopping the servers this run started, then \
                      removing what it made (containers, links, temporary files)",
                 );
                 lab::process::terminate_all();
             } else {
-                super::progress::note(
+                super::terminal::note(
                     "servelab: still stopping; Ctrl-\\ (SIGQUIT) quits at once, leaving \
                      containers and temporary files behind",
                 );
             }
         });
         if let Err(e) = installed {
-            super::progress::note(format!(
+            super::terminal::note(format!(
                 "servelab: cannot install the SIGINT/SIGTERM handlers ({e}); Ctrl-C will \
                  leave the servers of this run running"
             ));

@@ -104,10 +104,11 @@ impl Load {
     }
 }
 
-/// An error as one line: each cause once (library errors often repeat their source in
-/// their own text), no backtrace — what a CSV cell, a report row and the CLI print.
+/// An error as one line, its causes after it (`a: b: c`, the workspace's one way:
+/// `service::Chain`), no backtrace — what a CSV cell, a report row and the command line
+/// print.
 pub fn error_text(e: &anyhow::Error) -> String {
-    httpd::cli::error_line(e.as_ref())
+    service::Chain(e.as_ref()).to_string()
 }
 
 /// Indices `0..n` rotated by `rep`: repeat 0 runs 0,1,2; repeat 1 runs 1,2,0; … so no

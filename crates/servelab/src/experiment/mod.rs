@@ -17,7 +17,8 @@
 //!   repeats.
 //! - [`probe`]: the one sampler of a run — each part's CPU and memory, the other work on
 //!   the machine, how busy the client's CPUs were.
-//! - [`progress`]: the one progress display, planned steps and the time left.
+//! - [`progress`]: the one progress display, planned steps and the time left;
+//!   [`terminal`]: lines for the user, printed above the bar.
 //! - [`interrupt`]: the one lifecycle — SIGINT/SIGTERM stop the children and unwind the
 //!   run so every destructor runs.
 
@@ -31,4 +32,5 @@ pub mod peers;
 pub mod probe;
 pub mod progress;
 pub mod stack;
+pub mod terminal;
 pub mod workspace;

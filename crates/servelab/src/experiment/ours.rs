@@ -117,14 +117,15 @@ impl Metrics {
         }
         let value: serde_json::Value = serde_json::from_slice(&body)
             .with_context(|| format!("{}: /metrics.json is not JSON", self.name))?;
-        latency::Snapshot::from_json(&value).map_err(|e| anyhow::anyhow!("{}: {e}", self.name))
+        latency::Snapshot::from_json(&value)
+            .with_context(|| format!("{}: /metrics.json holds no histograms", self.name))
     }
 
     /// What the server recorded since `before` (an earlier [`Metrics::scrape`]).
     pub fn scrape_since(&self, before: &latency::Snapshot) -> anyhow::Result<latency::Snapshot> {
         self.scrape()?
             .since(before)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", self.name))
+            .with_context(|| format!("{}: the histograms went back in time", self.name))
     }
 }
 

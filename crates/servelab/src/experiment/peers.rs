@@ -38,7 +38,10 @@ impl Started {
         match self {
             Started::Running(_) => None,
             Started::Missing(why) => Some(why.clone()),
-            Started::Failed(e) => Some(format!("installed but did not start: {e}")),
+            Started::Failed(e) => Some(format!(
+                "installed but did not start: {}",
+                service::Chain(e)
+            )),
         }
     }
 }

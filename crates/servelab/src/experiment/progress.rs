@@ -10,20 +10,9 @@ use std::io::IsTerminal as _;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
-use parking_lot::Mutex;
 
 use super::interrupt::{self, Interrupted};
-
-/// The bar on screen, if any, so [`note`] can print above it from anywhere.
-static BAR: Mutex<Option<ProgressBar>> = Mutex::new(None);
-
-/// Prints a line for the user: above the bar when one is shown, on stderr otherwise.
-pub fn note(line: impl AsRef<str>) {
-    match BAR.lock().as_ref() {
-        Some(bar) => bar.println(line.as_ref()),
-        None => eprintln!("{}", line.as_ref()),
-    }
-}
+use super::terminal;
 
 /// A run's progress: planned steps and how far it got.
 pub struct Progress {
@@ -105,7 +94,7 @@ impl Progress {
         if let Some(bar) = self.bar.take() {
             bar.finish_and_clear();
         }
-        *BAR.lock() = None;
+        terminal::show(None);
     }
 
     fn finish_step(&mut self) {
@@ -139,7 +128,7 @@ impl Progress {
         }
         bar.set_prefix(self.command);
         bar.enable_steady_tick(Duration::from_millis(500));
-        *BAR.lock() = Some(bar.clone());
+        terminal::show(Some(bar.clone()));
         self.bar = Some(bar);
     }
 
@@ -154,7 +143,7 @@ impl Drop for Progress {
     fn drop(&mut self) {
         if let Some(bar) = self.bar.take() {
             bar.finish_and_clear();
-            *BAR.lock() = None;
+            terminal::show(None);
         }
     }
 }

@@ -31,7 +31,7 @@ impl Dataset {
                 .with_context(|| format!("--dataset {}", dir.display()))?,
             None => {
                 let root = tmp.path().join("www");
-                super::progress::note(format!("generating the dataset in {}", root.display()));
+                super::terminal::note(format!("generating the dataset in {}", root.display()));
                 dataset::generate(&root, spec).context("cannot generate the dataset")?
             }
         };

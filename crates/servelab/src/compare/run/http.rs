@@ -45,7 +45,7 @@ impl RunContext<'_> {
                     Ok((200, body)) if body == on_disk => (true, format!("{} bytes", body.len())),
                     Ok((200, body)) => (false, format!("{} bytes, content differs", body.len())),
                     Ok((status, _)) => (false, format!("HTTP {status}")),
-                    Err(e) => (false, e.to_string()),
+                    Err(e) => (false, service::Chain(&e).to_string()),
                 };
                 self.report.byte_checks.push(ByteCheck {
                     scenario: sc.name.clone(),
@@ -195,7 +195,7 @@ impl RunContext<'_> {
                 self.progress.unplan(left * 2, workloads[wi].expected);
                 break;
             }
-            crate::experiment::progress::note(format!(
+            crate::experiment::terminal::note(format!(
                 "servelab compare: the interval of A/B CPU per request is wider than ±10 %: round {} of at most {}",
                 rep + 1,
                 self.opts.max_repeat

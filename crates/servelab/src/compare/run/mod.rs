@@ -85,7 +85,7 @@ impl<'a> RunContext<'a> {
         let log_dir = out_dir.join("logs");
         std::fs::create_dir_all(&log_dir)
             .with_context(|| format!("cannot create {}", log_dir.display()))?;
-        crate::experiment::progress::note(format!(
+        crate::experiment::terminal::note(format!(
             "servelab compare: writing to {}",
             out_dir.display()
         ));
@@ -185,7 +185,7 @@ fn data_cache_dir(opts: &CompareOptions, data: &Dataset) -> anyhow::Result<Optio
             std::fs::create_dir(&dir)
                 .with_context(|| format!("cannot create {}", dir.display()))?;
             if httpd::storage::cache_file::file_system_name(&dir) == "tmpfs" {
-                crate::experiment::progress::note(
+                crate::experiment::terminal::note(
                     "servelab compare: the client-cache row's copies are on tmpfs (shmem, \
                      like memfds); --nfs-data-cache-dir DIR on ext4 measures file-backed copies",
                 );
