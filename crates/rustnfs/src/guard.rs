@@ -410,10 +410,7 @@ async fn connection(
             } else {
                 None
             };
-            let conn = crate::nfs4::Conn {
-                addr: peer.ip(),
-                id: slot_id,
-            };
+            let conn = crate::nfs4::Conn::new(peer.ip(), slot_id);
             off_the_workers(slow, || {
                 guard.nfs.dispatch_on(&header, &record, reply, conn)
             });

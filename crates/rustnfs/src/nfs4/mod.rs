@@ -81,6 +81,10 @@ pub struct Conn {
 }
 
 impl Conn {
+    pub fn new(addr: IpAddr, id: u64) -> Conn {
+        Conn { addr, id }
+    }
+
     /// A call made in process (tests, the fuzzing entry): loopback, connection 0.
     pub const LOCAL: Conn = Conn {
         addr: IpAddr::V4(Ipv4Addr::LOCALHOST),
