@@ -9,6 +9,7 @@
 
 use super::proto::op;
 use super::state::Stateid;
+pub use super::state::sessions::Channel;
 use super::xdr::{self, Bitmap, Dec, Decoded, FH_MAX, OPAQUE_LIMIT};
 
 /// Most operations in one COMPOUND (a Linux client sends under 10; Ganesha caps at 100).
@@ -102,15 +103,17 @@ pub enum Locker<'a> {
     },
 }
 
-/// A `channel_attrs4` (CREATE_SESSION).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Channel {
-    pub headerpad: u32,
-    pub max_request: u32,
-    pub max_response: u32,
-    pub max_response_cached: u32,
-    pub max_ops: u32,
-    pub max_requests: u32,
+/// COPY's arguments (RFC 7862 §15.2).
+#[derive(Debug, Clone, Copy)]
+pub struct CopyArgs {
+    pub src: Stateid,
+    pub dst: Stateid,
+    pub src_offset: u64,
+    pub dst_offset: u64,
+    pub count: u64,
+    pub synchronous: bool,
+    /// Source servers named (another server's file: not supported).
+    pub remote: bool,
 }
 
 /// One operation with its arguments.
@@ -248,16 +251,7 @@ pub enum Op<'a> {
         offset: u64,
         length: u64,
     },
-    Copy {
-        src: Stateid,
-        dst: Stateid,
-        src_offset: u64,
-        dst_offset: u64,
-        count: u64,
-        synchronous: bool,
-        /// Source servers named (another server's file: not supported).
-        remote: bool,
-    },
+    Copy(CopyArgs),
     Deallocate {
         stateid: Stateid,
         offset: u64,
@@ -327,7 +321,7 @@ impl Op<'_> {
             Op::DestroyClientid(_) => op::DESTROY_CLIENTID,
             Op::ReclaimComplete => op::RECLAIM_COMPLETE,
             Op::Allocate { .. } => op::ALLOCATE,
-            Op::Copy { .. } => op::COPY,
+            Op::Copy(_) => op::COPY,
             Op::Deallocate { .. } => op::DEALLOCATE,
             Op::Seek { .. } => op::SEEK,
             Op::NotSupp(code) => *code,
@@ -891,7 +885,7 @@ fn v42<'a>(code: u32, d: &mut Dec<'a>) -> Decoded<Option<Op<'a>>> {
                     _ => return Err(xdr::BadXdr),
                 }
             }
-            Op::Copy {
+            Op::Copy(CopyArgs {
                 src,
                 dst,
                 src_offset,
@@ -899,8 +893,36 @@ fn v42<'a>(code: u32, d: &mut Dec<'a>) -> Decoded<Option<Op<'a>>> {
                 count,
                 synchronous,
                 remote: n > 0,
-            }
+            })
         }
         _ => return Ok(None),
     }))
+}
+
+/// Whether operation `o` may stand at position `i` of a COMPOUND of `count` operations
+/// of minor version `minor` (RFC 8881 §2.10.6.4): from 4.1 on, a COMPOUND starts with
+/// SEQUENCE (`OP_NOT_IN_SESSION`) unless its first operation makes or ends a session
+/// and is alone (`NOT_ONLY_OP`); SEQUENCE anywhere else is `SEQUENCE_POS`.
+pub fn order(minor: u32, i: usize, o: &Op<'_>, count: usize) -> Result<(), u32> {
+    use super::proto;
+    if minor == 0 {
+        return Ok(());
+    }
+    let sole = matches!(
+        o,
+        Op::ExchangeId { .. }
+            | Op::CreateSession { .. }
+            | Op::DestroySession(_)
+            | Op::BindConn { .. }
+            | Op::DestroyClientid(_)
+    );
+    match (i, o) {
+        (0, Op::Sequence { .. } | Op::Illegal) => Ok(()),
+        (0, _) if sole && count > 1 => Err(proto::NOT_ONLY_OP),
+        (0, _) if sole => Ok(()),
+        (0, _) => Err(proto::OP_NOT_IN_SESSION),
+        (_, Op::Sequence { .. }) => Err(proto::SEQUENCE_POS),
+        (_, Op::BindConn { .. }) => Err(proto::NOT_ONLY_OP),
+        _ => Ok(()),
+    }
 }

@@ -72,6 +72,16 @@ const OP_REPLY: usize = 1536;
 /// `NFS4ERR_RESOURCE`, NFSv4.0's answer to a request too large to process.
 pub const REPLY_MAX: usize = 2 * MAX_IO as usize + 64 * 1024;
 
+/// What a stateid is checked for (READ, WRITE, SETATTR of the size, and 4.2's
+/// operations on contents).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Io {
+    Read,
+    Write,
+    /// SETATTR of the size.
+    Truncate,
+}
+
 /// Where a call came from: the client's address (state is capped per address) and its
 /// connection (sessions bind connections).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -225,7 +235,7 @@ impl Nfs4 {
                         | Op::Commit
                         | Op::Readdir { .. }
                         | Op::Setattr { .. }
-                        | Op::Copy { .. }
+                        | Op::Copy(_)
                         | Op::Allocate { .. }
                         | Op::Deallocate { .. }
                 )
@@ -314,7 +324,7 @@ impl Nfs4 {
             // What is left once this result's number, the BADXDR result that may follow
             // and the status word are counted.
             cx.room = self.room(&cx).saturating_sub(out.len() - status_at + 16);
-            let s = match session::order(c.minor, i, o, cx.ops) {
+            let s = match args::order(c.minor, i, o, cx.ops) {
                 Ok(()) => self.run(o, &mut cx, out),
                 Err(s) => {
                     xdr::u32(out, s);
@@ -501,26 +511,7 @@ impl Nfs4 {
                 offset,
                 length,
             } => self.allocate(cx, &stateid, offset, length, true),
-            Op::Copy {
-                src,
-                dst,
-                src_offset,
-                dst_offset,
-                count,
-                synchronous,
-                remote,
-            } => {
-                let c = space::CopyArgs {
-                    src,
-                    dst,
-                    src_offset,
-                    dst_offset,
-                    count,
-                    synchronous,
-                    remote,
-                };
-                self.copy(cx, &c, out)
-            }
+            Op::Copy(ref c) => self.copy(cx, c, out),
             // No delegation is ever given, so none can be returned; named attributes
             // are not supported.
             Op::DelegReturn => Err(proto::BAD_STATEID),

@@ -14,16 +14,8 @@ use super::ops::{check_name, cinfo};
 use super::proto::{self, Status};
 use super::state::{ACCESS_READ, ACCESS_WRITE, Found, Lock, OwnerKey, Seq, State, Stateid};
 use super::xdr;
-use super::{Ctx, Nfs4, cur};
+use super::{Ctx, Io, Nfs4, cur};
 
-/// What a stateid is checked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Io {
-    Read,
-    Write,
-    /// SETATTR of the size.
-    Truncate,
-}
 use crate::fs::Fh;
 
 fn put_stateid(out: &mut Vec<u8>, sid: Stateid) {

@@ -10,11 +10,10 @@ use nfs3_types::nfs3::{
 
 use super::args::{CreateKind, Fattr};
 use super::attr::{self, Obj};
-use super::open::Io;
 use super::proto::{self, Status};
 use super::state::Stateid;
 use super::xdr::{self, Bitmap};
-use super::{Ctx, Nfs4, READDIR_MAX, cur};
+use super::{Ctx, Io, Nfs4, READDIR_MAX, cur};
 use crate::fs::{Fh, MAX_IO};
 
 /// Checks a name for LOOKUP or a new entry (RFC 7530 §12.7): not empty, at most 255

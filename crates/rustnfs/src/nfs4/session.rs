@@ -1,45 +1,21 @@
 //! NFSv4.1's operations (RFC 8881 §18.35–18.50): EXCHANGE_ID, CREATE_SESSION, SEQUENCE,
 //! DESTROY_SESSION, BIND_CONN_TO_SESSION, DESTROY_CLIENTID, RECLAIM_COMPLETE,
-//! SECINFO_NO_NAME, TEST_STATEID, FREE_STATEID; and where in a COMPOUND each may
-//! stand ([`order`]). The tables are `state::sessions`'.
+//! SECINFO_NO_NAME, TEST_STATEID, FREE_STATEID (where in a COMPOUND each may stand is
+//! `args::order`). The tables are `state::sessions`'.
 
-use super::args::{Channel, Op};
+use super::args::{self, Channel, Op};
 use super::proto::{self, Status};
 use super::state::Stateid;
 use super::state::sessions::{Created, Sequenced};
 use super::xdr::{self, Dec};
 use super::{Ctx, Nfs4, cur, resolve};
 
+/// The largest request this server reads: a 1 MiB WRITE and its COMPOUND.
+const REQUEST_MAX: u32 = (1 << 20) + 16 * 1024;
+
 /// The `eia_flags` a client may send (EXCHGID4_FLAG_SUPP_MOVED_REFER, _MIGR,
 /// BIND_PRINC_STATEID, the pNFS roles, UPD_CONFIRMED_REC_A).
 const EXCHANGE_FLAGS: u32 = 0x1 | 0x2 | 0x100 | 0x7_0000 | 0x4000_0000;
-
-/// Whether operation `o` may stand at position `i` of a COMPOUND of `count` operations
-/// of minor version `minor` (RFC 8881 §2.10.6.4): from 4.1 on, a COMPOUND starts with
-/// SEQUENCE (`OP_NOT_IN_SESSION`) unless its first operation makes or ends a session
-/// and is alone (`NOT_ONLY_OP`); SEQUENCE anywhere else is `SEQUENCE_POS`.
-pub(super) fn order(minor: u32, i: usize, o: &Op<'_>, count: usize) -> Result<(), Status> {
-    if minor == 0 {
-        return Ok(());
-    }
-    let sole = matches!(
-        o,
-        Op::ExchangeId { .. }
-            | Op::CreateSession { .. }
-            | Op::DestroySession(_)
-            | Op::BindConn { .. }
-            | Op::DestroyClientid(_)
-    );
-    match (i, o) {
-        (0, Op::Sequence { .. } | Op::Illegal) => Ok(()),
-        (0, _) if sole && count > 1 => Err(proto::NOT_ONLY_OP),
-        (0, _) if sole => Ok(()),
-        (0, _) => Err(proto::OP_NOT_IN_SESSION),
-        (_, Op::Sequence { .. }) => Err(proto::SEQUENCE_POS),
-        (_, Op::BindConn { .. }) => Err(proto::NOT_ONLY_OP),
-        _ => Ok(()),
-    }
-}
 
 fn channel(out: &mut Vec<u8>, c: &Channel) {
     for w in [
@@ -178,7 +154,13 @@ impl Nfs4 {
         out: &mut Vec<u8>,
     ) -> Result<(), Status> {
         let mut st = self.state.lock();
-        let (id, granted) = match st.create_session(clientid, seq, *fore, cx.conn, cx.now)? {
+        let most = Channel {
+            max_request: REQUEST_MAX,
+            max_response: super::REPLY_MAX as u32,
+            max_ops: args::MAX_OPS,
+            ..Channel::default()
+        };
+        let (id, granted) = match st.create_session(clientid, seq, *fore, most, cx.conn, cx.now)? {
             Created::New(id, granted) => (id, granted),
             Created::Again(reply) => {
                 out.extend_from_slice(&reply);

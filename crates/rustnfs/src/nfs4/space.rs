@@ -4,22 +4,11 @@
 //! a copy from another server is `NFS4ERR_NOTSUPP`, and an asynchronous one is done
 //! at once and answered as synchronous, as the RFC allows.
 
-use super::open::Io;
+use super::args::CopyArgs;
 use super::proto::{self, Status};
 use super::state::Stateid;
 use super::xdr;
-use super::{Ctx, Nfs4, cur};
-
-/// COPY's arguments.
-pub(super) struct CopyArgs {
-    pub src: Stateid,
-    pub dst: Stateid,
-    pub src_offset: u64,
-    pub dst_offset: u64,
-    pub count: u64,
-    pub synchronous: bool,
-    pub remote: bool,
-}
+use super::{Ctx, Io, Nfs4, cur};
 
 impl Nfs4 {
     /// SEEK: the next data or hole at or after `offset` (`NXIO` past the end; no data

@@ -6,58 +6,10 @@
 use std::sync::Arc;
 
 use super::limits::Kind;
-use super::{ACCESS_READ, ACCESS_WRITE, OwnerKey, Sid, State, Stateid};
+use super::records::{File, Lock};
+use super::{OwnerKey, Sid, State, Stateid};
 use crate::fs::Fh;
 use crate::nfs4::proto::{self, Status};
-
-/// One byte-range lock: `[start, end)`, `end == u64::MAX` meaning to the end of file.
-#[derive(Debug, Clone)]
-pub struct Lock {
-    pub client: u64,
-    /// The lock owner's name (shared with its entry in the client's record).
-    pub owner: Arc<[u8]>,
-    pub start: u64,
-    pub end: u64,
-    pub write: bool,
-}
-
-impl Lock {
-    fn is_of(&self, client: u64, owner: &[u8]) -> bool {
-        self.client == client && *self.owner == *owner
-    }
-}
-
-/// The shared state of one file.
-#[derive(Debug, Default)]
-pub(super) struct File {
-    /// Opens holding READ access, WRITE access, denying READ, denying WRITE.
-    access: [u32; 2],
-    deny: [u32; 2],
-    pub(super) locks: Vec<Lock>,
-}
-
-impl File {
-    pub(super) fn is_unused(&self) -> bool {
-        self.access == [0, 0] && self.deny == [0, 0] && self.locks.is_empty()
-    }
-
-    fn count(counts: &mut [u32; 2], bits: u32, up: bool) {
-        for (i, bit) in [ACCESS_READ, ACCESS_WRITE].into_iter().enumerate() {
-            if bits & bit != 0 {
-                counts[i] = if up {
-                    counts[i] + 1
-                } else {
-                    counts[i].saturating_sub(1)
-                };
-            }
-        }
-    }
-
-    fn bits(counts: &[u32; 2]) -> u32 {
-        (if counts[0] > 0 { ACCESS_READ } else { 0 })
-            | (if counts[1] > 0 { ACCESS_WRITE } else { 0 })
-    }
-}
 
 impl State {
     /// The share denies every open of `fh` holds together: what I/O without an open of

@@ -19,6 +19,7 @@
 //! - `owners`: owners and the seqid rules of v4.0.
 //! - `files`: stateids, share reservations and the byte-range lock table.
 //! - `sessions`: NFSv4.1's EXCHANGE_ID records, sessions and their slots.
+//! - `records`: what the tables hold (owners, a file's shared state, locks, sessions).
 //!
 //! # Lease, expiry, grace
 //! - Every client gets a lease ([`DEFAULT_LEASE`], 90 s, knfsd's and Ganesha's default;
@@ -41,6 +42,7 @@ mod clients;
 mod files;
 pub mod limits;
 mod owners;
+mod records;
 pub mod sessions;
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -50,15 +52,12 @@ use std::time::{Duration, Instant};
 
 use super::proto::{self, Status};
 use crate::fs::Fh;
-pub use files::Lock;
 use limits::{Kind, Limits, Usage};
+pub use records::{ACCESS_READ, ACCESS_WRITE, Lock};
+use records::{File, Owner, Session};
 
 /// The lease every client gets unless the server is told otherwise.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(90);
-
-/// OPEN4_SHARE_ACCESS_READ / _WRITE (and the same bits for denies).
-pub const ACCESS_READ: u32 = 1;
-pub const ACCESS_WRITE: u32 = 2;
 
 /// A `stateid4`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -146,8 +145,8 @@ struct Client {
     confirm: [u8; 8],
     confirmed: bool,
     renewed: Instant,
-    open_owners: HashMap<Arc<[u8]>, owners::Owner>,
-    lock_owners: HashMap<Arc<[u8]>, owners::Owner>,
+    open_owners: HashMap<Arc<[u8]>, Owner>,
+    lock_owners: HashMap<Arc<[u8]>, Owner>,
     /// Its stateids by number (the last word of their `other`).
     stateids: HashMap<u32, Sid>,
     next_sid: u32,
@@ -159,7 +158,7 @@ struct Client {
     /// v4.1+: its sessions, the CREATE_SESSION sequence id it must send next and the
     /// last CREATE_SESSION reply (for a retransmission), whether it sent
     /// RECLAIM_COMPLETE.
-    sessions: Vec<sessions::Session>,
+    sessions: Vec<Session>,
     next_session: u32,
     create_seq: u32,
     last_create: Option<Box<[u8]>>,
@@ -196,7 +195,7 @@ pub struct State {
     names: HashMap<Arc<[u8]>, Names>,
     names41: HashMap<Arc<[u8]>, Names>,
     addrs: HashMap<IpAddr, Address>,
-    files: HashMap<Fh, files::File>,
+    files: HashMap<Fh, File>,
     total: Usage,
     /// Client ids freed by lease expiry (answered `EXPIRED`, not `STALE_CLIENTID`),
     /// at most as many as there may be clients.

@@ -8,23 +8,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::limits::Kind;
+use super::records::Owner;
 use super::{Client, OwnerKey, Seq, State};
 use crate::fs::Fh;
 use crate::nfs4::proto::{self, Status};
-
-/// What the server remembers of an owner.
-#[derive(Debug, Default)]
-pub(super) struct Owner {
-    /// The last seqid it used; `None` until its first seqid-consuming request.
-    pub(super) seqid: Option<u32>,
-    /// Open owners start unconfirmed (OPEN4_RESULT_CONFIRM) until OPEN_CONFIRM.
-    pub(super) confirmed: bool,
-    /// The last reply to a seqid-consuming request (the operation's result bytes and
-    /// the current filehandle it left), sent again for a retransmission of it.
-    pub(super) last: Option<(Box<[u8]>, Option<Fh>)>,
-    /// Its stateid on each file (one per owner and file).
-    pub(super) files: HashMap<Fh, u32>,
-}
 
 impl Client {
     pub(super) fn owners(&self, lock: bool) -> &HashMap<Arc<[u8]>, Owner> {

@@ -14,8 +14,9 @@ use std::net::IpAddr;
 use std::time::Instant;
 
 use super::limits::{Kind, SLOT_CACHE_MAX, SLOTS_MAX};
+pub use super::records::Channel;
+use super::records::{Session, Slot};
 use super::{Client, State};
-use crate::nfs4::args::Channel;
 use crate::nfs4::proto::{self, Status};
 
 /// EXCHGID4_FLAG_UPD_CONFIRMED_REC_A, EXCHGID4_FLAG_CONFIRMED_R,
@@ -30,23 +31,6 @@ const RPC_CALL_HEADER: usize = 40 + 400 + 8;
 const CONNS_MAX: usize = 16;
 /// The smallest request and reply a fore channel must allow: a SEQUENCE and a little.
 const CHANNEL_MIN: u32 = 256;
-/// The largest request this server reads (a 1 MiB WRITE and its COMPOUND) and reply it
-/// builds.
-pub const REQUEST_MAX: u32 = (1 << 20) + 16 * 1024;
-pub const RESPONSE_MAX: u32 = crate::nfs4::REPLY_MAX as u32;
-
-/// One slot: the sequence id of its last request, whether it is being answered, and
-/// its reply when it was kept.
-#[derive(Debug, Default)]
-struct Slot {
-    seqid: u32,
-    busy: bool,
-    reply: Option<Box<[u8]>>,
-    /// What the request looked like ([`request_print`]), to tell a retransmission
-    /// from another request reusing the slot's sequence id (`SEQ_FALSE_RETRY`).
-    print: u64,
-}
-
 /// A fingerprint of a COMPOUND's arguments: their length and first 512 bytes (where a
 /// retransmission and a different request sent with the same sequence id differ; the
 /// whole of a 1 MiB WRITE is not worth hashing for that).
@@ -56,17 +40,6 @@ pub fn request_print(args: &[u8]) -> u64 {
     args.len().hash(&mut h);
     args[..args.len().min(512)].hash(&mut h);
     h.finish()
-}
-
-/// One session.
-#[derive(Debug)]
-pub(super) struct Session {
-    id: [u8; 16],
-    /// The fore channel as granted.
-    fore: Channel,
-    slots: Vec<Slot>,
-    /// Connections bound to it (ids of the guard's connections).
-    conns: Vec<u64>,
 }
 
 /// What SEQUENCE found.
@@ -170,11 +143,14 @@ impl State {
     /// it is a retransmission, answered with `cached`'s reply); the first confirms the
     /// record. Returns the new session's id and its fore channel as granted, or the
     /// reply to send again.
+    /// `most` is what this server can take and build: the largest request, reply and
+    /// COMPOUND (the slots and the cached reply are capped here).
     pub fn create_session(
         &mut self,
         cid: u64,
         seq: u32,
         asked: Channel,
+        most: Channel,
         conn: u64,
         now: Instant,
     ) -> Result<Created, Status> {
@@ -199,10 +175,10 @@ impl State {
         self.charge(cid, Kind::Session, 1)?;
         let fore = Channel {
             headerpad: 0,
-            max_request: asked.max_request.min(REQUEST_MAX),
-            max_response: asked.max_response.min(RESPONSE_MAX),
+            max_request: asked.max_request.min(most.max_request),
+            max_response: asked.max_response.min(most.max_response),
             max_response_cached: asked.max_response_cached.min(SLOT_CACHE_MAX),
-            max_ops: asked.max_ops.clamp(1, crate::nfs4::args::MAX_OPS),
+            max_ops: asked.max_ops.clamp(1, most.max_ops),
             max_requests: asked.max_requests.clamp(1, SLOTS_MAX),
         };
         let c = self.clients.get_mut(&cid).expect("found above");
