@@ -105,6 +105,32 @@ impl Caller {
         bits & 0o5 != 0
     }
 
+    /// Whether this caller may `want` on a directory with this owner and mode, where the
+    /// mode bits alone decide it as the kernel's `generic_permission` would (knfsd's
+    /// `nfsd_permission` for a directory: no owner override): root (unsquashed: the
+    /// kernel's CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH) always; the owner by the owner
+    /// bits (a POSIX ACL's owner entry is those bits); anyone else by the group or other
+    /// bits when the group class is empty — the kernel consults an ACL only when it is
+    /// not. `None`: an ACL may decide, so the kernel must be asked as the caller.
+    pub fn dir_access_by_mode(&self, uid: u32, gid: u32, mode: u32, want: Access) -> Option<bool> {
+        let want = want.bits();
+        if self.uid == 0 {
+            return Some(true);
+        }
+        if self.uid == uid {
+            return Some((mode >> 6) & want == want);
+        }
+        if mode & 0o070 != 0 {
+            return None;
+        }
+        let bits = if self.in_group(gid) {
+            (mode >> 3) & 0o7
+        } else {
+            mode & 0o7
+        };
+        Some(bits & want == want)
+    }
+
     /// Whether this caller may write an object with this owner and mode, by the mode
     /// bits, with knfsd's owner override: the owner may always write its own file (a
     /// client that opened a file it created 0444 writes through that open, and the
@@ -118,6 +144,27 @@ impl Caller {
         } else {
             mode & 0o002 != 0
         }
+    }
+}
+
+/// What a call needs of a directory it names a child in or lists: the kernel's
+/// `MAY_READ` (4), `MAY_WRITE` (2) and `MAY_EXEC` (1) bits, as knfsd asks them of the
+/// directory handle (`NFSD_MAY_EXEC` to look a name up, `NFSD_MAY_READ` to list,
+/// `NFSD_MAY_CREATE`/`NFSD_MAY_REMOVE` — write and search — to add or remove a name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Access(u32);
+
+impl Access {
+    /// Search (x): LOOKUP, LOOKUPP, OPEN by name, SECINFO, a listing's attributes.
+    pub const SEARCH: Access = Access(1);
+    /// Read (r): READDIR, READDIRPLUS.
+    pub const LIST: Access = Access(4);
+    /// Write and search (wx): a name made, removed or renamed in the directory.
+    pub const CHANGE: Access = Access(3);
+
+    /// The `R_OK | W_OK | X_OK` bits (equal to the kernel's `MAY_*`).
+    pub fn bits(self) -> u32 {
+        self.0
     }
 }
 
@@ -148,6 +195,11 @@ impl Drop for Scope {
 /// The caller of the call being answered on this thread, if any.
 pub fn current() -> Option<Caller> {
     CURRENT.with(|c| c.borrow().clone())
+}
+
+/// `f` of the caller of the call being answered on this thread (no copy), if any.
+pub fn with_current<R>(f: impl FnOnce(&Caller) -> R) -> Option<R> {
+    CURRENT.with(|c| c.borrow().as_ref().map(f))
 }
 
 /// Whether this process can act as its callers, and why not when it cannot.
@@ -361,6 +413,36 @@ mod tests {
             "the group bits decide for members"
         );
         assert!(u.may_write(0, 0, 0o666));
+    }
+
+    #[test]
+    fn directory_access_by_the_mode_where_it_decides() {
+        let u = Caller {
+            uid: 1000,
+            gid: 100,
+            gids: vec![20],
+        };
+        let (x, r, wx) = (Access::SEARCH, Access::LIST, Access::CHANGE);
+        assert_eq!(u.dir_access_by_mode(0, 0, 0o700, x), Some(false));
+        assert_eq!(u.dir_access_by_mode(0, 0, 0o701, x), Some(true));
+        assert_eq!(u.dir_access_by_mode(0, 0, 0o701, r), Some(false));
+        assert_eq!(u.dir_access_by_mode(0, 0, 0o703, wx), Some(true));
+        // The owner's bits decide for the owner, even against it (no override).
+        assert_eq!(u.dir_access_by_mode(1000, 0, 0o077, x), Some(false));
+        assert_eq!(u.dir_access_by_mode(1000, 0, 0o500, r), Some(true));
+        // A member of a group with no bits is refused even where others may.
+        assert_eq!(u.dir_access_by_mode(0, 20, 0o705, x), Some(false));
+        // Group bits set: an ACL may decide, the kernel is asked.
+        assert_eq!(u.dir_access_by_mode(0, 0, 0o750, x), None);
+        // Root (unsquashed) searches and lists anything.
+        let root = Caller {
+            uid: 0,
+            gid: 0,
+            gids: vec![],
+        };
+        assert_eq!(root.dir_access_by_mode(5, 5, 0o000, wx), Some(true));
+        let squashed = root.squashed(Squash::Root);
+        assert_eq!(squashed.dir_access_by_mode(0, 0, 0o700, x), Some(false));
     }
 
     #[test]

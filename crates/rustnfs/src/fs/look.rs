@@ -9,6 +9,7 @@ use std::time::Instant;
 use nfs3_types::nfs3::{FSSTAT3resok, fattr3, nfsstat3, post_op_attr};
 
 use super::{DirFs, Fh, MAX_IO, NfsResult, check_name, io_err};
+use crate::identity::Access;
 use crate::sys::{self, Stat};
 
 impl DirFs {
@@ -30,15 +31,18 @@ impl DirFs {
         Ok(self.fattr(self.locate(fh)?.stat()))
     }
 
-    /// LOOKUP: the object's handle and attributes, and the directory's attributes
-    /// (`None` when the directory itself cannot be reached).
+    /// LOOKUP (and NFSv4's LOOKUPP, OPEN by name, SECINFO): the object's handle and
+    /// attributes, and the directory's attributes (`None` when the directory itself
+    /// cannot be reached). The caller must be able to search the directory (`ACCES`
+    /// otherwise, `..` and `.` included), as with kernel nfsd.
     pub fn lookup(&self, dirfh: &Fh, name: &[u8]) -> (NfsResult<(Fh, fattr3)>, post_op_attr) {
         let (dir, dst) = match self.dir_fd(dirfh) {
             Ok(d) => d,
             Err(s) => return (Err(s), post_op_attr::None),
         };
         let r = self
-            .lookup_in(&dir, &dst, dirfh, name)
+            .may_in_dir(&dir, &dst, Access::SEARCH)
+            .and_then(|()| self.lookup_in(&dir, &dst, dirfh, name))
             .and_then(|(fh, st)| {
                 let attr = match st {
                     Some(st) => self.fattr(&st),
@@ -49,6 +53,9 @@ impl DirFs {
         (r, post_op_attr::Some(self.fattr(&dst)))
     }
 
+    /// A lookup as the server, checking nothing of the caller: MOUNT's walk to the
+    /// directory it mounts (kernel nfsd's `rpc.mountd` resolves the path as root too;
+    /// every call on the handle it gives is checked).
     pub(super) fn lookup_sync(&self, dirfh: &Fh, name: &[u8]) -> NfsResult<Fh> {
         let (dir, dst) = self.dir_fd(dirfh)?;
         self.lookup_in(&dir, &dst, dirfh, name).map(|(fh, _)| fh)

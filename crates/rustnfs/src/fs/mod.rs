@@ -217,6 +217,33 @@ impl DirFs {
         crate::identity::current().is_none_or(|c| c.may_write(st.uid, st.gid, st.mode))
     }
 
+    /// Whether the current caller may `want` on the directory `dir` (with stat `st`), as
+    /// kernel nfsd decides for the directory handle of a name-based call
+    /// (`nfsd_permission`: owner, group list, other; root only when not squashed; no
+    /// owner override for directories): by the mode bits where they alone decide, else
+    /// by the kernel itself, as the caller (`faccessat2`: POSIX ACLs included). `ACCES`
+    /// when refused. Always allowed when the server acts as itself (the clients check)
+    /// or no call is being answered on this thread. Both NFSv3 and NFSv4 reach the
+    /// directories they name or list through here: LOOKUP (`lookup`), the changes
+    /// (`in_dir`, `rename`), READDIR (`dir_iter`).
+    pub(super) fn may_in_dir(
+        &self,
+        dir: &OwnedFd,
+        st: &Stat,
+        want: crate::identity::Access,
+    ) -> NfsResult<()> {
+        if !self.inner.switching {
+            return Ok(());
+        }
+        let by_mode =
+            crate::identity::with_current(|c| c.dir_access_by_mode(st.uid, st.gid, st.mode, want));
+        match by_mode {
+            None | Some(Some(true)) => Ok(()),
+            Some(Some(false)) => Err(nfsstat3::NFS3ERR_ACCES),
+            Some(None) => self.act(|| sys::faccess(dir.as_fd(), want.bits()).map_err(io_err)),
+        }
+    }
+
     /// Whether the current caller may READ a file with these attributes (see
     /// [`crate::identity::Caller::may_read`]); always true when the server acts as itself
     /// or no call is being answered on this thread.
@@ -371,6 +398,148 @@ mod tests {
             fresh.getattr_sync(&file).unwrap_err(),
             nfsstat3::NFS3ERR_STALE
         );
+    }
+
+    /// A POSIX access ACL (`system.posix_acl_access`, version 2) giving `uid` `perm`
+    /// beside `mode`'s owner, group and other bits (the mask is the group bits).
+    fn set_acl(path: &Path, mode: u32, uid: u32, perm: u16) -> std::io::Result<()> {
+        let mut v = 2u32.to_le_bytes().to_vec();
+        let mut entry = |tag: u16, perm: u32, id: u32| {
+            v.extend_from_slice(&tag.to_le_bytes());
+            v.extend_from_slice(&(perm as u16).to_le_bytes());
+            v.extend_from_slice(&id.to_le_bytes());
+        };
+        entry(0x01, (mode >> 6) & 7, u32::MAX);
+        entry(0x02, u32::from(perm), uid);
+        entry(0x04, (mode >> 3) & 7, u32::MAX);
+        entry(0x10, (mode >> 3) & 7, u32::MAX);
+        entry(0x20, mode & 7, u32::MAX);
+        let p = CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: NUL-terminated strings and a live buffer.
+        let r = unsafe {
+            libc::setxattr(
+                p.as_ptr(),
+                c"system.posix_acl_access".as_ptr(),
+                v.as_ptr().cast(),
+                v.len(),
+                0,
+            )
+        };
+        if r < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Issue 31 §1: every name-based call checks the directory it names through as
+    /// kernel nfsd does — search for LOOKUP (`..` too), write and search for changes,
+    /// read for listings — as the caller after squashing; READ by a handle obtained
+    /// legitimately is not a name-based call (no_subtree_check).
+    #[test]
+    fn directories_are_checked_as_knfsd_checks_them() {
+        use crate::identity::{Caller, Scope, Squash};
+        use std::os::unix::fs::{PermissionsExt, chown};
+        if crate::identity::capability().is_err() {
+            eprintln!("SKIP: cannot act as callers here (not root)");
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let export = tmp.path();
+        let mode = |p: &Path, m: u32| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap()
+        };
+        mode(export, 0o755);
+        for (dir, m) in [
+            ("priv", 0o700),
+            ("listonly", 0o744),
+            ("grp", 0o770),
+            ("acl", 0o750),
+        ] {
+            std::fs::create_dir(export.join(dir)).unwrap();
+            std::fs::write(export.join(dir).join("inner.txt"), b"secret").unwrap();
+            mode(&export.join(dir), m);
+        }
+        chown(export.join("grp"), Some(0), Some(2000)).unwrap();
+        let acl = set_acl(&export.join("acl"), 0o750, 1001, 5);
+        let fs = fs_in(export);
+        let root = fs.root_fh();
+        let dir = |name: &[u8]| fs.lookup(&root, name).0.unwrap().0;
+        let (privd, listonly, grp, acld) =
+            (dir(b"priv"), dir(b"listonly"), dir(b"grp"), dir(b"acl"));
+        let (inner, _) = fs.lookup(&privd, b"inner.txt").0.unwrap();
+        let unchecked = nfs3_types::nfs3::createhow3::UNCHECKED(Default::default());
+        let acces = Err(nfsstat3::NFS3ERR_ACCES);
+        let user = |uid: u32, gids: Vec<u32>| Caller {
+            uid,
+            gid: uid,
+            gids,
+        };
+        for who in [user(1000, vec![]), user(0, vec![0]).squashed(Squash::Root)] {
+            let _scope = Scope::enter(who.clone());
+            let look = |d: &Fh, n: &[u8]| fs.lookup(d, n).0.map(|_| ());
+            assert_eq!(look(&privd, b"inner.txt"), acces, "{who:?}");
+            assert_eq!(look(&privd, b"nothing"), acces, "no NOENT either");
+            assert_eq!(look(&privd, b".."), acces);
+            assert_eq!(
+                fs.dir_iter(&privd, 0, false).err(),
+                Some(nfsstat3::NFS3ERR_ACCES)
+            );
+            assert_eq!(
+                fs.dir_iter(&privd, 0, true).err(),
+                Some(nfsstat3::NFS3ERR_ACCES)
+            );
+            assert_eq!(fs.create(&privd, b"new", &unchecked).0.map(drop), acces);
+            assert_eq!(
+                fs.mkdir(&privd, b"d", &Default::default()).0.map(drop),
+                acces
+            );
+            assert_eq!(fs.symlink(&privd, b"l", b"x").0.map(drop), acces);
+            assert_eq!(fs.remove(&privd, b"inner.txt", false).0, acces);
+            assert_eq!(fs.remove(&privd, b"nothing", false).0, acces);
+            assert_eq!(fs.rename(&privd, b"inner.txt", &root, b"out").0, acces);
+            assert_eq!(fs.link(&inner, &privd, b"again").0, acces);
+            // The handle, obtained when it was allowed, still reads (0644).
+            assert_eq!(fs.read_into(&inner, 0, 6, &mut Vec::new()).unwrap().1, 6);
+            // Readable, not searchable: names, no attributes or handles.
+            let mut it = fs.dir_iter(&listonly, 0, true).unwrap();
+            let e = it.next_entry().unwrap().unwrap();
+            assert_eq!(
+                (e.name.as_slice(), e.plus.is_none()),
+                (&b"inner.txt"[..], true)
+            );
+            assert_eq!(look(&listonly, b"inner.txt"), acces);
+            // Group bits set: the kernel decides, as the caller.
+            assert_eq!(look(&grp, b"inner.txt"), acces);
+        }
+        assert!(!export.join("priv/new").exists() && !export.join("priv/d").exists());
+        assert!(export.join("priv/inner.txt").exists() && !export.join("out").exists());
+        {
+            let _scope = Scope::enter(user(1000, vec![2000]));
+            assert!(
+                fs.lookup(&grp, b"inner.txt").0.is_ok(),
+                "a member of the group"
+            );
+            assert!(fs.dir_iter(&grp, 0, true).is_ok());
+        }
+        {
+            let _scope = Scope::enter(user(0, vec![]));
+            assert!(fs.lookup(&privd, b"inner.txt").0.is_ok(), "unsquashed root");
+            assert!(fs.dir_iter(&privd, 0, true).is_ok());
+        }
+        match acl {
+            Ok(()) => {
+                // Other bits are 0, but an ACL entry lets uid 1001 list and search.
+                let _scope = Scope::enter(user(1001, vec![]));
+                assert!(
+                    fs.lookup(&acld, b"inner.txt").0.is_ok(),
+                    "the ACL grants it"
+                );
+                assert!(fs.dir_iter(&acld, 0, false).is_ok());
+                let _scope = Scope::enter(user(1002, vec![]));
+                assert_eq!(fs.lookup(&acld, b"inner.txt").0.map(drop), acces);
+            }
+            Err(e) => eprintln!("SKIP the ACL part: {e}"),
+        }
     }
 
     #[test]

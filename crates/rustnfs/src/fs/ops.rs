@@ -14,7 +14,7 @@ use nfs3_types::nfs3::{
 
 use super::attr::{set_time, set_time_m, wcc_of};
 use super::{DirFs, Fh, Loc, MAX_IO, NfsResult, blocking, check_name, io_err};
-use crate::identity::Squash;
+use crate::identity::{Access, Squash};
 use crate::sys::{self, Stat};
 
 /// A change's result with the directory's (or file's) before/after attributes.
@@ -32,8 +32,11 @@ impl DirFs {
         }
     }
 
-    /// Runs `f` on an open directory and returns its result with the directory's
-    /// attributes before and after — one resolution of the directory, two `fstat`s.
+    /// Runs `f` on an open directory the caller may change (write and search, as knfsd's
+    /// `NFSD_MAY_CREATE`/`NFSD_MAY_REMOVE`: checked before anything is looked up in it,
+    /// so a refused caller learns nothing of its names) and returns its result with the
+    /// directory's attributes before and after — one resolution of the directory, two
+    /// `fstat`s.
     fn in_dir<T>(&self, dirfh: &Fh, f: impl FnOnce(&OwnedFd, &Stat) -> NfsResult<T>) -> Changed<T> {
         if let Err(s) = self.check_writable() {
             return (Err(s), wcc_data::default());
@@ -43,7 +46,9 @@ impl DirFs {
             Err(s) => return (Err(s), wcc_data::default()),
         };
         let before = pre_op_attr::Some(wcc_of(&self.fattr(&st)));
-        let r = f(&dir, &st);
+        let r = self
+            .may_in_dir(&dir, &st, Access::CHANGE)
+            .and_then(|()| f(&dir, &st));
         let after = sys::fstat(dir.as_fd())
             .map_or(post_op_attr::None, |s| post_op_attr::Some(self.fattr(&s)));
         (r, wcc_data { before, after })
@@ -490,6 +495,9 @@ impl DirFs {
         let fbefore = pre_op_attr::Some(wcc_of(&self.fattr(&fst)));
         let tbefore = pre_op_attr::Some(wcc_of(&self.fattr(&tst)));
         let r = (|| {
+            // Both directories change: write and search on each, as knfsd asks.
+            self.may_in_dir(&fdir, &fst, Access::CHANGE)?;
+            self.may_in_dir(&tdir, &tst, Access::CHANGE)?;
             let st = sys::statx(fdir.as_fd(), &cfrom).map_err(io_err)?;
             let replaced = sys::statx(tdir.as_fd(), &cto).ok();
             self.act(|| sys::renameat(fdir.as_fd(), &cfrom, tdir.as_fd(), &cto).map_err(io_err))?;

@@ -8,10 +8,14 @@ use std::os::fd::{AsFd, OwnedFd};
 use nfs3_types::nfs3::{fattr3, nfsstat3};
 
 use super::{DirFs, Fh, NfsResult, io_err};
+use crate::identity::Access;
 use crate::sys::{self, Stat};
 
 /// One listed entry: name, inode, the cookie that resumes after it, and (for
 /// READDIRPLUS) its attributes and handle (`None` for a mount point inside the export).
+/// `plus` is `None` in a READDIRPLUS listing when the caller may read the directory but
+/// not search it: kernel nfsd then lists the names without attributes or handles (its
+/// per-entry lookup needs search permission), and so does this server.
 pub struct Entry {
     pub name: Vec<u8>,
     pub fileid: u64,
@@ -29,14 +33,19 @@ pub struct DirIter {
     buf: Vec<u8>,
     pending: VecDeque<sys::Dirent>,
     done: bool,
+    /// READDIRPLUS, and the caller may search the directory: each entry is stat'ed.
     plus: bool,
 }
 
 impl DirFs {
     /// Opens `dirfh` for listing from `cookie` (0 = the start); `plus` also stats each
-    /// entry (and remembers where it lives, for later handle resolution).
+    /// entry (and remembers where it lives, for later handle resolution). The caller must
+    /// be able to read the directory (`ACCES` otherwise), and to search it for `plus`
+    /// to give attributes (see [`Entry`]), as with kernel nfsd.
     pub fn dir_iter(&self, dirfh: &Fh, cookie: u64, plus: bool) -> NfsResult<DirIter> {
         let (fd, st) = self.open_obj(dirfh, libc::O_RDONLY | libc::O_DIRECTORY)?;
+        self.may_in_dir(&fd, &st, Access::LIST)?;
+        let plus = plus && self.may_in_dir(&fd, &st, Access::SEARCH).is_ok();
         sys::seek_dir(fd.as_fd(), cookie).map_err(|_| nfsstat3::NFS3ERR_BAD_COOKIE)?;
         Ok(DirIter {
             fs: self.clone(),

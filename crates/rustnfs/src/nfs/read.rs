@@ -184,8 +184,12 @@ impl Dispatcher {
             Ok(mut it) => {
                 let dir_attributes = post_op_attr::Some(self.fs.fattr(&it.stat));
                 let listed = fill(&mut it, maxcount, |e| {
-                    // A READDIRPLUS listing stats every entry it yields.
-                    let (attr, fh) = e.plus?;
+                    // A READDIRPLUS listing stats every entry it yields, unless the caller
+                    // may not search the directory: then names only, as kernel nfsd.
+                    let (name_attributes, fh) = match e.plus {
+                        Some((attr, fh)) => (post_op_attr::Some(attr), fh),
+                        None => (post_op_attr::None, None),
+                    };
                     let name_handle = match fh {
                         Some(fh) => post_op_fh3::Some(self.fs.wire(&fh)),
                         None => post_op_fh3::None,
@@ -194,12 +198,16 @@ impl Dispatcher {
                         post_op_fh3::Some(h) => 4 + opaque_size(h.data.len()),
                         post_op_fh3::None => 4,
                     };
-                    let size = 4 + 8 + opaque_size(e.name.len()) + 8 + POST_OP_ATTR + fh_size;
+                    let attr_size = match &name_attributes {
+                        post_op_attr::Some(_) => POST_OP_ATTR,
+                        post_op_attr::None => 4,
+                    };
+                    let size = 4 + 8 + opaque_size(e.name.len()) + 8 + attr_size + fh_size;
                     let entry = entryplus3 {
                         fileid: e.fileid,
                         name: filename3(Opaque::owned(e.name)),
                         cookie: e.cookie,
-                        name_attributes: post_op_attr::Some(attr),
+                        name_attributes,
                         name_handle,
                     };
                     Some((size, entry))

@@ -241,7 +241,11 @@ impl Nfs4 {
             if e.name == b"." || e.name == b".." {
                 continue;
             }
-            let Some((a, efh)) = e.plus else { continue };
+            // No attributes: the caller may read the directory but not search it, and
+            // knfsd fails the whole READDIR then (RFC 7530 §16.24.4 without rdattr_error).
+            let Some((a, efh)) = e.plus else {
+                return Err(proto::ACCESS);
+            };
             ent.clear();
             xdr::bool(&mut ent, true);
             xdr::u64(&mut ent, e.cookie);
