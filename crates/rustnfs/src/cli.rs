@@ -46,6 +46,11 @@ pub struct Args {
     #[arg(long, env = "ALLOW_DEVICE_NODES", default_value = "false", num_args = 0..=1,
           default_missing_value = "true", value_parser = parse_bool)]
     pub allow_device_nodes: bool,
+    /// Serve NFS calls made with AUTH_NONE, as nobody (65534). By default they are
+    /// refused with AUTH_TOOWEAK (NULL, MOUNT and the portmapper take AUTH_NONE always).
+    #[arg(long, env = "ALLOW_AUTH_NONE", default_value = "false", num_args = 0..=1,
+          default_missing_value = "true", value_parser = parse_bool)]
+    pub allow_auth_none: bool,
     /// Make every WRITE stable before its reply (FILE_SYNC), as if clients asked for it;
     /// by default UNSTABLE writes are answered from the page cache until COMMIT.
     #[arg(long, env = "SYNC", default_value = "false", num_args = 0..=1,
@@ -105,6 +110,7 @@ impl Args {
             None => Squash::Root,
         };
         server.allow_device_nodes = self.allow_device_nodes;
+        server.allow_auth_none = self.allow_auth_none;
         server.sync_writes = self.sync;
         server.max_connections = self.max_connections;
         if self.max_buffer_bytes < 2 << 20 {
@@ -192,6 +198,9 @@ mod tests {
         let rc = a.into_run_config().unwrap();
         assert_eq!(rc.server.squash, Squash::Root, "root_squash by default");
         assert!(!rc.server.sync_writes && !rc.server.allow_device_nodes);
+        assert!(!rc.server.allow_auth_none, "AUTH_NONE refused by default");
+        let a = Args::try_parse_from(["rustnfs", "--export", d, "--allow-auth-none"]);
+        assert!(a.unwrap().into_run_config().unwrap().server.allow_auth_none);
         let a = Args::try_parse_from(["rustnfs", "--export", d, "--no-root-squash", "--sync"]);
         let rc = a.unwrap().into_run_config().unwrap();
         assert_eq!(rc.server.squash, Squash::None);

@@ -27,6 +27,12 @@ pub struct Config {
     /// Let MKNOD create character and block devices (refused with `NFS3ERR_PERM`
     /// otherwise: a device node in an export is a way into the host).
     pub allow_device_nodes: bool,
+    /// Serve NFS calls made with AUTH_NONE, as nobody (65534). Off: they get
+    /// `AUTH_ERROR AUTH_TOOWEAK`, as from NFS-Ganesha with `SecType = sys` (an anonymous
+    /// client could otherwise make files in every world-writable directory). The NULL
+    /// procedure, MOUNT and the portmapper take AUTH_NONE either way: clients probe
+    /// with it.
+    pub allow_auth_none: bool,
     /// `--sync`: every WRITE reaches stable storage before its reply (FILE_SYNC), whatever
     /// the client asked; otherwise UNSTABLE writes are answered from the page cache and
     /// made stable by COMMIT (RFC 1813 §3.3.7).
@@ -51,8 +57,8 @@ pub struct Config {
 
 impl Config {
     /// Defaults: read-write, everyone allowed, no squash, acting as the caller when the
-    /// process can, no device nodes, UNSTABLE writes honoured, 4096 connections, 5 min
-    /// idle.
+    /// process can, no device nodes, AUTH_NONE refused, UNSTABLE writes honoured, 4096
+    /// connections, 5 min idle.
     pub fn new(export: impl Into<PathBuf>) -> Self {
         Config {
             export: export.into(),
@@ -61,6 +67,7 @@ impl Config {
             squash: Squash::None,
             act_as_caller: true,
             allow_device_nodes: false,
+            allow_auth_none: false,
             sync_writes: false,
             max_connections: 4096,
             idle_timeout: Duration::from_secs(300),

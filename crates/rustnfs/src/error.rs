@@ -7,15 +7,40 @@ use nfs3_types::nfs3::nfsstat3;
 /// What can stop rustnfs from starting or serving.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("export directory {path}: {source}")]
+    #[error("export directory {path}")]
     Export { path: String, source: io::Error },
     #[error("invalid configuration: {0}")]
     Config(String),
-    #[error("I/O error: {0}")]
+    /// `--squash` to another identity by a process that cannot act as its callers.
+    #[error(
+        "--squash {uid}:{gid} needs acting as the caller, which this process cannot (run \
+         as root with the default capabilities, or squash to {own_uid}:{own_gid})"
+    )]
+    SquashNeedsIdentity {
+        uid: u32,
+        gid: u32,
+        own_uid: u32,
+        own_gid: u32,
+        source: &'static crate::identity::Unable,
+    },
+    #[error("I/O error")]
     Io(#[from] io::Error),
     /// `--healthcheck` found the server not answering.
     #[error("unhealthy: {0}")]
     Unhealthy(String),
+}
+
+/// `err` and each of its causes, joined with `: ` (each error's `Display` says only its
+/// own layer, so the whole story is the chain).
+pub fn with_causes(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut cause = err.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
 }
 
 /// Maps an OS error to the NFSv3 status a client should see. The only place this mapping

@@ -296,7 +296,7 @@ impl Drop for Target {
 /// answered as the guard answers it (READ on the copy path: the sendfile path differs
 /// only in how the data bytes leave); `None`: the guard closes the connection.
 fn answer_record(guard: &Guard, record: &[u8]) -> Option<(Option<u32>, Vec<u8>)> {
-    match guard::step(record) {
+    match guard::step(record, guard.config.allow_auth_none) {
         Step::Close => None,
         Step::Refuse { xid, rejection, .. } => Some((Some(xid), rejection.record(xid))),
         Step::Read { header, args } => {
@@ -753,7 +753,8 @@ pub fn seeds() -> Vec<(String, Vec<u8>)> {
         },
     );
     none.extend_from_slice(&x().fh(0).0);
-    out.push(("nfs_auth_none".into(), oncrpc::record::frame(&none)));
+    // Refused (AUTH_TOOWEAK) unless `--allow-auth-none`.
+    out.push(("rpc_auth_none".into(), oncrpc::record::frame(&none)));
     // One call in two fragments (the first without the last-fragment bit).
     let whole = call(0x600, NFS, 3, 3, 0, x().dirop(0, "dir"));
     let body = &whole[4..];

@@ -202,9 +202,28 @@ pub fn with_current<R>(f: impl FnOnce(&Caller) -> R) -> Option<R> {
     CURRENT.with(|c| c.borrow().as_ref().map(f))
 }
 
-/// Whether this process can act as its callers, and why not when it cannot.
-pub fn capability() -> &'static Result<(), String> {
-    static PROBED: OnceLock<Result<(), String>> = OnceLock::new();
+/// Why this process cannot act as its callers.
+#[derive(Debug, thiserror::Error)]
+pub enum Unable {
+    #[error(
+        "running as uid {0}, not root (file-system identity switching needs euid 0 \
+         and CAP_SETUID, CAP_SETGID, CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FOWNER)"
+    )]
+    NotRoot(u32),
+    #[error("cannot read capabilities")]
+    Capabilities(#[source] std::io::Error),
+    #[error("missing {}", .0.join(", "))]
+    Missing(Vec<&'static str>),
+    #[error("setgroups")]
+    SetGroups(#[source] std::io::Error),
+    #[error("setfsuid did not take (saw {seen}, then {back})")]
+    NotTaken { seen: u32, back: u32 },
+}
+
+/// Whether this process can act as its callers, and why not when it cannot (probed
+/// once).
+pub fn capability() -> &'static Result<(), Unable> {
+    static PROBED: OnceLock<Result<(), Unable>> = OnceLock::new();
     PROBED.get_or_init(probe)
 }
 
@@ -237,23 +256,19 @@ const NEEDED: [(u32, &str); 5] = [
     (7, "CAP_SETUID"),
 ];
 
-fn probe() -> Result<(), String> {
+fn probe() -> Result<(), Unable> {
     let me = own();
     if me.uid != 0 {
-        return Err(format!(
-            "running as uid {}, not root (file-system identity switching needs euid 0 \
-             and CAP_SETUID, CAP_SETGID, CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FOWNER)",
-            me.uid
-        ));
+        return Err(Unable::NotRoot(me.uid));
     }
-    let effective = effective_caps().map_err(|e| format!("cannot read capabilities: {e}"))?;
-    let missing: Vec<&str> = NEEDED
+    let effective = effective_caps().map_err(Unable::Capabilities)?;
+    let missing: Vec<&'static str> = NEEDED
         .iter()
         .filter(|(bit, _)| effective & (1u64 << bit) == 0)
         .map(|(_, name)| *name)
         .collect();
     if !missing.is_empty() {
-        return Err(format!("missing {}", missing.join(", ")));
+        return Err(Unable::Missing(missing));
     }
     // A real round trip on this thread, checked: the switch and its undo both work.
     let trial = Caller {
@@ -261,14 +276,14 @@ fn probe() -> Result<(), String> {
         gid: NOBODY,
         gids: vec![NOBODY],
     };
-    switch_to(&trial).map_err(|e| format!("setgroups: {e}"))?;
+    switch_to(&trial).map_err(Unable::SetGroups)?;
     // SAFETY: setfsuid(-1) changes nothing and returns the current fsuid.
     let seen = unsafe { libc::syscall(libc::SYS_setfsuid, u32::MAX) } as u32;
     restore();
     // SAFETY: as above.
     let back = unsafe { libc::syscall(libc::SYS_setfsuid, u32::MAX) } as u32;
     if seen != NOBODY || back != me.uid {
-        return Err(format!("setfsuid did not take (saw {seen}, then {back})"));
+        return Err(Unable::NotTaken { seen, back });
     }
     Ok(())
 }

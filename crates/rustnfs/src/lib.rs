@@ -48,7 +48,7 @@ use tokio::sync::{Semaphore, watch};
 use tracing::info;
 
 pub use config::Config;
-pub use error::{Error, nfsstat_from_io};
+pub use error::{Error, nfsstat_from_io, with_causes};
 
 /// Serves NFSv3, NFSv4.0, MOUNT and portmap GETPORT on an already-bound `listener` until `shutdown`
 /// resolves, recording every call into `registry` (op = procedure, phase `total` for the
@@ -118,7 +118,8 @@ fn check_identity(config: &Config) -> Result<(), Error> {
     // SAFETY: plain queries of this process's identity.
     let own = unsafe { (libc::geteuid(), libc::getegid()) };
     tracing::warn!(
-        "cannot act as the caller ({why}): serving as uid {}, the clients check permissions",
+        "cannot act as the caller ({}): serving as uid {}, the clients check permissions",
+        error::with_causes(why),
         own.0
     );
     Ok(())
@@ -136,11 +137,13 @@ fn refuse_squash(config: &Config) -> Result<(), Error> {
         && let identity::Squash::All(uid, gid) = config.squash
         && (uid, gid) != own
     {
-        return Err(Error::Config(format!(
-            "--squash {uid}:{gid} needs acting as the caller, which this process cannot: {why} \
-             (run as root with the default capabilities, or squash to {}:{})",
-            own.0, own.1
-        )));
+        return Err(Error::SquashNeedsIdentity {
+            uid,
+            gid,
+            own_uid: own.0,
+            own_gid: own.1,
+            source: why,
+        });
     }
     Ok(())
 }

@@ -40,5 +40,5 @@ fn describe(e: &rustnfs::Error, listen: SocketAddr, metrics: Option<SocketAddr>)
             }
         }
     }
-    e.to_string()
+    rustnfs::with_causes(e)
 }

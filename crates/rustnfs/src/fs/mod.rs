@@ -542,6 +542,59 @@ mod tests {
         }
     }
 
+    /// Issue 31 §2: a CREATE (MKDIR, MKNOD) whose attributes the caller may not set is
+    /// refused and leaves nothing behind; an existing file (UNCHECKED) stays.
+    #[test]
+    fn a_create_with_refused_attributes_leaves_nothing() {
+        use crate::identity::{Caller, Scope};
+        use nfs3_types::nfs3::{Nfs3Option, createhow3, mknoddata3, sattr3};
+        use std::os::unix::fs::PermissionsExt;
+        if crate::identity::capability().is_err() {
+            eprintln!("SKIP: cannot act as callers here (not root)");
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let export = tmp.path();
+        std::fs::set_permissions(export, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        std::fs::write(export.join("kept"), b"x").unwrap();
+        std::os::unix::fs::chown(export.join("kept"), Some(1000), Some(1000)).unwrap();
+        let fs = fs_in(export);
+        let root = fs.root_fh();
+        let _scope = Scope::enter(Caller {
+            uid: 1000,
+            gid: 1000,
+            gids: vec![],
+        });
+        let to_root = sattr3 {
+            uid: Nfs3Option::Some(0),
+            ..Default::default()
+        };
+        let perm = Err(nfsstat3::NFS3ERR_PERM);
+        for how in [
+            createhow3::UNCHECKED(to_root.clone()),
+            createhow3::GUARDED(to_root.clone()),
+        ] {
+            assert_eq!(fs.create(&root, b"new", &how).0.map(drop), perm);
+            assert!(!export.join("new").exists(), "{how:?} left the file");
+        }
+        let unchecked = createhow3::UNCHECKED(to_root.clone());
+        assert_eq!(fs.create(&root, b"kept", &unchecked).0.map(drop), perm);
+        assert!(export.join("kept").exists(), "an existing file stays");
+        assert_eq!(fs.mkdir(&root, b"d", &to_root).0.map(drop), perm);
+        assert!(!export.join("d").exists());
+        let fifo = mknoddata3::NF3FIFO(to_root.clone());
+        assert_eq!(fs.mknod(&root, b"p", &fifo).0.map(drop), perm);
+        assert!(!export.join("p").exists());
+        // Setting one's own uid is allowed, and applied.
+        let own = sattr3 {
+            uid: Nfs3Option::Some(1000),
+            ..Default::default()
+        };
+        assert!(fs.mkdir(&root, b"mine", &own).0.is_ok());
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(std::fs::metadata(export.join("mine")).unwrap().uid(), 1000);
+    }
+
     #[test]
     fn mount_paths() {
         use nfs3_types::mount::mountstat3;

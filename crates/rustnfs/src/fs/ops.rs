@@ -284,21 +284,10 @@ impl DirFs {
             Nfs3Option::Some(m) => m & 0o7777,
             Nfs3Option::None => 0o644,
         };
-        let excl = if guarded { libc::O_EXCL } else { 0 };
         // As the caller: the new file is theirs, and an existing one (UNCHECKED) is only
         // opened, and its attributes set, when they may write it.
         self.act(|| {
-            let fd = sys::openat(
-                dir.as_fd(),
-                cname,
-                libc::O_CREAT | excl | libc::O_WRONLY | libc::O_NONBLOCK,
-                mode,
-            )
-            .map_err(|e| match e.raw_os_error() {
-                // An existing directory or symlink under that name.
-                Some(libc::EISDIR) | Some(libc::ELOOP) => nfsstat3::NFS3ERR_EXIST,
-                _ => io_err(e),
-            })?;
+            let (fd, created) = open_or_create(dir, cname, mode, guarded)?;
             let st = sys::fstat(fd.as_fd()).map_err(io_err)?;
             if !st.is_reg() {
                 return Err(nfsstat3::NFS3ERR_EXIST);
@@ -311,7 +300,14 @@ impl DirFs {
                 // The process umask trimmed it; the client already applied its own.
                 rest.mode = Nfs3Option::Some(m & 0o7777);
             }
-            self.apply_sattr(&fd, &st, &rest)?;
+            if let Err(refused) = self.apply_sattr(&fd, &st, &rest) {
+                // A refused call changes nothing: the file this call made goes again
+                // (`sattr uid=0` as uid 1000 left an empty file owned by 1000).
+                if created {
+                    remove_new(dir, cname, &st, false);
+                }
+                return Err(refused);
+            }
             Ok(st)
         })
         .map(|st| self.inner.fds.remove(st.ino))?;
@@ -372,7 +368,8 @@ impl DirFs {
             };
             self.act(|| {
                 sys::mkdirat(dir.as_fd(), &cname, mode).map_err(io_err)?;
-                self.fix_mode(dir, &cname, mode)
+                self.fix_mode(dir, &cname, mode)?;
+                self.set_new_attrs(dir, &cname, attr, true)
             })?;
             self.squash_new(dir, &cname)?;
             self.new_entry(dir, dst.ino, &cname)
@@ -394,6 +391,44 @@ impl DirFs {
             sys::lchmodat(dir.as_fd(), cname, want).map_err(io_err)?;
         }
         Ok(())
+    }
+
+    /// The attributes a MKDIR or MKNOD asks for beyond the mode (owner, group, times),
+    /// set on the new entry by name, as the caller (so the kernel decides who may give
+    /// a file away, as for SETATTR). One refused removes the entry again: a refused call
+    /// leaves nothing, as with Ganesha (knfsd leaves it). A size is not an attribute of
+    /// a directory or a special file (`ISDIR`, `INVAL`).
+    fn set_new_attrs(
+        &self,
+        dir: &OwnedFd,
+        cname: &CString,
+        attr: &sattr3,
+        is_dir: bool,
+    ) -> NfsResult<()> {
+        let r = (|| {
+            if let Nfs3Option::Some(_) = attr.size {
+                return Err(if is_dir {
+                    nfsstat3::NFS3ERR_ISDIR
+                } else {
+                    nfsstat3::NFS3ERR_INVAL
+                });
+            }
+            let (uid, gid) = self.owner_change(attr);
+            if uid != u32::MAX || gid != u32::MAX {
+                sys::lchownat(dir.as_fd(), cname, uid, gid).map_err(io_err)?;
+            }
+            let (a, m) = (set_time(attr.atime), set_time_m(attr.mtime));
+            if a.is_some() || m.is_some() {
+                sys::lutimensat(dir.as_fd(), cname, a, m).map_err(io_err)?;
+            }
+            Ok(())
+        })();
+        if r.is_err()
+            && let Ok(st) = sys::statx(dir.as_fd(), cname)
+        {
+            remove_new(dir, cname, &st, is_dir);
+        }
+        r
     }
 
     /// SYMLINK: the target is stored verbatim; only clients ever resolve it.
@@ -440,7 +475,8 @@ impl DirFs {
             };
             self.act(|| {
                 sys::mknodat(dir.as_fd(), &cname, kind | mode, dev).map_err(io_err)?;
-                self.fix_mode(dir, &cname, mode)
+                self.fix_mode(dir, &cname, mode)?;
+                self.set_new_attrs(dir, &cname, attr, false)
             })?;
             self.squash_new(dir, &cname)?;
             self.new_entry(dir, dst.ino, &cname)
@@ -648,6 +684,48 @@ impl DirFs {
             case_insensitive: false,
             case_preserving: true,
         })
+    }
+}
+
+/// Opens `cname` in `dir` for writing: made new with `mode` when absent (`true`), or,
+/// unless `guarded`, the existing file (`false`) — so the caller knows whether it made
+/// it. An existing directory or symlink under that name is `EXIST`.
+fn open_or_create(
+    dir: &OwnedFd,
+    cname: &CString,
+    mode: u32,
+    guarded: bool,
+) -> NfsResult<(OwnedFd, bool)> {
+    let flags = libc::O_WRONLY | libc::O_NONBLOCK;
+    let exist = |e: std::io::Error| match e.raw_os_error() {
+        Some(libc::EISDIR) | Some(libc::ELOOP) => nfsstat3::NFS3ERR_EXIST,
+        _ => io_err(e),
+    };
+    // Twice at most: a name removed between the two opens is made on the second try.
+    for _ in 0..2 {
+        match sys::openat(
+            dir.as_fd(),
+            cname,
+            flags | libc::O_CREAT | libc::O_EXCL,
+            mode,
+        ) {
+            Ok(fd) => return Ok((fd, true)),
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) && !guarded => {}
+            Err(e) => return Err(exist(e)),
+        }
+        match sys::openat(dir.as_fd(), cname, flags, 0) {
+            Ok(fd) => return Ok((fd, false)),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+            Err(e) => return Err(exist(e)),
+        }
+    }
+    Err(nfsstat3::NFS3ERR_JUKEBOX)
+}
+
+/// Removes the entry a refused call made, if `cname` still names it (`made`).
+fn remove_new(dir: &OwnedFd, cname: &CString, made: &Stat, is_dir: bool) {
+    if sys::statx(dir.as_fd(), cname).is_ok_and(|st| st.ino == made.ino) {
+        let _ = sys::unlinkat(dir.as_fd(), cname, is_dir);
     }
 }
 

@@ -412,8 +412,8 @@ impl Nfs4 {
         Ok(())
     }
 
-    /// SECINFO: AUTH_SYS is the flavour every object is served with (AUTH_NONE calls are
-    /// answered too, as nobody).
+    /// SECINFO: AUTH_SYS is the flavour every object is served with (AUTH_NONE calls
+    /// only with `--allow-auth-none`, as nobody).
     pub(super) fn secinfo(
         &self,
         cx: &Ctx<'_>,
