@@ -11,8 +11,12 @@ pub use crate::identity::Squash;
 /// How one export is served. Build with [`Config::new`] and adjust the fields.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// The directory exported as `/`; nothing outside it is reachable.
+    /// The directory exported as `/`; nothing outside it is reachable. Not used when
+    /// `exports_file` is set.
     pub export: PathBuf,
+    /// `--exports FILE`: the exports, their clients and options, from an exports(5)
+    /// file (reloaded on SIGHUP) instead of `export`, `read_only`, `allow` and `squash`.
+    pub exports_file: Option<PathBuf>,
     /// Refuse every change with `NFS3ERR_ROFS`.
     pub read_only: bool,
     /// Client networks allowed to connect; empty means everyone. Checked at accept.
@@ -62,6 +66,7 @@ impl Config {
     pub fn new(export: impl Into<PathBuf>) -> Self {
         Config {
             export: export.into(),
+            exports_file: None,
             read_only: false,
             allow: Vec::new(),
             squash: Squash::None,

@@ -23,6 +23,9 @@ pub enum Error {
         own_gid: u32,
         source: &'static crate::identity::Unable,
     },
+    /// An exports file that cannot be served (its own message names file and line).
+    #[error(transparent)]
+    Exports(#[from] crate::exports::ExportsError),
     #[error("I/O error")]
     Io(#[from] io::Error),
     /// `--healthcheck` found the server not answering.

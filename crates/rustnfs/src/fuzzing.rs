@@ -109,9 +109,9 @@ impl Export {
         let budget = oncrpc::Budget::new(config.max_buffer_bytes.max(2 * config.max_record));
         let (_tx, stopping) = tokio::sync::watch::channel(false);
         let guard = Guard {
-            nfs: crate::nfs::Dispatcher::new(fs.clone(), registry.clone(), 2049, config.squash),
+            nfs: crate::nfs::Dispatcher::new(fs.clone(), registry.clone(), 2049),
             config: Arc::new(config),
-            fs,
+            fs: fs.into(),
             registry,
             permits: Arc::new(tokio::sync::Semaphore::new(1)),
             stopping,
@@ -292,6 +292,10 @@ impl Drop for Target {
     }
 }
 
+/// Where the fuzzed calls come from (a client on loopback, from an unprivileged port).
+const FUZZ_PEER: std::net::SocketAddr =
+    std::net::SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 40000);
+
 /// One record through the guard's own per-record path ([`guard::step`]), each step
 /// answered as the guard answers it (READ on the copy path: the sendfile path differs
 /// only in how the data bytes leave); `None`: the guard closes the connection.
@@ -301,13 +305,17 @@ fn answer_record(guard: &Guard, record: &[u8]) -> Option<(Option<u32>, Vec<u8>)>
         Step::Refuse { xid, rejection, .. } => Some((Some(xid), rejection.record(xid))),
         Step::Read { header, args } => {
             let mut reply = Vec::with_capacity(read3::reply_capacity(&args));
+            let _call = crate::exports::CallScope::enter(crate::exports::CallFrom {
+                peer: Some(FUZZ_PEER),
+                v4: false,
+            });
             let _scope = crate::identity::Scope::enter(guard.nfs.caller(&header));
             read3::reply(&guard.fs, header.xid, &args, &mut reply);
             Some((Some(header.xid), reply))
         }
         Step::Dispatch(header) => {
             let mut reply = Vec::new();
-            guard.nfs.dispatch(&header, record, &mut reply);
+            guard.nfs.dispatch(&header, record, &mut reply, FUZZ_PEER);
             Some((Some(header.xid), reply))
         }
     }

@@ -28,14 +28,15 @@ use tracing::{debug, warn};
 
 use crate::buffers::{ReplyBuffers, trim_allocator, tune_allocator};
 use crate::config::Config;
-use crate::fs::DirFs;
+use crate::exports::{CallFrom, CallScope, Exports};
 use crate::nfs::read3::{self, ReadArgs};
 use crate::rpc::{self, NFS_PROG, PROGRAMS};
 
 /// Shared state of the guard.
 pub(crate) struct Guard {
     pub config: Arc<Config>,
-    pub fs: DirFs,
+    /// The exports (reloaded in place on SIGHUP): who is admitted, what READ reaches.
+    pub fs: Exports,
     pub registry: Arc<Registry>,
     /// Answers every call the guard does not answer itself.
     pub nfs: crate::nfs::Dispatcher,
@@ -188,8 +189,8 @@ pub(crate) async fn accept_loop(
             _ = &mut shutdown => break,
             r = listener.accept() => match r {
                 Ok((sock, peer)) => {
-                    if !guard.config.allows(peer.ip()) {
-                        warn!(%peer, "connection refused: address not in --allow");
+                    if !guard.fs.admits(peer.ip()) {
+                        warn!(%peer, "connection refused: not a client of any export (--allow or the exports file)");
                         drop(sock);
                         continue;
                     }
@@ -365,7 +366,7 @@ async fn connection(
                 }
                 Step::Read { header, args } => {
                     let caller = guard.nfs.caller(&header);
-                    read(&guard, header.xid, &caller, &args, start, &out).await?;
+                    read(&guard, header.xid, (&caller, peer), &args, start, &out).await?;
                     continue;
                 }
                 Step::Dispatch(header) => header,
@@ -410,7 +411,7 @@ async fn connection(
             } else {
                 None
             };
-            off_the_workers(slow, || guard.nfs.dispatch(&header, &record, reply));
+            off_the_workers(slow, || guard.nfs.dispatch(&header, &record, reply, peer));
             drop(turn);
             spare = keep_spare(record);
             if let Some(b) = large.as_mut() {
@@ -610,22 +611,33 @@ async fn send(out: &ClientWriter, record: &[u8], limit: Duration) -> Result<(), 
 async fn read(
     guard: &Guard,
     xid: u32,
-    caller: &crate::identity::Caller,
+    (caller, peer): (&crate::identity::Caller, SocketAddr),
     a: &ReadArgs<'_>,
     start: Instant,
     out: &ClientWriter,
 ) -> Result<(), Close> {
     let limit = guard.config.request_timeout;
+    // Who is calling, for the calls below (never across an `.await`).
+    let calling = || {
+        (
+            CallScope::enter(CallFrom {
+                peer: Some(peer),
+                v4: false,
+            }),
+            crate::identity::Scope::enter(caller.clone()),
+        )
+    };
     let opened = sendfile_enabled()
         .then(|| {
-            let _scope = crate::identity::Scope::enter(caller.clone());
+            let _call = calling();
             let fh = guard.fs.decode(a.fh).ok()?;
-            guard.fs.open_read(&fh).ok()
+            let (attr, file) = guard.fs.open_read(&fh).ok()?;
+            Some((fh, attr, file))
         })
         .flatten();
-    if let Some((attr, file)) = opened {
+    if let Some((fh, attr, file)) = opened {
         // Errors fall through to the copy path below, which builds their replies.
-        return read_sendfile(guard, xid, a, attr, &file, start, out).await;
+        return read_sendfile(guard, xid, a, (&fh, attr), &file, start, out).await;
     }
     let mut reply =
         match tokio::time::timeout(limit, guard.buffers.get(read3::reply_capacity(a))).await {
@@ -634,7 +646,7 @@ async fn read(
             Err(_) => return Err(Close::NoBudget(limit)),
         };
     let status = {
-        let _scope = crate::identity::Scope::enter(caller.clone());
+        let _call = calling();
         read3::reply(&guard.fs, xid, a, &mut reply.buf)
     };
     let bytes = reply.buf.len() as u64;
@@ -663,7 +675,7 @@ async fn read_sendfile(
     guard: &Guard,
     xid: u32,
     a: &ReadArgs<'_>,
-    attr: fattr3,
+    (fh, attr): (&crate::fs::Fh, fattr3),
     file: &std::fs::File,
     start: Instant,
     out: &ClientWriter,
@@ -679,6 +691,7 @@ async fn read_sendfile(
     let limit = guard.config.request_timeout;
     let sent = send_file(out, &head, file, a.offset, n as usize, pad, limit).await;
     guard.fs.record_read(
+        fh,
         vfs_start,
         sent.as_ref().map(|()| n).map_err(|_| nfsstat3::NFS3ERR_IO),
     );

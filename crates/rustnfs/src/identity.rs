@@ -45,6 +45,10 @@ pub enum Squash {
     /// Every caller → this `(uid, gid)` with no other groups (`--squash UID:GID`,
     /// knfsd's `all_squash` with anonuid/anongid).
     All(u32, u32),
+    /// `root_squash` to another anonymous identity (an exports file's `anonuid` and
+    /// `anongid`): uid 0 → the first, gid 0 → the second (groups too). [`Squash::Root`]
+    /// is this with 65534 for both.
+    RootTo(u32, u32),
 }
 
 /// Who is calling, from the AUTH_SYS credential (AUTH_NONE: nobody), after squashing.
@@ -77,12 +81,13 @@ impl Caller {
                 gid,
                 gids: Vec::new(),
             },
-            Squash::Root => {
-                let root = |id: u32| if id == 0 { NOBODY } else { id };
+            Squash::Root => self.squashed(Squash::RootTo(NOBODY, NOBODY)),
+            Squash::RootTo(anon_uid, anon_gid) => {
+                let root = |id: u32, anon: u32| if id == 0 { anon } else { id };
                 Caller {
-                    uid: root(self.uid),
-                    gid: root(self.gid),
-                    gids: self.gids.into_iter().map(root).collect(),
+                    uid: root(self.uid, anon_uid),
+                    gid: root(self.gid, anon_gid),
+                    gids: self.gids.into_iter().map(|g| root(g, anon_gid)).collect(),
                 }
             }
         }
@@ -403,7 +408,7 @@ mod tests {
         let r = root.clone().squashed(Squash::Root);
         assert_eq!((r.uid, r.gid, r.gids), (NOBODY, NOBODY, vec![NOBODY, 5]));
         assert_eq!(root.clone().squashed(Squash::None), root);
-        let a = root.squashed(Squash::All(7, 8));
+        let a = root.clone().squashed(Squash::All(7, 8));
         assert_eq!((a.uid, a.gid, a.gids.len()), (7, 8, 0));
         let u = Caller {
             uid: 1000,
@@ -411,6 +416,10 @@ mod tests {
             gids: vec![],
         };
         assert_eq!(u.clone().squashed(Squash::Root), u);
+        // anonuid/anongid: root maps to them, in the groups too; others stay.
+        let r = root.clone().squashed(Squash::RootTo(150, 100));
+        assert_eq!((r.uid, r.gid, r.gids), (150, 100, vec![100, 5]));
+        assert_eq!(u.clone().squashed(Squash::RootTo(150, 100)), u);
     }
 
     #[test]

@@ -29,6 +29,7 @@ mod buffers;
 pub mod cli;
 pub mod config;
 mod error;
+pub mod exports;
 pub mod fs;
 #[doc(hidden)]
 pub mod fuzzing;
@@ -49,6 +50,7 @@ use tracing::info;
 
 pub use config::Config;
 pub use error::{Error, nfsstat_from_io, with_causes};
+pub use exports::{Exports, ExportsError, Reloaded};
 
 /// Serves NFSv3, NFSv4.0, MOUNT and portmap GETPORT on an already-bound `listener` until `shutdown`
 /// resolves, recording every call into `registry` (op = procedure, phase `total` for the
@@ -61,24 +63,53 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Error> {
     check_identity(&config)?;
-    let fs = fs::DirFs::open(&config, registry.clone())?;
+    let exports = Exports::open(&config, registry.clone())?;
+    serve_exports(listener, exports, config, registry, shutdown).await
+}
+
+/// [`serve`] with the exports already open (the binary opens them first, to refuse a
+/// bad exports file before binding anything, and reloads them on SIGHUP).
+pub async fn serve_exports(
+    listener: TcpListener,
+    exports: Exports,
+    config: Config,
+    registry: Arc<Registry>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), Error> {
+    let fs = exports;
     let local = listener.local_addr()?;
-    info!(
-        listen = %local,
-        export = %fs.export().display(),
-        read_only = config.read_only,
-        squash = ?config.squash,
-        acts_as_caller = fs.acts_as_caller(),
-        sync = config.sync_writes,
-        "serving NFSv3 and NFSv4.0 (mount with port={p},mountport={p}; v4: -t nfs4 host:/)",
-        p = local.port()
-    );
+    let acts_as_caller = config.act_as_caller && identity::capability().is_ok();
+    match fs.file() {
+        None => info!(
+            listen = %local,
+            export = %config.export.display(),
+            read_only = config.read_only,
+            squash = ?config.squash,
+            acts_as_caller,
+            sync = config.sync_writes,
+            "serving NFSv3 and NFSv4.0 (mount with port={p},mountport={p}; v4: -t nfs4 host:/)",
+            p = local.port()
+        ),
+        Some(file) => {
+            info!(
+                listen = %local,
+                exports = %file.display(),
+                acts_as_caller,
+                sync = config.sync_writes,
+                "serving NFSv3 and NFSv4.0 (mount host:PATH with port={p},mountport={p}; v4: -t nfs4 -o port={p})",
+                p = local.port()
+            );
+            for (path, clients) in fs.list() {
+                info!("export {path} to {}", clients.join(" "));
+            }
+        }
+    }
     let max = config.max_connections.max(1);
     // Never below one whole record, or that record could never be read.
     let budget = oncrpc::Budget::new(config.max_buffer_bytes.max(2 * config.max_record));
     let permits = Arc::new(Semaphore::new(max));
     let (stop_tx, stopping) = watch::channel(false);
-    let nfs = nfs::Dispatcher::new(fs.clone(), registry.clone(), local.port(), config.squash);
+    let nfs = nfs::Dispatcher::new(fs.clone(), registry.clone(), local.port());
     let guard = Arc::new(guard::Guard {
         config: Arc::new(config),
         fs,
@@ -159,18 +190,25 @@ pub async fn serve_metrics(
     Ok(service::metrics::serve(listener, registry, limits, shutdown).await?)
 }
 
-/// Runs the server as the binary does: binds, serves (and metrics), waits for SIGINT or
-/// SIGTERM, then prints the per-procedure summary table.
+/// Runs the server as the binary does: opens the exports (an exports file that cannot
+/// be served is refused before anything is bound), binds, serves (and metrics), reloads
+/// the exports file on SIGHUP, waits for SIGINT or SIGTERM, then prints the
+/// per-procedure summary table.
 pub async fn run(rc: cli::RunConfig) -> Result<(), Error> {
     refuse_squash(&rc.server)?;
     match raise_nofile_limit() {
         Ok(n) => tracing::debug!("open-file limit {n}"),
         Err(e) => tracing::warn!("cannot raise the open-file limit: {e}"),
     }
-    let listener = TcpListener::bind(rc.listen).await?;
+    check_identity(&rc.server)?;
     let registry = Registry::new("rustnfs_nfs");
+    let exports = Exports::open(&rc.server, registry.clone())?;
+    let listener = TcpListener::bind(rc.listen).await?;
     let stop = service::Stop::new();
     stop.on_signal();
+    if exports.file().is_some() {
+        reload_on_hangup(exports.clone())?;
+    }
     let metrics = match rc.metrics {
         Some(addr) => {
             let l = TcpListener::bind(addr).await?;
@@ -183,7 +221,14 @@ pub async fn run(rc: cli::RunConfig) -> Result<(), Error> {
         }
         None => None,
     };
-    let result = serve(listener, rc.server, registry.clone(), stop.stopped()).await;
+    let result = serve_exports(
+        listener,
+        exports,
+        rc.server,
+        registry.clone(),
+        stop.stopped(),
+    )
+    .await;
     // Also when serving failed at start: no signal would come to end the metrics.
     stop.stop();
     if let Some(m) = metrics {
@@ -194,6 +239,33 @@ pub async fn run(rc: cli::RunConfig) -> Result<(), Error> {
         latency::table::render(&registry.snapshot())
     );
     result
+}
+
+/// Reads the exports file again at every SIGHUP (off the runtime's workers: directories
+/// are opened and host names resolved), and serves it — or says in one line why not
+/// and keeps serving the exports it had.
+fn reload_on_hangup(exports: Exports) -> Result<(), Error> {
+    let mut hangups = service::Hangups::install()?;
+    tokio::spawn(async move {
+        loop {
+            hangups.recv().await;
+            let ex = exports.clone();
+            match tokio::task::spawn_blocking(move || ex.reload()).await {
+                Ok(Ok(r)) => info!(
+                    added = ?r.added,
+                    removed = ?r.removed,
+                    changed = ?r.changed,
+                    unchanged = r.unchanged.len(),
+                    "SIGHUP: exports reloaded"
+                ),
+                Ok(Err(e)) => tracing::error!(
+                    "SIGHUP: exports not reloaded, still serving the previous ones: {e}"
+                ),
+                Err(e) => tracing::error!("SIGHUP: the reload failed: {e}"),
+            }
+        }
+    });
+    Ok(())
 }
 
 /// Raises this process's soft open-file limit to its hard limit and returns the new soft

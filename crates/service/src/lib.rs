@@ -4,6 +4,7 @@
 //! # Layout
 //! - [`shutdown`]: [`Stop`], the one stop switch of a server's tasks, and [`signal`]
 //!   (SIGINT or SIGTERM), which [`Stop::on_signal`] turns into a stop.
+//! - [`reload`]: [`Hangups`], SIGHUP, for a server that reads its configuration again.
 //! - [`metrics`]: `/metrics` (Prometheus text) and `/metrics.json` from a [`Source`]
 //!   (a `latency` registry, plus what a server adds), behind a connection cap.
 //! - [`RunConfig`]: what a server binary's `run(config)` takes: the listening address,
@@ -13,11 +14,13 @@
 //! - [`init_logging`]: the `tracing` subscriber a server binary installs.
 
 pub mod metrics;
+pub mod reload;
 pub mod shutdown;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 pub use metrics::Source;
+pub use reload::Hangups;
 pub use shutdown::{Stop, signal};
 
 /// What a server's `run(config)` takes: both servers have this shape.

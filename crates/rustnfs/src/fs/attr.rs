@@ -47,7 +47,6 @@ impl DirFs {
             libc::S_IFIFO => ftype3::NF3FIFO,
             _ => ftype3::NF3REG,
         };
-        let (maj, min) = self.inner.root_dev;
         fattr3 {
             type_,
             mode: st.mode & 0o7777,
@@ -60,7 +59,7 @@ impl DirFs {
                 specdata1: st.rdev.0,
                 specdata2: st.rdev.1,
             },
-            fsid: (u64::from(maj) << 32) | u64::from(min),
+            fsid: self.inner.fsid,
             fileid: st.ino,
             atime: time3(st.atime),
             mtime: time3(st.mtime),

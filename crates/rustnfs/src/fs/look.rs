@@ -53,6 +53,17 @@ impl DirFs {
         (r, post_op_attr::Some(self.fattr(&dst)))
     }
 
+    /// The `(inode, birth time)` of `name` in `dirfh` as the server sees it (a file
+    /// system mounted there included, which `lookup` refuses), after the caller's
+    /// search check: NFSv4 compares it with other exports' roots to cross into them.
+    pub fn child_id(&self, dirfh: &Fh, name: &[u8]) -> NfsResult<(u64, u64)> {
+        let (dir, dst) = self.dir_fd(dirfh)?;
+        self.may_in_dir(&dir, &dst, Access::SEARCH)?;
+        let cname = check_name(name)?;
+        let st = sys::statx(dir.as_fd(), &cname).map_err(io_err)?;
+        Ok((st.ino, st.btime))
+    }
+
     /// A lookup as the server, checking nothing of the caller: MOUNT's walk to the
     /// directory it mounts (kernel nfsd's `rpc.mountd` resolves the path as root too;
     /// every call on the handle it gives is checked).
@@ -91,7 +102,7 @@ impl DirFs {
                 .open_rel(&path, libc::O_PATH | libc::O_DIRECTORY)
                 .map_err(io_err)?;
             let st = sys::fstat(fd.as_fd()).map_err(io_err)?;
-            return Ok((Fh::new(st.ino, st.btime), Some(st)));
+            return Ok((self.fh_of(&st), Some(st)));
         }
         let cname = check_name(name)?;
         let st = sys::statx(dir.as_fd(), &cname).map_err(io_err)?;
@@ -100,7 +111,7 @@ impl DirFs {
             return Err(nfsstat3::NFS3ERR_ACCES);
         }
         self.inner.nodes.insert(st.ino, dst.ino, name);
-        Ok((Fh::new(st.ino, st.btime), Some(st)))
+        Ok((self.fh_of(&st), Some(st)))
     }
 
     /// READ's copy path: appends the payload straight into the reply being built

@@ -47,10 +47,39 @@ fn io_err(e: std::io::Error) -> nfsstat3 {
     nfsstat_from_io(&e)
 }
 
-/// A directory exported over NFSv3. Cheap to clone (shared state behind an `Arc`).
+/// A directory exported over NFS, as seen by one kind of client. Cheap to clone (the
+/// export's state is shared behind an `Arc`); [`DirFs::with_policy`] gives another view
+/// of the same export (the same jail, handles and caches) with other options, as one
+/// export line gives different clients different options.
 #[derive(Clone)]
 pub struct DirFs {
     inner: Arc<Inner>,
+    policy: Policy,
+}
+
+/// Where an export's `fsid` attribute comes from, and how its handle generation is made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FsidSource {
+    /// The root's device, and the generation earlier rustnfs versions gave the one
+    /// export (the one-export shorthand: handles they gave out stay valid). That
+    /// generation mixes the root's inode and birth time so little that two directories
+    /// made together can share it, so exports files use a hash.
+    Device,
+    /// `fsid=` of an exports file.
+    Value(u64),
+    /// The handle generation: stable, and different for two exports on one device (so
+    /// an NFSv4 client sees where one export ends and another begins).
+    Generation,
+}
+
+/// The options of an export that may differ between its clients (exports(5) gives them
+/// per client): read-only, and how callers are squashed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Policy {
+    /// Refuse every change with `NFS3ERR_ROFS`.
+    pub read_only: bool,
+    /// How callers map to the identity they act as.
+    pub squash: crate::identity::Squash,
 }
 
 struct Inner {
@@ -63,10 +92,11 @@ struct Inner {
     export: PathBuf,
     /// Per-export handle generation (from the root's identity): stable across restarts.
     generation: u64,
+    /// The `fsid` every attribute of this export reports (`fsid=` of an exports file, or
+    /// the root's device).
+    fsid: u64,
     nodes: Nodes,
     fds: FdCache,
-    read_only: bool,
-    squash: crate::identity::Squash,
     /// Changes run as the caller (see `identity`): the export asks for it and the
     /// process can. When false the server acts as itself.
     switching: bool,
@@ -97,6 +127,13 @@ impl Loc {
     }
 }
 
+/// splitmix64's finalizer: every input bit reaches every output bit.
+fn mix(mut x: u64) -> u64 {
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
 /// Runs a blocking call (fsync) without stalling the runtime's other tasks.
 fn blocking<R>(f: impl FnOnce() -> R) -> R {
     match tokio::runtime::Handle::try_current() {
@@ -125,13 +162,30 @@ pub fn check_name(name: &[u8]) -> NfsResult<CString> {
 }
 
 impl DirFs {
-    /// Opens `config.export` as the jail root.
+    /// Opens `config.export` as the jail root, with `config`'s read-only and squash.
     pub fn open(config: &Config, registry: Arc<Registry>) -> Result<Self, Error> {
+        let policy = Policy {
+            read_only: config.read_only,
+            squash: config.squash,
+        };
+        Self::open_dir(&config.export, FsidSource::Device, policy, config, registry)
+    }
+
+    /// Opens `dir` as an export's jail root with `policy`, its attributes reporting the
+    /// `fsid` of `fsid`; the server-wide settings (identity switching, device nodes,
+    /// `--sync`, the open-file cache) come from `config`.
+    pub fn open_dir(
+        dir: &Path,
+        fsid: FsidSource,
+        policy: Policy,
+        config: &Config,
+        registry: Arc<Registry>,
+    ) -> Result<Self, Error> {
         let export_err = |source| Error::Export {
-            path: config.export.display().to_string(),
+            path: dir.display().to_string(),
             source,
         };
-        let export = std::fs::canonicalize(&config.export).map_err(export_err)?;
+        let export = std::fs::canonicalize(dir).map_err(export_err)?;
         let path = CString::new(export.as_os_str().as_encoded_bytes())
             .map_err(|_| Error::Config("export path contains NUL".into()))?;
         // SAFETY: a NUL-terminated absolute path.
@@ -147,9 +201,17 @@ impl DirFs {
         // SAFETY: fresh descriptor.
         let root = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
         let st = sys::fstat(root.as_fd()).map_err(export_err)?;
-        let mut generation = st.ino ^ st.btime.rotate_left(17) ^ 0x5255_5354_4e46_5300;
+        let mut generation = match fsid {
+            FsidSource::Device => st.ino ^ st.btime.rotate_left(17) ^ 0x5255_5354_4e46_5300,
+            FsidSource::Value(_) | FsidSource::Generation => {
+                mix(st.ino ^ mix(st.btime ^ 0x5255_5354_4e46_5300))
+            }
+        };
+        // Odd: an even generation is never given (the NFSv4 pseudo-filesystem's is even).
         generation |= 1;
+        let dev_fsid = (u64::from(st.dev.0) << 32) | u64::from(st.dev.1);
         Ok(DirFs {
+            policy,
             inner: Arc::new(Inner {
                 root,
                 root_ino: st.ino,
@@ -157,10 +219,13 @@ impl DirFs {
                 root_dev: st.dev,
                 export,
                 generation,
+                fsid: match fsid {
+                    FsidSource::Device => dev_fsid,
+                    FsidSource::Value(v) => v,
+                    FsidSource::Generation => generation,
+                },
                 nodes: Nodes::new(),
                 fds: FdCache::new(config.fd_cache),
-                read_only: config.read_only,
-                squash: config.squash,
                 switching: config.act_as_caller && crate::identity::capability().is_ok(),
                 allow_device_nodes: config.allow_device_nodes,
                 sync_writes: config.sync_writes,
@@ -175,8 +240,46 @@ impl DirFs {
         self.inner.generation
     }
 
+    /// The `fsid` this export's attributes report.
+    pub fn fsid(&self) -> u64 {
+        self.inner.fsid
+    }
+
+    /// The same export with other per-client options (shares the jail and caches).
+    pub fn with_policy(&self, policy: Policy) -> DirFs {
+        DirFs {
+            inner: self.inner.clone(),
+            policy,
+        }
+    }
+
+    /// This view's per-client options.
+    pub fn policy(&self) -> Policy {
+        self.policy
+    }
+
+    /// Whether `other` is a view of the same export (the same open root).
+    pub fn same_export(&self, other: &DirFs) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// The root's `(inode, birth time)`: where another export's directory is this one's
+    /// root (nested exports), NFSv4 crosses into it.
+    pub fn root_id(&self) -> (u64, u64) {
+        (self.inner.root_ino, self.inner.root_btime)
+    }
+
+    /// The handle of this export's object with this stat's inode and birth time.
+    fn fh_of(&self, st: &Stat) -> Fh {
+        Fh::in_export(self.inner.generation, st.ino, st.btime)
+    }
+
     pub fn root_fh(&self) -> Fh {
-        Fh::new(self.inner.root_ino, self.inner.root_btime)
+        Fh::in_export(
+            self.inner.generation,
+            self.inner.root_ino,
+            self.inner.root_btime,
+        )
     }
 
     /// The export's canonical path.
@@ -254,25 +357,25 @@ impl DirFs {
         crate::identity::current().is_none_or(|c| c.may_read(attr.uid, attr.gid, attr.mode))
     }
 
-    /// Whether every change is refused (`--read-only`).
+    /// Whether every change is refused (`--read-only`, or `ro` for this client).
     pub fn read_only(&self) -> bool {
-        self.inner.read_only
+        self.policy.read_only
     }
 
     /// The wire form of a handle of this export.
     pub fn wire(&self, fh: &Fh) -> nfs3_types::nfs3::nfs_fh3 {
-        fh.to_nfs(self.inner.generation)
+        fh.to_nfs()
     }
 
     /// Decodes a client's handle for this export.
     pub fn decode(&self, data: &[u8]) -> NfsResult<Fh> {
-        Fh::from_wire(self.inner.generation, data)
+        Fh::from_wire_of(self.inner.generation, data)
     }
 
     /// The handle of an object seen in a listing, or `None` for a mount point inside the
     /// export (not part of it: no crossmnt).
     fn handle_of(&self, st: &Stat) -> Option<Fh> {
-        (st.dev == self.inner.root_dev).then(|| Fh::new(st.ino, st.btime))
+        (st.dev == self.inner.root_dev).then(|| self.fh_of(st))
     }
 
     fn matches(fh: &Fh, st: &Stat) -> bool {

@@ -25,7 +25,7 @@ pub const NAME_MAX: u32 = 255;
 
 impl DirFs {
     fn check_writable(&self) -> NfsResult<()> {
-        if self.inner.read_only {
+        if self.policy.read_only {
             Err(nfsstat3::NFS3ERR_ROFS)
         } else {
             Ok(())
@@ -61,7 +61,7 @@ impl DirFs {
         if self.inner.switching {
             return Ok(());
         }
-        if let Squash::All(uid, gid) = self.inner.squash
+        if let Squash::All(uid, gid) = self.policy.squash
             && let Err(e) = sys::lchownat(dir.as_fd(), name, uid, gid)
         {
             if sys::unlinkat(dir.as_fd(), name, false).is_err() {
@@ -76,7 +76,7 @@ impl DirFs {
     fn new_entry(&self, dir: &OwnedFd, dir_ino: u64, name: &CString) -> NfsResult<(Fh, fattr3)> {
         let st = sys::statx(dir.as_fd(), name).map_err(io_err)?;
         self.inner.nodes.insert(st.ino, dir_ino, name.as_bytes());
-        Ok((Fh::new(st.ino, st.btime), self.fattr(&st)))
+        Ok((self.fh_of(&st), self.fattr(&st)))
     }
 
     /// SETATTR. `guard` is the client's expected ctime (`NFS3ERR_NOT_SYNC` if it differs).
@@ -160,7 +160,7 @@ impl DirFs {
         };
         // Acting as the caller, the kernel decides (a squashed caller may not give a file
         // away, as with knfsd); otherwise the requested owner is mapped to the squash one.
-        if let (Squash::All(su, sg), false) = (self.inner.squash, self.inner.switching) {
+        if let (Squash::All(su, sg), false) = (self.policy.squash, self.inner.switching) {
             if uid != u32::MAX {
                 uid = su;
             }

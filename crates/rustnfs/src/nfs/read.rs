@@ -78,11 +78,12 @@ impl Dispatcher {
         let want = a.u32()?;
         a.end()?;
         let t = Instant::now();
-        let r = self.handle(fh).and_then(|fh| self.fs.attr(&fh));
+        let r = self.handle(fh).and_then(|fh| Ok((self.fs.attr(&fh)?, fh)));
         self.vfs("ACCESS", t, &r);
         let res: ACCESS3res = match r {
-            Ok(attr) => {
-                let access = want & allowed(&attr, caller, self.fs.read_only());
+            Ok((attr, fh)) => {
+                // After the export's squashing for this client, and its read-only.
+                let access = want & self.fs.allowed(&fh, &attr, caller);
                 Nfs3Result::Ok(ACCESS3resok {
                     obj_attributes: post_op_attr::Some(attr),
                     access,
@@ -137,7 +138,7 @@ impl Dispatcher {
         {
             Err(s) => fail::<READDIR3resok<'_>, READDIR3resfail>(s),
             Ok(mut it) => {
-                let dir_attributes = post_op_attr::Some(self.fs.fattr(&it.stat));
+                let dir_attributes = post_op_attr::Some(it.attr());
                 let listed = fill(&mut it, count, |e| {
                     let size = 4 + 8 + opaque_size(e.name.len()) + 8;
                     let entry = entry3 {
@@ -182,7 +183,7 @@ impl Dispatcher {
         {
             Err(s) => fail::<READDIRPLUS3resok<'_>, READDIRPLUS3resfail>(s),
             Ok(mut it) => {
-                let dir_attributes = post_op_attr::Some(self.fs.fattr(&it.stat));
+                let dir_attributes = post_op_attr::Some(it.attr());
                 let listed = fill(&mut it, maxcount, |e| {
                     // A READDIRPLUS listing stats every entry it yields, unless the caller
                     // may not search the directory: then names only, as kernel nfsd.

@@ -33,7 +33,8 @@ use std::time::Instant;
 use latency::Registry;
 use parking_lot::Mutex;
 
-use crate::fs::{DirFs, Fh, MAX_IO};
+use crate::exports::Exports;
+use crate::fs::{Fh, MAX_IO};
 use crate::identity::Caller;
 use args::{Op, Refused};
 use proto::{Status, op};
@@ -62,7 +63,8 @@ pub const REPLY_MAX: usize = 2 * MAX_IO as usize + 64 * 1024;
 /// The NFSv4.0 server. Cheap to clone.
 #[derive(Clone)]
 pub struct Nfs4 {
-    fs: DirFs,
+    /// The exports, and the pseudo-filesystem joining them (`crate::exports`).
+    fs: Exports,
     registry: Arc<Registry>,
     state: Arc<Mutex<State>>,
     /// The WRITE/COMMIT verifier (the v3 dispatcher's: this instance's start).
@@ -86,7 +88,8 @@ struct Ctx<'c> {
 }
 
 impl Nfs4 {
-    pub fn new(fs: DirFs, registry: Arc<Registry>, verf: [u8; 8]) -> Self {
+    pub fn new(fs: impl Into<Exports>, registry: Arc<Registry>, verf: [u8; 8]) -> Self {
+        let fs = fs.into();
         // The instance's start in microseconds (wrapping every 71 minutes): two starts
         // within one second still tell their client ids and stateids apart.
         let epoch = (u64::from_be_bytes(verf) / 1_000) as u32;
@@ -276,7 +279,7 @@ impl Nfs4 {
             }
             Op::Getfh => {
                 let fh = cur(cx)?;
-                xdr::opaque(out, &fh.to_wire(self.fs.generation()));
+                xdr::opaque(out, &fh.to_wire());
                 Ok(())
             }
             Op::Savefh => {

@@ -229,10 +229,10 @@ impl Nfs4 {
                     ftype3::NF3LNK => return Err(proto::SYMLINK),
                     _ => return Err(proto::INVAL),
                 }
-                if a.access & ACCESS_WRITE != 0 && self.fs.read_only() {
+                if a.access & ACCESS_WRITE != 0 && self.fs.read_only_at(&fh) {
                     return Err(proto::ROFS);
                 }
-                let ok = crate::nfs::read::allowed(&fa, cx.caller, self.fs.read_only());
+                let ok = self.fs.allowed(&fh, &fa, cx.caller);
                 let need = (if a.access & ACCESS_READ != 0 { 1 } else { 0 })
                     | (if a.access & ACCESS_WRITE != 0 { 4 } else { 0 });
                 if ok & need != need {

@@ -64,7 +64,7 @@ impl Nfs4 {
     fn obj<'a>(&self, attr: &'a fattr3, fh: &Fh) -> Obj<'a> {
         Obj {
             attr,
-            fh: Some(fh.to_wire(self.fs.generation())),
+            fh: Some(fh.to_wire()),
         }
     }
 
@@ -102,7 +102,7 @@ impl Nfs4 {
         let fh = cur(cx)?;
         let a = v3(self.fs.attr(&fh))?;
         let supported = want & 0x3f;
-        let ok = crate::nfs::read::allowed(&a, cx.caller, self.fs.read_only());
+        let ok = self.fs.allowed(&fh, &a, cx.caller);
         xdr::u32(out, supported);
         xdr::u32(out, supported & ok);
         Ok(())
@@ -225,7 +225,6 @@ impl Nfs4 {
         let mut it = v3(self.fs.dir_iter(&fh, cookie, true))?;
         let base = out.len();
         xdr::fixed(out, &[0u8; 8]);
-        let generation = self.fs.generation();
         let mut entries = 0usize;
         let mut eof = true;
         let mut ent = Vec::with_capacity(512);
@@ -252,7 +251,7 @@ impl Nfs4 {
             xdr::opaque(&mut ent, &e.name);
             let obj = Obj {
                 attr: &a,
-                fh: efh.map(|f| f.to_wire(generation)),
+                fh: efh.map(|f| f.to_wire()),
             };
             attr::encode(&mut ent, want, &obj, || self.fs.fsstat(&fh).ok());
             // The reply's size as maxcount counts it: verifier, entries, the list's end
