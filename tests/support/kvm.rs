@@ -25,6 +25,9 @@ pub const BATTERY: &str = include_str!("battery.sh");
 const INIT: &str = include_str!("vm-init.sh");
 /// The fcntl lock helper (busybox has no fcntl-lock tool), built statically.
 const LOCKHOLD: &str = include_str!("lockhold.c");
+/// Scripts a test runs instead of the battery (`Vm::run_script`), by name: the VM's
+/// `/init` runs `/NAME.sh` when the kernel command line says `servelab_script=NAME`.
+const SCRIPTS: &[(&str, &str)] = &[("exports", include_str!("vm-exports.sh"))];
 /// The NFSv3 and NFSv4 clients and what they need, in the order the battery needs
 /// them; their dependencies (from `modules.dep`) are loaded first whatever this order
 /// says. `nfsv4` needs `dns_resolver` (`modinfo -F depends nfsv4`).
@@ -132,6 +135,29 @@ impl Vm {
              servelab_path={} servelab_entries={dir_entries} servelab_vers={}",
             mount.nfs_port, mount.mount_port, mount.path, mount.vers
         );
+        self.boot(&append, timeout)
+    }
+
+    /// Boots the VM to run script `name` of [`SCRIPTS`] (after the modules and the
+    /// network are up) with `params` as `servelab_KEY=VALUE` on the kernel command line
+    /// (no spaces in values); returns the console as [`Vm::run_battery`] does.
+    pub fn run_script(&self, name: &str, params: &[(&str, String)], timeout: Duration) -> VmRun {
+        assert!(
+            SCRIPTS.iter().any(|(n, _)| *n == name),
+            "no VM script {name}"
+        );
+        let mut append = format!("console=ttyS0 quiet panic=-1 servelab_script={name}");
+        for (k, v) in params {
+            assert!(
+                !v.contains(char::is_whitespace),
+                "{k}={v}: a space in a value"
+            );
+            append.push_str(&format!(" servelab_{k}={v}"));
+        }
+        self.boot(&append, timeout)
+    }
+
+    fn boot(&self, append: &str, timeout: Duration) -> VmRun {
         // KVM is opt-in: a /dev/kvm that opens is no proof that guests run (on this
         // machine qemu -accel kvm hangs before the kernel starts).
         let accel = std::env::var("SERVELAB_QEMU_ACCEL").unwrap_or_else(|_| "tcg".into());
@@ -149,7 +175,7 @@ impl Vm {
                 .arg("-initrd")
                 .arg(&self.initramfs)
                 .arg("-append")
-                .arg(&append)
+                .arg(append)
                 .args(["-netdev", "user,id=n0", "-device", "e1000,netdev=n0"])
                 .stdin(Stdio::null())
                 .stdout(out_file.reopen().unwrap())
@@ -442,7 +468,7 @@ fn build_initramfs(kernel: &Kernel) -> Result<PathBuf, String> {
     let order = load_order(&deps)?;
     let busybox_meta = std::fs::metadata(BUSYBOX).map_err(|e| format!("{BUSYBOX}: {e}"))?;
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    (INIT, BATTERY, LOCKHOLD, &order, busybox_meta.len()).hash(&mut h);
+    (INIT, BATTERY, LOCKHOLD, SCRIPTS, &order, busybox_meta.len()).hash(&mut h);
     busybox_meta.modified().ok().hash(&mut h);
     let cache = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join("kernel-vm")
@@ -503,6 +529,10 @@ fn build_initramfs(kernel: &Kernel) -> Result<PathBuf, String> {
     }
     std::fs::write(root.join("modules.order"), names).map_err(|e| io("modules.order", e))?;
     std::fs::write(root.join("battery.sh"), BATTERY).map_err(|e| io("battery.sh", e))?;
+    for (name, text) in SCRIPTS {
+        let file = format!("{name}.sh");
+        std::fs::write(root.join(&file), text).map_err(|e| io(&file, e))?;
+    }
     let src = stage.path().join("lockhold.c");
     std::fs::write(&src, LOCKHOLD).map_err(|e| io("lockhold.c", e))?;
     common::run_ok(

@@ -82,6 +82,18 @@ pub struct Args {
     /// Close a connection that sends nothing for this many seconds.
     #[arg(long, env = "RUSTNFS_IDLE_TIMEOUT", default_value_t = 300)]
     pub idle_timeout: u64,
+    /// Register NFS (v3, v4) and MOUNT (v3) on this server's port with the host's
+    /// rpcbind (its local socket, /run/rpcbind.sock), as NFS-Ganesha does: then
+    /// `showmount -e HOST` lists the exports and clients mount without port= and
+    /// mountport=. Fails to start when another NFS server holds them.
+    #[arg(long, env = "RUSTNFS_RPCBIND", default_value = "false", num_args = 0..=1,
+          default_missing_value = "true", value_parser = parse_bool)]
+    pub rpcbind: bool,
+    /// Do not serve: print the export list of the server at HOST[:PORT] (MOUNT's
+    /// EXPORT on the NFS port, no rpcbind needed; port 2049 when none is given; the
+    /// --listen address when no HOST is), as `showmount -e` prints it.
+    #[arg(long, value_name = "HOST[:PORT]", num_args = 0..=1, default_missing_value = "")]
+    pub showmount: Option<String>,
     /// Do not serve: send an RPC NULL call to NFSv3 on the --listen address (0.0.0.0 /
     /// [::] → loopback), print one line, exit 0 when it is accepted within 3 s, else 1.
     /// For container health checks (`HEALTHCHECK CMD ["/rustnfs", "--healthcheck"]`).
@@ -206,6 +218,7 @@ impl Args {
         server.allow_device_nodes = self.allow_device_nodes;
         server.allow_auth_none = self.allow_auth_none;
         server.sync_writes = self.sync;
+        server.register_rpcbind = self.rpcbind;
         server.max_connections = self.max_connections;
         if self.max_buffer_bytes < 2 << 20 {
             return Err(Error::Config(format!(
@@ -246,6 +259,17 @@ impl Args {
     pub fn run(self) -> Result<(), Error> {
         if self.healthcheck {
             return self.healthcheck();
+        }
+        if let Some(target) = &self.showmount {
+            let addr = crate::showmount::target(target, self.listen)?;
+            let list = crate::showmount::list(addr)?;
+            let host = if target.is_empty() {
+                addr.to_string()
+            } else {
+                target.clone()
+            };
+            print!("{}", crate::showmount::render(&host, &list));
+            return Ok(());
         }
         let config = self.into_run_config()?;
         let rt = tokio::runtime::Builder::new_multi_thread()

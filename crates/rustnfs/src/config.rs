@@ -41,6 +41,9 @@ pub struct Config {
     /// the client asked; otherwise UNSTABLE writes are answered from the page cache and
     /// made stable by COMMIT (RFC 1813 §3.3.7).
     pub sync_writes: bool,
+    /// `--rpcbind`: register NFS and MOUNT with the host's rpcbind while serving (the
+    /// binary's `run`; `serve` registers nothing).
+    pub register_rpcbind: bool,
     /// Connections served at once; at the cap the oldest idle one is closed to make
     /// room, and a newcomer is closed at accept only when none is idle.
     pub max_connections: usize,
@@ -74,6 +77,7 @@ impl Config {
             allow_device_nodes: false,
             allow_auth_none: false,
             sync_writes: false,
+            register_rpcbind: false,
             max_connections: 4096,
             idle_timeout: Duration::from_secs(300),
             request_timeout: Duration::from_secs(30),

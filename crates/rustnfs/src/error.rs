@@ -26,6 +26,10 @@ pub enum Error {
     /// An exports file that cannot be served (its own message names file and line).
     #[error(transparent)]
     Exports(#[from] crate::exports::ExportsError),
+    #[error(transparent)]
+    Rpcbind(#[from] crate::rpcbind::RpcbindError),
+    #[error(transparent)]
+    Showmount(#[from] crate::showmount::ShowmountError),
     #[error("I/O error")]
     Io(#[from] io::Error),
     /// `--healthcheck` found the server not answering.

@@ -1,5 +1,5 @@
-//! rustnfs: an instrumented userspace NFSv3 and NFSv4.0 server that exports a real
-//! directory.
+//! rustnfs: an instrumented userspace NFSv3 and NFSv4.0 server that exports real
+//! directories (one, or an exports(5) file's).
 //!
 //! # Layout
 //! - [`config`]: the validated [`Config`] and parsing of its user-facing spellings.
@@ -14,7 +14,12 @@
 //!   locks (leases; no grace period, no delegations).
 //! - [`fs`]: the exported directory — a jail resolved beneath fds, with restart-stable
 //!   handles and an open-file LRU.
+//! - [`exports`]: what is exported to whom (`--export`, or an exports(5) file), and the
+//!   one door every protocol reaches an export's files through (handles name their
+//!   export; NFSv4's pseudo-filesystem joins the exports).
 //! - [`health`]: `--healthcheck`, an RPC NULL call to the running server.
+//! - [`rpcbind`]: `--rpcbind`, registering with the host's rpcbind; [`showmount`]:
+//!   `--showmount`, a server's export list (`rpcclient`: their blocking RPC client).
 //! - [`identity`]: acting as the caller — squashing, and the per-thread file-system
 //!   identity each change runs with.
 //! - [`rpc`]: this server's programs, procedure names and reply status labels (the wire
@@ -39,6 +44,9 @@ pub mod identity;
 mod nfs;
 mod nfs4;
 pub mod rpc;
+pub mod rpcbind;
+mod rpcclient;
+pub mod showmount;
 mod sys;
 
 use std::sync::Arc;
@@ -99,8 +107,8 @@ pub async fn serve_exports(
                 "serving NFSv3 and NFSv4.0 (mount host:PATH with port={p},mountport={p}; v4: -t nfs4 -o port={p})",
                 p = local.port()
             );
-            for (path, clients) in fs.list() {
-                info!("export {path} to {}", clients.join(" "));
+            for line in fs.describe() {
+                info!("export {line}");
             }
         }
     }
@@ -209,6 +217,18 @@ pub async fn run(rc: cli::RunConfig) -> Result<(), Error> {
     if exports.file().is_some() {
         reload_on_hangup(exports.clone())?;
     }
+    let registered = if rc.server.register_rpcbind {
+        let at = listener.local_addr()?;
+        let socket = std::path::Path::new(rpcbind::SOCKET);
+        let reg = tokio::task::block_in_place(|| rpcbind::register(socket, at))?;
+        info!(
+            "registered NFS v3, v4 and MOUNT v3 on port {} with rpcbind",
+            at.port()
+        );
+        Some(reg)
+    } else {
+        None
+    };
     let metrics = match rc.metrics {
         Some(addr) => {
             let l = TcpListener::bind(addr).await?;
@@ -231,6 +251,11 @@ pub async fn run(rc: cli::RunConfig) -> Result<(), Error> {
     .await;
     // Also when serving failed at start: no signal would come to end the metrics.
     stop.stop();
+    if let Some(reg) = registered
+        && let Err(e) = tokio::task::block_in_place(|| reg.remove())
+    {
+        tracing::warn!("{}", with_causes(&e));
+    }
     if let Some(m) = metrics {
         let _ = m.await;
     }
@@ -251,13 +276,18 @@ fn reload_on_hangup(exports: Exports) -> Result<(), Error> {
             hangups.recv().await;
             let ex = exports.clone();
             match tokio::task::spawn_blocking(move || ex.reload()).await {
-                Ok(Ok(r)) => info!(
-                    added = ?r.added,
-                    removed = ?r.removed,
-                    changed = ?r.changed,
-                    unchanged = r.unchanged.len(),
-                    "SIGHUP: exports reloaded"
-                ),
+                Ok(Ok(r)) => {
+                    info!(
+                        added = ?r.added,
+                        removed = ?r.removed,
+                        changed = ?r.changed,
+                        unchanged = r.unchanged.len(),
+                        "SIGHUP: exports reloaded"
+                    );
+                    for line in exports.describe() {
+                        info!("export {line}");
+                    }
+                }
                 Ok(Err(e)) => tracing::error!(
                     "SIGHUP: exports not reloaded, still serving the previous ones: {e}"
                 ),

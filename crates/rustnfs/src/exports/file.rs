@@ -212,6 +212,24 @@ pub struct Options {
     pub readdirplus: bool,
 }
 
+/// As exports(5) writes them (what the server says it serves, at start and reload).
+impl fmt::Display for Options {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.read_only { "ro" } else { "rw" })?;
+        match self.squash {
+            Squash::None => f.write_str(",no_root_squash")?,
+            Squash::Root => f.write_str(",root_squash")?,
+            Squash::RootTo(u, g) => write!(f, ",root_squash,anonuid={u},anongid={g}")?,
+            Squash::All(u, g) => write!(f, ",all_squash,anonuid={u},anongid={g}")?,
+        }
+        f.write_str(if self.secure { ",secure" } else { ",insecure" })?;
+        if !self.readdirplus {
+            f.write_str(",nordirplus")?;
+        }
+        Ok(())
+    }
+}
+
 /// One client entry of a line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Client {

@@ -170,6 +170,24 @@ impl Exports {
         self.table().list()
     }
 
+    /// Each export as served: its path and its clients with every option in effect
+    /// (`/srv/a 10.0.0.0/8(rw,root_squash,insecure)`), for the server's log.
+    pub fn describe(&self) -> Vec<String> {
+        self.table()
+            .exports
+            .iter()
+            .map(|e| {
+                let clients: Vec<String> = e
+                    .line
+                    .clients
+                    .iter()
+                    .map(|c| format!("{}({})", c.text, c.options))
+                    .collect();
+                format!("{} {}", e.line.path, clients.join(" "))
+            })
+            .collect()
+    }
+
     /// Reads the exports file again and serves it, or keeps serving the old table and
     /// returns why not (one line: file, line, what is wrong).
     pub fn reload(&self) -> Result<Reloaded, ExportsError> {
