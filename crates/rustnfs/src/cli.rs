@@ -89,7 +89,7 @@ pub struct Args {
     #[arg(long, env = "RUSTNFS_RPCBIND", default_value = "false", num_args = 0..=1,
           default_missing_value = "true", value_parser = parse_bool)]
     pub rpcbind: bool,
-    /// Do not serve: print the export list of the server at HOST[:PORT] (MOUNT's
+    /// Do not serve: print the export list of the server at `HOST[:PORT]` (MOUNT's
     /// EXPORT on the NFS port, no rpcbind needed; port 2049 when none is given; the
     /// --listen address when no HOST is), as `showmount -e` prints it.
     #[arg(long, value_name = "HOST[:PORT]", num_args = 0..=1, default_missing_value = "")]
@@ -142,8 +142,9 @@ impl Args {
             if flags.is_empty() {
                 return Ok(Exported::File(file.to_path_buf()));
             }
+            let verb = if flags.len() == 1 { "applies" } else { "apply" };
             Err(Error::Config(format!(
-                "{} only apply to one --export directory, and {how}: give each export's options in the file (ro, rw, root_squash, no_root_squash, all_squash, anonuid=, anongid=), or name the directory with --export (SHARED_DIRECTORY)",
+                "{} {verb} only to one --export directory, and {how}: give each export's options in the file (ro, rw, root_squash, no_root_squash, all_squash, anonuid=, anongid=), or name the directory with --export (SHARED_DIRECTORY)",
                 flags.join(", "),
             )))
         };
@@ -158,7 +159,16 @@ impl Args {
                 file,
                 &format!("the exports come from --exports {}", file.display()),
             ),
-            (None, Some(dir)) => Ok(Exported::One(dir.clone())),
+            (None, Some(dir)) => {
+                if etc_exports.exists() {
+                    tracing::warn!(
+                        "--export {} (SHARED_DIRECTORY) names the export: {} is not read",
+                        dir.display(),
+                        etc_exports.display()
+                    );
+                }
+                Ok(Exported::One(dir.clone()))
+            }
             (None, None) if etc_exports.exists() => with_file(
                 etc_exports,
                 &format!(
@@ -401,7 +411,7 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(
-            e.contains("--read-only (READ_ONLY), --allow (PERMITTED) only apply to one --export directory, and the exports come from --exports"),
+            e.contains("--read-only (READ_ONLY), --allow (PERMITTED) apply only to one --export directory, and the exports come from --exports"),
             "{e}"
         );
         assert!(
@@ -409,6 +419,6 @@ mod tests {
             "{e}"
         );
         let e = rc(&["--squash", "1:1"], &file).unwrap_err().to_string();
-        assert!(e.contains("--squash (SQUASH) only apply to one --export directory, and with neither --export nor --exports the exports come from"), "{e}");
+        assert!(e.contains("--squash (SQUASH) applies only to one --export directory, and with neither --export nor --exports the exports come from"), "{e}");
     }
 }

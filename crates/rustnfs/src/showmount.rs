@@ -39,7 +39,7 @@ pub enum ShowmountError {
 pub type Listed = (String, Vec<String>);
 
 /// The address `--showmount` asks: `target` (`HOST`, `HOST:PORT`, `[V6]:PORT`), or the
-/// server at `listen` when empty (0.0.0.0 and [::] on loopback).
+/// server at `listen` when empty (`0.0.0.0` and `[::]` on loopback).
 pub fn target(text: &str, listen: SocketAddr) -> Result<SocketAddr, ShowmountError> {
     if text.is_empty() {
         return Ok(crate::health::probe_addr(listen));

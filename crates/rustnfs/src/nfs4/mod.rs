@@ -1,7 +1,8 @@
 //! NFSv4.0 (RFC 7530) beside NFSv3, on the same port: program 100003 version 4, NULL and
-//! COMPOUND. The export is the pseudo-root `/` (so `mount -t nfs4 host:/ /mnt` mounts
-//! it), served by the same [`DirFs`] — the same jail, handles, identity switching and
-//! root squash — and reached through the same front door (`crate::guard`: allowlist,
+//! COMPOUND. The root is the `--export` directory (so `mount -t nfs4 host:/ /mnt`
+//! mounts it), or an exports file's `fsid=0` export or pseudo-filesystem, served through
+//! the same [`Exports`] as v3 — the same jails, handles, identity switching and
+//! squashing — and reached through the same front door (`crate::guard`: allowlist,
 //! byte budget, bounded records), which hands version-4 calls to the dispatcher
 //! (`crate::nfs`), which enters the caller's `identity::Scope` and calls [`Nfs4::call`].
 //!

@@ -260,3 +260,30 @@ fn every_option_is_known_once() {
     assert_eq!(support("anonuid"), None);
     assert!(matches!(support("async"), Some(Support::Refused(_))));
 }
+
+/// The README's example file (its ```exports block) loads as written, and the README's
+/// table names every option this parser knows.
+#[test]
+fn the_readme_example_parses_and_its_table_lists_every_option() {
+    let readme = include_str!("../../../README.md");
+    let block = readme
+        .split("```exports\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the README has an ```exports block");
+    let lines = read(block).unwrap_or_else(|e| panic!("the README's example: {e}"));
+    assert_eq!(lines.len(), 4);
+    assert_eq!(lines[0].fsid, Some(Fsid::Root));
+    assert_eq!(lines[2].clients.len(), 2, "a continued line");
+    assert_eq!(lines[2].clients[0].options.squash, Squash::All(1000, 1000));
+    let table = readme
+        .split("| option | what rustnfs does |")
+        .nth(1)
+        .expect("the README's options table");
+    for (name, _) in OPTIONS {
+        assert!(
+            table.contains(&format!("`{name}")),
+            "{name} is not in the README's table"
+        );
+    }
+}
