@@ -55,12 +55,7 @@ impl Exports {
                 Err(nfsstat3::NFS3ERR_STALE)
             };
         }
-        let export = table.by_handle(fh).ok_or_else(|| unknown(table, fh))?;
-        let index = table
-            .exports
-            .iter()
-            .position(|e| Arc::ptr_eq(e, export))
-            .unwrap_or(0);
+        let (index, export) = table.by_handle(fh).ok_or_else(|| unknown(table, fh))?;
         enter(export, index).map(At::Export)
     }
 
@@ -307,7 +302,7 @@ impl Exports {
 
     /// Records a sendfile READ's file-system phase into the export's registry.
     pub fn record_read(&self, fh: &Fh, start: Instant, r: Result<u64, nfsstat3>) {
-        if let Some(e) = self.table().by_handle(fh) {
+        if let Some((_, e)) = self.table().by_handle(fh) {
             e.fs.record_read(start, r);
         }
     }

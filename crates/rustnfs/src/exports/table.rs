@@ -228,11 +228,11 @@ impl Table {
         }
     }
 
-    /// The export a handle belongs to.
-    pub fn by_handle(&self, fh: &Fh) -> Option<&Arc<Export>> {
+    /// The export a handle belongs to, and its index.
+    pub fn by_handle(&self, fh: &Fh) -> Option<(usize, &Arc<Export>)> {
         self.by_generation
             .get(&fh.generation())
-            .map(|&i| &self.exports[i])
+            .map(|&i| (i, &self.exports[i]))
     }
 
     /// The export whose root has this `(inode, birth time)`.

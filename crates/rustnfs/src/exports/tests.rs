@@ -321,6 +321,13 @@ fn a_reload_keeps_what_did_not_change_and_refuses_a_bad_file_whole() {
     let before = ex.table();
     // Remove b; make c read-only.
     fx.write("{a} 10.0.0.0/8(rw) 10.1.2.3(ro)\n{c} 192.168.0.0/16(ro,secure)\n");
+    // Another server reading the same file (a restart) gives the same handles.
+    let restarted = fx.open().unwrap();
+    assert_eq!(restarted.mount(fx.path("a").as_bytes()).ok(), Some(root_a));
+    assert!(
+        restarted.attr(&file_a).is_ok(),
+        "a handle from before the restart"
+    );
     let r = ex.reload().unwrap();
     assert_eq!(
         r,
