@@ -514,6 +514,7 @@ fn swarm_readme_block_runs_as_written_scales_to_three_replicas_and_merges_every_
     let subst = |block: &str| {
         block
             .replace("/srv/lab", &lab.display().to_string())
+            .replace("namespace=lab", &format!("namespace={stack}"))
             .replace("lab_", &format!("{stack}_"))
             .replace(" lab\n", &format!(" {stack}\n"))
             .replace(" lab ", &format!(" {stack} "))
@@ -640,6 +641,25 @@ fn swarm_readme_block_runs_as_written_scales_to_three_replicas_and_merges_every_
         "FIGURE swarm (README block, dnsrr): {loadgens} loadgen tasks x {per_task} requests of \
          testfile.bin against 3 httpd replicas merged to {requests} requests, {:.0} req/s",
         v["requests_per_second"].as_f64().unwrap_or(0.0)
+    );
+
+    // The README's teardown removes the stack and what its setup made (issue 35 §2: the
+    // data and results directory stayed behind).
+    let out = run(Command::new("bash")
+        .args(["-euo", "pipefail", "-c"])
+        .arg(subst(&blocks[2]))
+        .current_dir(repo()));
+    assert!(out.status.success(), "the teardown block failed: {out:?}");
+    assert!(!lab.exists(), "the teardown block left {}", lab.display());
+    let left = run_text(&mut docker(&[
+        "ps",
+        "-aq",
+        "--filter",
+        &format!("label=com.docker.stack.namespace={stack}"),
+    ]));
+    assert!(
+        left.is_empty(),
+        "the stack's containers are still there: {left}"
     );
 }
 

@@ -376,3 +376,102 @@ fn blocks_and_markers_are_parsed_as_written() {
     assert_eq!(text, "cargo build -p x && ls target/debug/x");
     assert_eq!(applied.len(), 2);
 }
+
+/// Issue 35 §2: the examples in scripts/test's header, run as written against a `cargo`
+/// that only records its arguments. Arguments after `--` reach the test harnesses only:
+/// no invocation that can run the criterion benches (which refuse libtest's options, and
+/// made `scripts/test -- --test-threads=2` exit 101) carries them; arguments before it
+/// reach every invocation.
+#[test]
+fn scripts_test_gives_harness_arguments_to_the_harnesses_only() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let script = std::fs::read_to_string(repo.join("scripts/test")).unwrap();
+    let examples: Vec<&str> = script
+        .lines()
+        .filter_map(|l| l.strip_prefix("#   "))
+        .filter_map(|l| l.split(" # ").next())
+        .map(str::trim)
+        .filter(|l| l.contains("scripts/test"))
+        .collect();
+    assert!(
+        examples.iter().any(|e| e.contains(" -- ")),
+        "the header shows harness arguments: {examples:?}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("calls");
+    let fake = dir.path().join("cargo");
+    std::fs::write(
+        &fake,
+        format!("#!/bin/sh\necho \"$*\" >> '{}'\n", log.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        dir.path().display(),
+        std::env::var("PATH").unwrap()
+    );
+    for example in examples {
+        let _ = std::fs::remove_file(&log);
+        let words: Vec<&str> = example.split_whitespace().collect();
+        // Leading NAME=VALUE words are the environment, as in a shell.
+        let n_env = words.iter().take_while(|w| w.contains('=')).count();
+        let (env, rest) = words.split_at(n_env);
+        let mut cmd = Command::new("bash");
+        cmd.arg(repo.join(rest[0])).args(&rest[1..]);
+        for kv in env {
+            let (k, v) = kv.split_once('=').unwrap();
+            cmd.env(k, v);
+        }
+        // Never install packages here, whoever runs the tests.
+        let out = cmd
+            .env("INSTALL", "0")
+            .env("PATH", &path)
+            .env("SERVELAB_SKIP_LOG", dir.path().join("skips"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{example}: {out:?}");
+        let calls = std::fs::read_to_string(&log).unwrap();
+        let harness: Vec<&str> = match example.split_once(" -- ") {
+            Some((_, h)) => h.split_whitespace().collect(),
+            None => Vec::new(),
+        };
+        let before: Vec<&str> = rest[1..]
+            .iter()
+            .take_while(|w| **w != "--")
+            .copied()
+            .collect();
+        for call in calls.lines() {
+            assert!(call.starts_with("test --workspace"), "{example}: {call}");
+            for w in &before {
+                assert!(
+                    call.split_whitespace().any(|c| c == *w),
+                    "{example}: {call}"
+                );
+            }
+            let selects = ["--lib", "--bins", "--test", "--doc"];
+            let runs_benches = call.contains("--benches")
+                || !call.split_whitespace().any(|c| selects.contains(&c));
+            if runs_benches && !harness.is_empty() {
+                assert!(
+                    !harness.iter().any(|h| call.contains(h)),
+                    "{example}: the benches get {harness:?}: {call}"
+                );
+            }
+        }
+        if !harness.is_empty() {
+            let libtest = calls.lines().filter(|c| c.contains("--lib"));
+            assert!(
+                libtest.clone().count() == 1
+                    && libtest
+                        .clone()
+                        .all(|c| harness.iter().all(|h| c.contains(h))),
+                "{example}: the unit and integration tests do not get {harness:?}:\n{calls}"
+            );
+            assert!(
+                calls.lines().any(|c| c.contains("--benches")),
+                "{example}: the benches no longer run:\n{calls}"
+            );
+        }
+    }
+}

@@ -1103,7 +1103,9 @@ fn nfs_unreachable_at_start_is_a_clear_error() {
             async {},
         ))
         .unwrap_err();
-    assert!(err.to_string().contains("unreachable"), "{err}");
+    let line = httpd::Chain(&err).to_string();
+    assert!(line.starts_with("--nfs nfs://"), "{line}");
+    assert!(line.contains("unreachable"), "{line}");
 }
 
 // ---- start-up errors (the built binaries) ------------------------------------------------
@@ -1247,6 +1249,26 @@ fn start_up_errors_name_the_flag_and_the_thing() {
         quick,
     );
     assert_eq!(line, format!("servelab: {}", in_use("--listen")));
+    // Issue 35 §1: `servelab rustnfs` said "I/O error: Address already in use (os error
+    // 98)", naming neither the flag nor the address.
+    for flag in ["--listen", "--metrics"] {
+        let other = if flag == "--listen" {
+            "--metrics"
+        } else {
+            "--listen"
+        };
+        let args = [
+            "rustnfs",
+            "--export",
+            &root,
+            flag,
+            &busy,
+            other,
+            "127.0.0.1:0",
+        ];
+        let line = start_up_error(&servelab, &args, quick);
+        assert_eq!(line, format!("servelab: {}", in_use(flag)));
+    }
     drop(taken);
 }
 
@@ -1395,4 +1417,202 @@ fn env_vars_configure_every_flag_the_image_uses() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a boolean"));
+}
+
+// ---- the server's own counts (the built binary) -------------------------------------------
+
+/// One HTTP/1.1 exchange on `s`: sends `request`, reads the head and exactly the body its
+/// Content-Length announces (none for HEAD); returns the status.
+fn exchange_whole(s: &mut TcpStream, request: &str, head_only: bool) -> u16 {
+    s.write_all(request.as_bytes()).unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        s.read_exact(&mut byte).unwrap();
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8(head).unwrap();
+    let status: u16 = head[9..12].parse().unwrap();
+    let len: u64 = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("content-length")
+                .then(|| v.trim().parse().unwrap())
+        })
+        .unwrap_or(0);
+    if !head_only {
+        let got = std::io::copy(&mut (&mut *s).take(len), &mut std::io::sink()).unwrap();
+        assert_eq!(got, len, "{request:?}: body cut short");
+    }
+    status
+}
+
+/// Sends the requests of one round — whole large, mid-sized and small files, a single
+/// and a multipart range, a HEAD, a 404 — on one keep-alive connection or a connection
+/// each (`Connection: close`), reading every body whole; counts the statuses received.
+fn one_round(addr: SocketAddr, keep_alive: bool) -> std::collections::BTreeMap<u16, u64> {
+    let requests: [(&str, &str, &str); 10] = [
+        ("GET", "/testfile.bin", ""),
+        ("GET", "/testfile.bin", ""),
+        ("GET", "/mid.bin", ""),
+        ("GET", "/mid.bin", ""),
+        ("GET", "/small.bin", ""),
+        ("GET", "/testfile.bin", "Range: bytes=100-3000000\r\n"),
+        (
+            "GET",
+            "/testfile.bin",
+            "Range: bytes=0-9,5000000-5000099\r\n",
+        ),
+        ("GET", "/mid.bin", "Range: bytes=0-9,100-199\r\n"),
+        ("HEAD", "/testfile.bin", ""),
+        ("GET", "/missing", ""),
+    ];
+    let mut got = std::collections::BTreeMap::new();
+    let mut conn = None;
+    for (method, path, extra) in requests {
+        let close = if keep_alive {
+            ""
+        } else {
+            "Connection: close\r\n"
+        };
+        let req = format!("{method} {path} HTTP/1.1\r\nHost: t\r\n{extra}{close}\r\n");
+        if !keep_alive || conn.is_none() {
+            conn = Some(TcpStream::connect(addr).unwrap());
+        }
+        let s = conn.as_mut().unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        *got.entry(exchange_whole(s, &req, method == "HEAD"))
+            .or_default() += 1;
+        if !keep_alive {
+            // The server closes after its answer.
+            let mut rest = Vec::new();
+            s.read_to_end(&mut rest).unwrap();
+            assert!(rest.is_empty(), "{req:?}: bytes after the body");
+        }
+    }
+    got
+}
+
+/// Requests counted per status in `httpd_request_duration_seconds_count` lines of the
+/// `total` phase (Prometheus text).
+fn metric_statuses(text: &str) -> std::collections::BTreeMap<u16, u64> {
+    let mut out = std::collections::BTreeMap::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("httpd_request_duration_seconds_count{")
+            && rest.contains("phase=\"total\"")
+        {
+            let status = rest.split("status=\"").nth(1).unwrap()[..3]
+                .parse()
+                .unwrap();
+            let n: u64 = rest.rsplit(' ').next().unwrap().parse().unwrap();
+            *out.entry(status).or_default() += n;
+        }
+    }
+    out
+}
+
+/// Requests counted per status in the `total` rows of the table httpd prints at exit.
+fn table_statuses(text: &str) -> std::collections::BTreeMap<u16, u64> {
+    let mut out = std::collections::BTreeMap::new();
+    for line in text.lines() {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        // op (one or two words), phase, status, count, ...
+        if let Some(i) = cols.iter().position(|c| *c == "total")
+            && let (Some(s), Some(n)) = (cols.get(i + 1), cols.get(i + 2))
+            && let (Ok(s), Ok(n)) = (s.parse::<u16>(), n.parse::<u64>())
+        {
+            *out.entry(s).or_default() += n;
+        }
+    }
+    out
+}
+
+/// Issue 35 §1: what httpd counts per status — in /metrics and in the table it prints at
+/// exit — is what its clients received, for each backend and for keep-alive and
+/// one-request connections, and a download its client left is 499. Before, a streamed body whose last READ went out as one frame
+/// (most NFS downloads: 98 of 100 in the README's tour), and every multipart range, were
+/// counted 499 though the client had every byte.
+#[test]
+fn status_counts_equal_what_clients_received() {
+    let (dir, www) = dataset();
+    std::fs::write(www.join("large.bin"), vec![7u8; 64 << 20]).unwrap();
+    let nfsd = common::Nfsd::exporting(&www).unwrap();
+    let bin = common::workspace_bin("httpd", "httpd");
+    let backends: [(&str, Vec<String>); 3] = [
+        (
+            "local, sendfile",
+            vec!["--root".into(), www.display().to_string()],
+        ),
+        (
+            "local, read + write",
+            vec![
+                "--root".into(),
+                www.display().to_string(),
+                "--no-sendfile".into(),
+            ],
+        ),
+        ("nfs", vec!["--nfs".into(), nfsd.export_url()]),
+    ];
+    for (name, args) in backends {
+        let (port, metrics) = (common::free_port(), common::free_port());
+        let (addr, maddr): (SocketAddr, SocketAddr) = (
+            format!("127.0.0.1:{port}").parse().unwrap(),
+            format!("127.0.0.1:{metrics}").parse().unwrap(),
+        );
+        let log = dir.path().join(format!("httpd-{port}.log"));
+        let mut child = lab::process::Supervised::spawn(
+            "httpd",
+            Command::new(&bin)
+                .args(&args)
+                .args([
+                    "--listen",
+                    &addr.to_string(),
+                    "--metrics",
+                    &maddr.to_string(),
+                ])
+                .env_remove("RUST_LOG")
+                .stdout(std::process::Stdio::null())
+                .stderr(std::fs::File::create(&log).unwrap()),
+            Some(&log),
+        )
+        .unwrap();
+        child
+            .wait_ready(&[addr, maddr], Duration::from_secs(20))
+            .unwrap();
+        let mut received = std::collections::BTreeMap::new();
+        for keep_alive in [true, false] {
+            for (status, n) in one_round(addr, keep_alive) {
+                *received.entry(status).or_default() += n;
+            }
+        }
+        // A client that leaves in the middle of a download larger than any socket buffer
+        // is counted 499, on every backend.
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.write_all(b"GET /large.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap();
+        let mut first = vec![0u8; 64 << 10];
+        s.read_exact(&mut first).unwrap();
+        drop(s);
+        *received.entry(499).or_default() += 1;
+        // A timer records just after its last byte is written: wait until all have.
+        let total: u64 = received.values().sum();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let counted = loop {
+            let (_, _, body) = raw_get(maddr, "/metrics");
+            let counted = metric_statuses(&String::from_utf8_lossy(&body));
+            if counted.values().sum::<u64>() >= total || Instant::now() > deadline {
+                break counted;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert_eq!(counted, received, "{name}: /metrics against the client");
+        child.stop();
+        let table = std::fs::read_to_string(&log).unwrap();
+        assert_eq!(
+            table_statuses(&table),
+            received,
+            "{name}: the exit table against the client:\n{table}"
+        );
+    }
 }

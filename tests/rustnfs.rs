@@ -1252,3 +1252,53 @@ fn nix_is_root() -> bool {
     // SAFETY: a plain query.
     unsafe { libc::geteuid() == 0 }
 }
+
+/// Issue 35 §1: a client that sends READs and leaves before their replies are sent (a
+/// load generator abandoning what is in flight at the end of a timed run; here 16
+/// pipelined 1 MiB READs, more than the socket buffers hold) is the connection's end, not
+/// a file-system error. The sendfile path counted each such READ as `READ vfs
+/// NFS3ERR_IO` — the unexplained line in the README tour's table.
+#[test]
+fn a_client_that_leaves_mid_read_is_no_io_error() {
+    let tree = Tree::new();
+    std::fs::write(tree.export().join("large.bin"), vec![5u8; 16 << 20]).unwrap();
+    let nfsd = Nfsd::start(tree.config()).unwrap();
+    let mut rpc = nfsd.rpc();
+    let root = rpc.mount("/").unwrap();
+    let fh = rpc.lookup(&root, b"large.bin").unwrap();
+    let mut s = TcpStream::connect(nfsd.addr).unwrap();
+    for i in 0..16u32 {
+        // AUTH_SYS root, READ3args { fh, offset, count }.
+        let cred = Xdr::default().u32(1).opaque(b"e2e").u32(0).u32(0).u32(0).0;
+        let call = Xdr::default()
+            .u32(0x2000 + i)
+            .u32(0)
+            .u32(2)
+            .u32(100_003)
+            .u32(3)
+            .u32(6)
+            .u32(1)
+            .opaque(&cred)
+            .u32(0)
+            .u32(0)
+            .opaque(&fh)
+            .u64(u64::from(i) << 20)
+            .u32(1 << 20)
+            .0;
+        oncrpc::record::write_blocking(&mut s, &call).unwrap();
+    }
+    // Let the server send what the buffers take, then leave without reading.
+    std::thread::sleep(Duration::from_millis(300));
+    drop(s);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while nfsd.count("READ", "vfs", "ok") == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(nfsd.count("READ", "vfs", "ok") > 0, "no READ was answered");
+    assert_eq!(
+        nfsd.count("READ", "vfs", "NFS3ERR_IO"),
+        0,
+        "a client that left counted as a file-system error"
+    );
+}

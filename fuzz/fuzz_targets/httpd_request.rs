@@ -1,5 +1,6 @@
-//! Fuzz target: any bytes a client sends to httpd, through hyper into its request
-//! handler, over a small served tree with a symlink that points outside it.
+//! Fuzz target: any bytes a client sends to httpd on one connection, through the
+//! server's accept loop, fast path and hyper, over a small served tree with a symlink
+//! that points outside it.
 #![no_main]
 
 use std::sync::OnceLock;
@@ -7,8 +8,10 @@ use std::sync::OnceLock;
 use httpd::fuzzing::Server;
 use libfuzzer_sys::fuzz_target;
 
-/// Content of a file just outside the served root: it must never be in a reply.
-const SECRET: &[u8] = b"SECRET-OUTSIDE-THE-ROOT";
+#[path = "httpd_tree.rs"]
+mod tree;
+
+use tree::SECRET;
 
 struct Fixture {
     _dir: tempfile::TempDir,
@@ -19,20 +22,8 @@ fn fixture() -> &'static Fixture {
     static F: OnceLock<Fixture> = OnceLock::new();
     F.get_or_init(|| {
         let dir = tempfile::tempdir().expect("temp dir");
-        let root = dir.path().join("root");
-        std::fs::create_dir_all(root.join("dir")).unwrap();
-        std::fs::create_dir_all(root.join("list/sub")).unwrap();
-        std::fs::write(dir.path().join("secret.txt"), SECRET).unwrap();
-        std::fs::write(root.join("a.txt"), b"hello, world\n").unwrap();
-        std::fs::write(root.join("empty"), b"").unwrap();
-        // Above the fixture's 1 KiB inline limit: the streamed body path.
-        let big: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
-        std::fs::write(root.join("big.bin"), big).unwrap();
-        std::fs::write(root.join("dir/index.html"), b"<p>index</p>\n").unwrap();
-        std::fs::write(root.join("list/x y.txt"), b"x\n").unwrap();
-        std::os::unix::fs::symlink("../secret.txt", root.join("out")).unwrap();
-        std::os::unix::fs::symlink("a.txt", root.join("in")).unwrap();
-        let server = Server::new(&root).expect("server");
+        let root = tree::write(dir.path());
+        let server = Server::new(&root, true).expect("server");
         Fixture { _dir: dir, server }
     })
 }

@@ -7,7 +7,9 @@ after `cargo build -p rustnfs -p httpd`; needs libnfs-utils):
   selector for its procedure;
 - httpd_request/ and loadgen_response/: real requests sent to the httpd binary, and
   the exact bytes it answered (prefixed with four read-size bytes);
-- httpd_headers/: paths, Range and If-None-Match values from those requests.
+- httpd_headers/: paths, Range and If-None-Match values from those requests;
+- httpd_differential/: the same requests, and plain keep-alive GET/HEADs of the fuzz
+  targets' own tree (fuzz_targets/httpd_tree.rs) that the fast path answers, pipelined.
 """
 import os, socket, struct, subprocess, sys, tempfile, threading, time
 
@@ -181,6 +183,23 @@ REQUESTS = [
 ]
 
 
+# Requests the fast path takes (or declines by one field), for the tree of
+# fuzz_targets/httpd_tree.rs.
+FAST_REQUESTS = [
+    b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n",
+    b"GET /a.txt HTTP/1.1\r\nHost: x\r\nUser-Agent: wrk\r\nAccept: */*\r\nConnection: keep-alive\r\n\r\n"
+    b"HEAD /a.txt HTTP/1.1\r\nHost: x\r\n\r\nGET /dir/index.html HTTP/1.1\r\nHost: x\r\n\r\n",
+    b"GET /in HTTP/1.1\r\nHost: x\r\n\r\nGET /out HTTP/1.1\r\nHost: x\r\n\r\n",
+    b"GET /a.txt HTTP/1.1\r\nHost: x\r\nX-Unknown: 1\r\n\r\nGET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n",
+    b"GET /empty HTTP/1.1\r\nHost: x\r\n\r\nGET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n",
+    b"GET /a.txt HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+    b"GET /a.txt HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
+    b"GET /a.txt HTTP/1.1\r\nHost: x\r\nRange: bytes=0-1,3-4\r\n\r\n",
+    b"GET /list/ HTTP/1.1\r\nHost: x\r\n\r\nGET /list/x%20y.txt HTTP/1.1\r\nHost: x\r\n\r\n",
+    b"GET /a.txt HTTP/1.1\r\nHost: x\r\nIf-None-Match: *\r\n\r\n",
+]
+
+
 def http(tmp):
     root = os.path.join(tmp, "www")
     tree(root)
@@ -223,6 +242,8 @@ def http(tmp):
         resps.append(("continue", b"\x05\x05\x05\x05HTTP/1.1 100 Continue\r\n\r\n"
                       b"HTTP/1.1 204 No Content\r\n\r\n"))
         write_seeds("httpd_request", reqs)
+        write_seeds("httpd_differential",
+                    reqs + [(f"fast{i}", r) for i, r in enumerate(FAST_REQUESTS)])
         write_seeds("loadgen_response", resps)
         write_seeds("httpd_headers", heads)
     finally:

@@ -10,10 +10,11 @@
 //! hyper still does all of HTTP (headers, Content-Length accounting, keep-alive); a
 //! marker without a queued job fails the connection instead of sending zeros.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
+use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock, Weak};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -21,12 +22,13 @@ use std::time::{Duration, Instant};
 use bytes::{Buf, Bytes};
 use http_body::{Frame, SizeHint};
 use parking_lot::Mutex;
-use tokio::sync::{AcquireError, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 
 use nfsclient::PipePart;
 
 use crate::storage::{Chunk, Handle, OpenFile, Storage, StorageError};
+use crate::stream_budget::{BUDGET_UNIT, PermitWait, StreamBudgets, budget_units, wait_for_budget};
 use crate::timing::Timing;
 
 /// Size of the marker buffer = the largest single sendfile frame.
@@ -255,14 +257,6 @@ pub(crate) type SendQueue = Arc<ConnShared>;
 
 type ReadTask = JoinHandle<Result<Chunk, StorageError>>;
 
-/// Bytes all streamed bodies of this process may hold at once, read but not yet written
-/// to a socket (NFS READ buffers in flight and frames queued in hyper). Without a shared
-/// budget, 100 clients of a 10 MiB file held 4 × 1 MiB of read-ahead each (325 MB peak
-/// RSS); with it, memory stays bounded and the same bandwidth is shared by fewer
-/// responses at a time. A body that holds nothing may always wait for its next chunk,
-/// so every response makes progress.
-pub const STREAM_BUDGET_BYTES: usize = 16 << 20;
-
 /// With more streamed bodies than this alive at once, each new one caps its socket's
 /// unsent bytes at [`UNSENT_CAP`]. A socket whose client stops reading otherwise takes
 /// 2.8 MB from httpd before it pushes back (loopback's autotuned send buffer): 1,000
@@ -276,14 +270,11 @@ const MANY_STREAMS: usize = 256;
 /// The unsent bytes a socket may hold once [`MANY_STREAMS`] bodies are streaming.
 const UNSENT_CAP: usize = 256 << 10;
 
-/// The budget counts in units of this size (a READ of `n` bytes takes ⌈n / unit⌉).
-const BUDGET_UNIT: usize = 64 << 10;
-
 /// A frame handed to hyper and still not written after this long means the client's
 /// socket is not draining. The body then gives back its share of the budget: read-ahead
 /// in flight or ready is dropped (and read again when the client drains), and the
 /// frames stuck in hyper move from the shared budget to the smaller
-/// [`STALLED_BUDGET_BYTES`] (where it has room), so no number of stalled clients can
+/// [`crate::stream_budget::STALLED_BUDGET_BYTES`] (where it has room), so no number of stalled clients can
 /// hold what draining ones need. Until its socket drains again the body reads one small
 /// chunk at a time, then grows its reads again as at the start.
 /// Without this, four clients that stop reading a 10 MiB download held the whole
@@ -309,17 +300,12 @@ const STALL_CLOSE_CONTENDED: Duration = Duration::from_millis(500);
 /// buffer can take now (at least this much): a draining socket gets the whole READ in
 /// one frame, and what a stalled socket cannot take stays here, where it can be dropped
 /// (and read again), instead of in hyper, where it cannot. A stalled client then holds
-/// at most this much budget, so 64 of them fit in [`STALLED_BUDGET_BYTES`] instead of 8
+/// at most this much budget, so 64 of them fit in [`crate::stream_budget::STALLED_BUDGET_BYTES`] instead of 8
 /// (READs from NFS are 1 MiB once a body drains).
 const FRAME_MAX: usize = START_CHUNK;
 
 /// How often a streamed body's watchdog looks for a stall.
 const STALL_CHECK: Duration = Duration::from_millis(50);
-
-/// What frames of stalled responses may hold, outside [`STREAM_BUDGET_BYTES`], so all
-/// streamed bodies together hold at most 24 MiB. Stalled clients mostly stop early,
-/// holding one frame of a few [`START_CHUNK`]s each: dozens of them fit.
-pub const STALLED_BUDGET_BYTES: usize = 8 << 20;
 
 /// Read-ahead a body starts with; it doubles (up to the backend's `read_ahead`) each time
 /// the body is polled with all its earlier frames written, i.e. once its socket has shown
@@ -330,114 +316,6 @@ const START_DEPTH: usize = 2;
 /// (1 MiB): a client that stops reading at once holds two of these, not two chunks.
 /// Costs three extra READs per large response (128 + 256 + 512 KiB before 1 MiB ones).
 const START_CHUNK: usize = 128 << 10;
-
-/// The two budgets of [`STREAM_BUDGET_BYTES`] and [`STALLED_BUDGET_BYTES`] and the
-/// bodies waiting for the first, one set per server (its storage holds it): servers in
-/// one process (the test suite, a bench's in-process servers) must not wait on each
-/// other's stalled clients. A 256-client stall test once took 28 s when another test's
-/// server held the process-wide budget beside it.
-#[derive(Debug)]
-pub struct StreamBudgets {
-    shared: Arc<Semaphore>,
-    stalled: Arc<Semaphore>,
-    /// Bodies waiting for shared budget right now (see [`STALL_CLOSE_CONTENDED`]).
-    waiters: AtomicUsize,
-    /// Streamed bodies alive now (see [`MANY_STREAMS`]).
-    streaming: AtomicUsize,
-    /// One turn per client address to wait in [`StreamBudgets::shared`]'s queue (see
-    /// [`StreamBudgets::turn`]); an entry lives while a body of that address waits.
-    turns: Mutex<HashMap<std::net::IpAddr, Weak<Semaphore>>>,
-}
-
-impl StreamBudgets {
-    pub fn new() -> Arc<StreamBudgets> {
-        Arc::new(StreamBudgets {
-            shared: Arc::new(Semaphore::new(STREAM_BUDGET_BYTES / BUDGET_UNIT)),
-            stalled: Arc::new(Semaphore::new(STALLED_BUDGET_BYTES / BUDGET_UNIT)),
-            waiters: AtomicUsize::new(0),
-            streaming: AtomicUsize::new(0),
-            turns: Mutex::new(HashMap::new()),
-        })
-    }
-
-    /// The turnstile of client address `ip`: of the bodies of one address, one at a time
-    /// waits in the shared budget's queue, the others behind it here. The shared queue
-    /// then holds at most one body per address and is served round-robin across
-    /// addresses, so a client's download waits for budget behind one body of each other
-    /// address, not behind every body of an address that opened hundreds. (FIFO alone:
-    /// 1,000 clients of 127.0.0.2 that stop reading kept a download from 127.0.0.1
-    /// waiting 22 s, the budget freed 64 stalled bodies at a time.) With the budget free
-    /// nobody waits, so one address alone still gets all of it.
-    fn turn(&self, ip: std::net::IpAddr) -> Arc<Semaphore> {
-        let mut turns = self.turns.lock();
-        if let Some(t) = turns.get(&ip).and_then(Weak::upgrade) {
-            return t;
-        }
-        // Addresses whose bodies all stopped waiting leave their entries behind; drop
-        // them whenever the map doubles, so it stays within twice the waiting addresses.
-        if turns.len() >= 64 && turns.len().is_power_of_two() {
-            turns.retain(|_, t| t.strong_count() > 0);
-        }
-        let t = Arc::new(Semaphore::new(1));
-        turns.insert(ip, Arc::downgrade(&t));
-        t
-    }
-
-    /// The budgets of storages that keep none of their own (one per process).
-    pub fn process_wide() -> Arc<StreamBudgets> {
-        static BUDGETS: OnceLock<Arc<StreamBudgets>> = OnceLock::new();
-        BUDGETS.get_or_init(StreamBudgets::new).clone()
-    }
-
-    /// Budget units currently taken (tests and diagnostics).
-    #[cfg(test)]
-    fn shared_in_use(&self) -> usize {
-        (STREAM_BUDGET_BYTES / BUDGET_UNIT - self.shared.available_permits()) * BUDGET_UNIT
-    }
-}
-
-/// Counts one body in [`StreamBudgets::waiters`] while it lives.
-struct Waiting(Arc<StreamBudgets>);
-
-impl Waiting {
-    fn new(budgets: Arc<StreamBudgets>) -> Waiting {
-        budgets.waiters.fetch_add(1, Ordering::Relaxed);
-        Waiting(budgets)
-    }
-}
-
-impl Drop for Waiting {
-    fn drop(&mut self) {
-        self.0.waiters.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-/// Waits for `units` of the shared budget, counted in its waiters: FIFO among the bodies
-/// of one client address (`peer`), round-robin across addresses ([`StreamBudgets::turn`]).
-fn wait_for_budget(
-    budgets: Arc<StreamBudgets>,
-    units: u32,
-    peer: Option<std::net::IpAddr>,
-) -> PermitWait {
-    Box::pin(async move {
-        let shared = budgets.shared.clone();
-        let turn = peer.map(|ip| budgets.turn(ip));
-        let _waiting = Waiting::new(budgets);
-        let _my_turn = match turn {
-            Some(t) => Some(t.acquire_owned().await?),
-            None => None,
-        };
-        shared.acquire_many_owned(units).await
-    })
-}
-
-fn budget_units(len: usize) -> u32 {
-    len.div_ceil(BUDGET_UNIT)
-        .min(STREAM_BUDGET_BYTES / BUDGET_UNIT) as u32
-}
-
-type PermitWait =
-    Pin<Box<dyn Future<Output = Result<OwnedSemaphorePermit, AcquireError>> + Send + Sync>>;
 
 enum Kind {
     Empty,
@@ -468,7 +346,7 @@ enum Kind {
     },
 }
 
-/// One READ in flight, with its share of [`STREAM_BUDGET_BYTES`].
+/// One READ in flight, with its share of [`crate::stream_budget::STREAM_BUDGET_BYTES`].
 struct Read {
     offset: u64,
     task: ReadTask,
@@ -736,6 +614,9 @@ async fn watchdog(state: Arc<Mutex<StreamState>>) {
 pub struct FileBody {
     kind: Kind,
     timing: Option<Arc<Timing>>,
+    /// This body's end is the response's end (false for a part followed by others): only
+    /// then does reaching it mark the request's timer complete.
+    ends: bool,
     /// Marks the connection busy until the body is dropped.
     request: Option<InRequest>,
 }
@@ -759,6 +640,7 @@ impl FileBody {
         FileBody {
             kind: Kind::Empty,
             timing: None,
+            ends: true,
             request: None,
         }
     }
@@ -771,6 +653,7 @@ impl FileBody {
                 Kind::Once(Some(data))
             },
             timing: None,
+            ends: true,
             request: None,
         }
     }
@@ -789,6 +672,7 @@ impl FileBody {
                 queue,
             },
             timing: None,
+            ends: true,
             request: None,
         }
     }
@@ -841,6 +725,7 @@ impl FileBody {
                 waiting_since: None,
             },
             timing: None,
+            ends: true,
             request: None,
         }
     }
@@ -850,6 +735,7 @@ impl FileBody {
         FileBody {
             kind: Kind::Parts(parts.into()),
             timing: None,
+            ends: true,
             request: None,
         }
     }
@@ -861,32 +747,320 @@ impl FileBody {
     }
 
     pub(crate) fn with_timing(mut self, timing: Arc<Timing>) -> FileBody {
-        if let Kind::Parts(parts) = &mut self.kind {
-            // Sendfile and streamed parts hand the timer to their jobs and frames; bytes
-            // parts get it when their frame passes through (see `poll_frame`).
-            for p in parts {
-                if matches!(p.kind, Kind::Sendfile { .. } | Kind::Stream { .. }) {
-                    p.timing = Some(timing.clone());
-                }
-            }
-        }
-        self.timing = Some(timing);
+        self.share_timing(&timing);
         self
     }
 
-    fn frame(&self, data: Bytes, budget: Option<Arc<Ticket>>) -> Frame<Bytes> {
-        Frame::data(Bytes::from_owner(Owned {
-            data,
-            _timing: self.timing.clone(),
-            _budget: budget,
-        }))
+    /// Gives this body the request's timer, and its sendfile, streamed and nested parts
+    /// too (they hand it to their jobs and frames; bytes parts get it when their frame
+    /// passes through, see `poll_parts`). Only the last part ends the response.
+    fn share_timing(&mut self, timing: &Arc<Timing>) {
+        if let Kind::Parts(parts) = &mut self.kind {
+            let last = parts.len().saturating_sub(1);
+            for (i, p) in parts.iter_mut().enumerate() {
+                p.ends = self.ends && i == last;
+                if matches!(
+                    p.kind,
+                    Kind::Sendfile { .. } | Kind::Stream { .. } | Kind::Parts(_)
+                ) {
+                    p.share_timing(timing);
+                }
+            }
+        }
+        self.timing = Some(timing.clone());
     }
+}
 
-    fn complete(&self) {
-        if let Some(t) = &self.timing {
-            t.set_complete();
+impl FileBody {
+    /// [`FileBody::poll_frame`] of a body made of parts: each part's frames in turn.
+    fn poll_parts(&mut self, cx: &mut Context<'_>) -> Poll<Option<io::Result<Frame<Bytes>>>> {
+        let Kind::Parts(parts) = &mut self.kind else {
+            unreachable!("poll_parts on parts")
+        };
+        loop {
+            let Some(front) = parts.front_mut() else {
+                // A part may have marked the timer complete already (sendfile and
+                // streamed parts do at their own end); this covers the rest.
+                mark_complete(&self.timing, self.ends);
+                return Poll::Ready(None);
+            };
+            match http_body::Body::poll_frame(Pin::new(&mut *front), cx) {
+                Poll::Ready(None) => {
+                    parts.pop_front();
+                }
+                Poll::Ready(Some(Ok(frame))) if front.timing.is_none() => {
+                    // A bytes part: its frame keeps the request's timer alive too.
+                    let frame = match frame.into_data() {
+                        Ok(data) => Frame::data(Bytes::from_owner(Owned {
+                            data,
+                            _timing: self.timing.clone(),
+                            _budget: None,
+                        })),
+                        Err(frame) => frame,
+                    };
+                    // hyper polls a body no more once it is at its end, so the None
+                    // above never comes: its last bytes are handed over now.
+                    if parts.iter().all(http_body::Body::is_end_stream) {
+                        mark_complete(&self.timing, self.ends);
+                    }
+                    return Poll::Ready(Some(Ok(frame)));
+                }
+                other => return other,
+            }
         }
     }
+
+    /// [`FileBody::poll_frame`] of a sendfile body: one marker frame per range, its job
+    /// queued for the connection.
+    fn poll_sendfile(&mut self) -> Poll<Option<io::Result<Frame<Bytes>>>> {
+        let Kind::Sendfile {
+            file,
+            offset,
+            end,
+            queue,
+        } = &mut self.kind
+        else {
+            unreachable!("poll_sendfile on a sendfile body")
+        };
+        if *offset >= *end {
+            return Poll::Ready(None);
+        }
+        let n = (*end - *offset).min(MARKER_LEN as u64);
+        let timing = self
+            .timing
+            .clone()
+            .expect("a sendfile body always carries its timer");
+        *offset += n;
+        // Completion is marked by the connection when this last range has actually
+        // been sent, not here.
+        queue.lock().push_back(SendJob {
+            source: Source::File {
+                file: file.clone(),
+                offset: *offset - n,
+            },
+            remaining: n,
+            last: *offset >= *end && self.ends,
+            timing,
+        });
+        Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(
+            &MARKER[..n as usize],
+        )))))
+    }
+
+    /// [`FileBody::poll_frame`] of a streamed body: keeps its READs in flight and hands
+    /// their bytes (or pipe markers) on in order.
+    fn poll_stream(&mut self, cx: &mut Context<'_>) -> Poll<Option<io::Result<Frame<Bytes>>>> {
+        let (timing, ends) = (&self.timing, self.ends);
+        let Kind::Stream {
+            storage,
+            handle,
+            end,
+            remaining,
+            chunk,
+            depth,
+            state,
+            permit_wait,
+            waiting_since,
+        } = &mut self.kind
+        else {
+            unreachable!("poll_stream on a stream")
+        };
+        let mut st = state.lock();
+        // Every frame handed to hyper so far has been written: the socket drains.
+        if !st.frames.is_empty() && st.live_frames().next().is_none() {
+            if st.stalled {
+                st.stalled = false;
+            } else {
+                st.depth = (st.depth * 2).min(*depth);
+                st.chunk = (st.chunk * 2).min(*chunk);
+            }
+        }
+        let reads = start_reads(&mut st, cx, storage, handle, *end, permit_wait);
+        match reads {
+            Poll::Pending => {
+                waiting_since.get_or_insert_with(Instant::now);
+                return Poll::Pending;
+            }
+            Poll::Ready(Err(e)) => return Poll::Ready(Some(Err(e))),
+            Poll::Ready(Ok(())) => {}
+        }
+        {
+            // Nothing left to read (until a stall rewinds): shares go back.
+            let mut slot = st.recycled.lock();
+            slot.wanted = slot.keeps && st.next < *end;
+            if !slot.wanted {
+                slot.permit = None;
+            }
+        }
+        if !st.watched && !st.inflight.is_empty() {
+            st.watched = true;
+            tokio::spawn(watchdog(state.clone()));
+        }
+        if let Some((data, ticket)) = st.next_piece() {
+            drop(st);
+            *remaining -= data.len() as u64;
+            if *remaining == 0 {
+                mark_complete(timing, ends);
+            }
+            return Poll::Ready(Some(Ok(frame(timing, data, Some(ticket)))));
+        }
+        let Some(front) = st.inflight.front_mut() else {
+            return Poll::Ready(None);
+        };
+        let res = match Pin::new(&mut front.task).poll(cx) {
+            Poll::Pending => {
+                waiting_since.get_or_insert_with(Instant::now);
+                return Poll::Pending;
+            }
+            Poll::Ready(r) => r,
+        };
+        let read = st.inflight.pop_front().expect("front exists");
+        let waited = waiting_since.take().map(|since| since.elapsed());
+        let chunk = match res {
+            Ok(Ok(chunk)) => chunk,
+            Ok(Err(e)) => {
+                let error = service::Chain(&e);
+                tracing::warn!(%error, "read failed mid-body; closing the connection");
+                return Poll::Ready(Some(Err(io::Error::other(e))));
+            }
+            Err(e) => return Poll::Ready(Some(Err(io::Error::other(e)))),
+        };
+        if let (Some(t), Some(waited)) = (timing, waited) {
+            t.add_read(waited);
+        }
+        let chunk = match chunk {
+            Chunk::Bytes(data) if data.len() > FRAME_MAX => {
+                // Handed in pieces: the first now, the rest as hyper asks.
+                st.unsent = Some(Unsent {
+                    offset: read.offset,
+                    data,
+                    permit: read.permit,
+                    whole: true,
+                });
+                let (data, ticket) = st.next_piece().expect("just stored");
+                drop(st);
+                *remaining -= data.len() as u64;
+                if *remaining == 0 {
+                    // The socket took the whole READ as one piece: the body's last.
+                    mark_complete(timing, ends);
+                }
+                return Poll::Ready(Some(Ok(frame(timing, data, Some(ticket)))));
+            }
+            chunk => chunk,
+        };
+        let ticket = st.ticket(read.permit);
+        let conn = st.conn.clone();
+        drop(st);
+        *remaining -= chunk.len() as u64;
+        let data = match chunk {
+            Chunk::Bytes(data) => {
+                if *remaining == 0 {
+                    mark_complete(timing, ends);
+                }
+                data
+            }
+            Chunk::Piped(piped) => {
+                // The connection marks completion when it has spliced the last bytes,
+                // as for sendfile.
+                let n = piped.len();
+                let timing = timing
+                    .clone()
+                    .expect("a streamed body always carries its timer");
+                conn.lock().push_back(SendJob {
+                    source: Source::Pipes(piped.parts.into()),
+                    remaining: n as u64,
+                    last: *remaining == 0 && ends,
+                    timing,
+                });
+                Bytes::from_static(&MARKER[..n])
+            }
+        };
+        Poll::Ready(Some(Ok(frame(timing, data, Some(ticket)))))
+    }
+}
+
+/// Starts READs of a streamed body until `depth` are in flight, as far as the server's
+/// stream budget allows; `Pending` while the body waits in the budget's queue.
+fn start_reads(
+    st: &mut StreamState,
+    cx: &mut Context<'_>,
+    storage: &Arc<dyn Storage>,
+    handle: &Handle,
+    end: u64,
+    permit_wait: &mut Option<PermitWait>,
+) -> Poll<io::Result<()>> {
+    let depth = if st.stalled { 1 } else { st.depth };
+    // Keep up to `depth` reads in flight so the next chunk is read while this one is
+    // being sent, as far as the server's stream budget allows.
+    while st.inflight.len() < depth && st.next < end {
+        let mut len = (end - st.next).min(st.chunk as u64) as usize;
+        let units = budget_units(len);
+        let permit = if let Some(p) = st.take_recycled(units) {
+            // Leave the budget's queue if the body was in it: it reads on the share it
+            // already had (less than asked, a smaller READ).
+            *permit_wait = None;
+            len = len.min(p.num_permits() * BUDGET_UNIT);
+            p
+        } else if st.inflight.is_empty() && st.unsent.is_none() {
+            // Nothing in flight: wait for budget (FIFO, so no body starves).
+            let budgets = st.budgets.clone();
+            let peer = st.conn.peer.get().copied();
+            let wait = permit_wait.get_or_insert_with(|| wait_for_budget(budgets, units, peer));
+            match wait.as_mut().poll(cx) {
+                Poll::Pending => {
+                    // A frame written meanwhile gives its share back to this body,
+                    // which then stops waiting in the queue.
+                    let mut slot = st.recycled.lock();
+                    if slot.keeps {
+                        slot.waker = Some(cx.waker().clone());
+                        if slot.permit.is_some() {
+                            // Given back since this poll looked.
+                            cx.waker().wake_by_ref();
+                        }
+                    }
+                    return Poll::Pending;
+                }
+                Poll::Ready(p) => {
+                    *permit_wait = None;
+                    match p {
+                        Ok(p) => p,
+                        Err(e) => return Poll::Ready(Err(io::Error::other(e))),
+                    }
+                }
+            }
+        } else {
+            // Read-ahead only from budget that is free right now.
+            match st.budgets.shared.clone().try_acquire_many_owned(units) {
+                Ok(p) => p,
+                Err(_) => break,
+            }
+        };
+        let (storage, h, off) = (storage.clone(), handle.clone(), st.next);
+        let task = tokio::spawn(async move { storage.read_chunk(&h, off, len, MARKER_LEN).await });
+        st.inflight.push_back(Read {
+            offset: off,
+            task,
+            permit,
+        });
+        st.next += len as u64;
+    }
+    Poll::Ready(Ok(()))
+}
+
+/// Marks the request's timer complete when this body's end is the response's end.
+fn mark_complete(timing: &Option<Arc<Timing>>, ends: bool) {
+    if let (Some(t), true) = (timing, ends) {
+        t.set_complete();
+    }
+}
+
+/// A data frame that keeps the request's timer (and `budget`) alive until written.
+fn frame(timing: &Option<Arc<Timing>>, data: Bytes, budget: Option<Arc<Ticket>>) -> Frame<Bytes> {
+    Frame::data(Bytes::from_owner(Owned {
+        data,
+        _timing: timing.clone(),
+        _budget: budget,
+    }))
 }
 
 impl http_body::Body for FileBody {
@@ -900,238 +1074,16 @@ impl http_body::Body for FileBody {
         let this = self.get_mut();
         match &mut this.kind {
             Kind::Empty => Poll::Ready(None),
-            Kind::Parts(parts) => loop {
-                let Some(front) = parts.front_mut() else {
-                    // A part may have marked the timer complete already (sendfile and
-                    // streamed parts do at their own end); this covers the rest.
-                    if let Some(t) = &this.timing {
-                        t.set_complete();
-                    }
-                    return Poll::Ready(None);
-                };
-                match Pin::new(&mut *front).poll_frame(cx) {
-                    Poll::Ready(None) => {
-                        parts.pop_front();
-                    }
-                    Poll::Ready(Some(Ok(frame))) if front.timing.is_none() => {
-                        // A bytes part: its frame keeps the request's timer alive too.
-                        let frame = match frame.into_data() {
-                            Ok(data) => Frame::data(Bytes::from_owner(Owned {
-                                data,
-                                _timing: this.timing.clone(),
-                                _budget: None,
-                            })),
-                            Err(frame) => frame,
-                        };
-                        return Poll::Ready(Some(Ok(frame)));
-                    }
-                    other => return other,
-                }
-            },
+            Kind::Parts(_) => this.poll_parts(cx),
             Kind::Once(data) => match data.take() {
                 Some(d) => {
-                    this.complete();
-                    Poll::Ready(Some(Ok(this.frame(d, None))))
+                    mark_complete(&this.timing, this.ends);
+                    Poll::Ready(Some(Ok(frame(&this.timing, d, None))))
                 }
                 None => Poll::Ready(None),
             },
-            Kind::Sendfile {
-                file,
-                offset,
-                end,
-                queue,
-            } => {
-                if *offset >= *end {
-                    return Poll::Ready(None);
-                }
-                let n = (*end - *offset).min(MARKER_LEN as u64);
-                let timing = this
-                    .timing
-                    .clone()
-                    .expect("a sendfile body always carries its timer");
-                *offset += n;
-                // Completion is marked by the connection when this last range has
-                // actually been sent, not here.
-                queue.lock().push_back(SendJob {
-                    source: Source::File {
-                        file: file.clone(),
-                        offset: *offset - n,
-                    },
-                    remaining: n,
-                    last: *offset >= *end,
-                    timing,
-                });
-                Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(
-                    &MARKER[..n as usize],
-                )))))
-            }
-            Kind::Stream {
-                storage,
-                handle,
-                end,
-                remaining,
-                chunk,
-                depth,
-                state,
-                permit_wait,
-                waiting_since,
-            } => {
-                let mut st = state.lock();
-                // Every frame handed to hyper so far has been written: the socket drains.
-                if !st.frames.is_empty() && st.live_frames().next().is_none() {
-                    if st.stalled {
-                        st.stalled = false;
-                    } else {
-                        st.depth = (st.depth * 2).min(*depth);
-                        st.chunk = (st.chunk * 2).min(*chunk);
-                    }
-                }
-                let depth = if st.stalled { 1 } else { st.depth };
-                // Keep up to `depth` reads in flight so the next chunk is read while this
-                // one is being sent, as far as the server's stream budget allows.
-                while st.inflight.len() < depth && st.next < *end {
-                    let mut len = (*end - st.next).min(st.chunk as u64) as usize;
-                    let units = budget_units(len);
-                    let permit = if let Some(p) = st.take_recycled(units) {
-                        // Leave the budget's queue if the body was in it: it reads on
-                        // the share it already had (less than asked, a smaller READ).
-                        *permit_wait = None;
-                        len = len.min(p.num_permits() * BUDGET_UNIT);
-                        p
-                    } else if st.inflight.is_empty() && st.unsent.is_none() {
-                        // Nothing in flight: wait for budget (FIFO, so no body starves).
-                        let budgets = st.budgets.clone();
-                        let peer = st.conn.peer.get().copied();
-                        let wait = permit_wait
-                            .get_or_insert_with(|| wait_for_budget(budgets, units, peer));
-                        match wait.as_mut().poll(cx) {
-                            Poll::Pending => {
-                                // A frame written meanwhile gives its share back to
-                                // this body, which then stops waiting in the queue.
-                                let mut slot = st.recycled.lock();
-                                if slot.keeps {
-                                    slot.waker = Some(cx.waker().clone());
-                                    if slot.permit.is_some() {
-                                        // Given back since this poll looked.
-                                        cx.waker().wake_by_ref();
-                                    }
-                                }
-                                drop(slot);
-                                waiting_since.get_or_insert_with(Instant::now);
-                                return Poll::Pending;
-                            }
-                            Poll::Ready(p) => {
-                                *permit_wait = None;
-                                p.map_err(std::io::Error::other)?
-                            }
-                        }
-                    } else {
-                        // Read-ahead only from budget that is free right now.
-                        match st.budgets.shared.clone().try_acquire_many_owned(units) {
-                            Ok(p) => p,
-                            Err(_) => break,
-                        }
-                    };
-                    let (st2, h, off) = (storage.clone(), handle.clone(), st.next);
-                    let task =
-                        tokio::spawn(async move { st2.read_chunk(&h, off, len, MARKER_LEN).await });
-                    st.inflight.push_back(Read {
-                        offset: off,
-                        task,
-                        permit,
-                    });
-                    st.next += len as u64;
-                }
-                {
-                    // Nothing left to read (until a stall rewinds): shares go back.
-                    let mut slot = st.recycled.lock();
-                    slot.wanted = slot.keeps && st.next < *end;
-                    if !slot.wanted {
-                        slot.permit = None;
-                    }
-                }
-                if !st.watched && !st.inflight.is_empty() {
-                    st.watched = true;
-                    tokio::spawn(watchdog(state.clone()));
-                }
-                if let Some((data, ticket)) = st.next_piece() {
-                    drop(st);
-                    *remaining -= data.len() as u64;
-                    if *remaining == 0 {
-                        this.complete();
-                    }
-                    return Poll::Ready(Some(Ok(this.frame(data, Some(ticket)))));
-                }
-                let Some(front) = st.inflight.front_mut() else {
-                    return Poll::Ready(None);
-                };
-                let res = match Pin::new(&mut front.task).poll(cx) {
-                    Poll::Pending => {
-                        waiting_since.get_or_insert_with(Instant::now);
-                        return Poll::Pending;
-                    }
-                    Poll::Ready(r) => r,
-                };
-                let read = st.inflight.pop_front().expect("front exists");
-                let waited = waiting_since.take().map(|since| since.elapsed());
-                match res {
-                    Ok(Ok(Chunk::Bytes(data))) if data.len() > FRAME_MAX => {
-                        if let (Some(t), Some(waited)) = (&this.timing, waited) {
-                            t.add_read(waited);
-                        }
-                        // Handed in pieces: this one now, the rest as hyper asks.
-                        st.unsent = Some(Unsent {
-                            offset: read.offset,
-                            data,
-                            permit: read.permit,
-                            whole: true,
-                        });
-                        let (data, ticket) = st.next_piece().expect("just stored");
-                        drop(st);
-                        *remaining -= data.len() as u64;
-                        Poll::Ready(Some(Ok(this.frame(data, Some(ticket)))))
-                    }
-                    Ok(Ok(chunk)) => {
-                        if let (Some(t), Some(waited)) = (&this.timing, waited) {
-                            t.add_read(waited);
-                        }
-                        *remaining -= chunk.len() as u64;
-                        let ticket = st.ticket(read.permit);
-                        let conn = st.conn.clone();
-                        drop(st);
-                        let data = match chunk {
-                            Chunk::Bytes(data) => {
-                                if *remaining == 0 {
-                                    this.complete();
-                                }
-                                data
-                            }
-                            Chunk::Piped(piped) => {
-                                // The connection marks completion when it has spliced
-                                // the last bytes, as for sendfile.
-                                let n = piped.len();
-                                let timing = this
-                                    .timing
-                                    .clone()
-                                    .expect("a streamed body always carries its timer");
-                                conn.lock().push_back(SendJob {
-                                    source: Source::Pipes(piped.parts.into()),
-                                    remaining: n as u64,
-                                    last: *remaining == 0,
-                                    timing,
-                                });
-                                Bytes::from_static(&MARKER[..n])
-                            }
-                        };
-                        Poll::Ready(Some(Ok(this.frame(data, Some(ticket)))))
-                    }
-                    Ok(Err(e)) => {
-                        tracing::warn!(error = %e, "read failed mid-body; closing the connection");
-                        Poll::Ready(Some(Err(std::io::Error::other(e))))
-                    }
-                    Err(e) => Poll::Ready(Some(Err(std::io::Error::other(e)))),
-                }
-            }
+            Kind::Sendfile { .. } => this.poll_sendfile(),
+            Kind::Stream { .. } => this.poll_stream(cx),
         }
     }
 
@@ -1179,7 +1131,9 @@ impl Drop for FileBody {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stream_budget::{STALLED_BUDGET_BYTES, STREAM_BUDGET_BYTES};
     use std::fs::File;
+    use std::sync::atomic::AtomicUsize;
 
     #[test]
     fn marker_detection_is_by_address() {

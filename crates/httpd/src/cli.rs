@@ -53,13 +53,13 @@ pub struct Args {
     /// Cache-Control for one file extension, before --cache-control (repeatable; several
     /// in the environment variable go on separate lines), e.g. html=no-cache.
     #[arg(long, value_name = "EXT=VALUE", env = "HTTPD_CACHE_CONTROL_FOR",
-          value_delimiter = '\n', value_parser = crate::respond::parse_ext_arg)]
+          value_delimiter = '\n', value_parser = parse_ext_arg)]
     pub cache_control_for: Vec<(String, String)>,
     /// A header for every response (repeatable; several in the environment variable go
     /// on separate lines), e.g. "X-Content-Type-Options: nosniff". Replaces httpd's own
     /// header of that name; framing headers (Content-Length, ...) are refused.
     #[arg(long, value_name = "NAME:VALUE", env = "HTTPD_HEADER",
-          value_delimiter = '\n', value_parser = crate::respond::parse_header_arg)]
+          value_delimiter = '\n', value_parser = parse_header_arg)]
     pub header: Vec<(String, String)>,
     /// Send Server-Timing (the meta and read phase times) with every response; turn off
     /// in production to say less about the server's internals.
@@ -161,21 +161,21 @@ impl Args {
                 match std::fs::metadata(root) {
                     Ok(m) if m.is_dir() => {}
                     Ok(_) => {
-                        return Err(Error::Config(format!(
-                            "--root {}: not a directory",
-                            root.display()
-                        )));
+                        return Err(Error::NotADirectory {
+                            path: root.clone(),
+                            reason: "not a directory",
+                        });
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                        return Err(Error::Config(format!(
-                            "--root {}: no such directory",
-                            root.display()
-                        )));
+                        return Err(Error::NotADirectory {
+                            path: root.clone(),
+                            reason: "no such directory",
+                        });
                     }
-                    Err(err) => {
+                    Err(source) => {
                         return Err(Error::Root {
                             path: root.clone(),
-                            err,
+                            source,
                         });
                     }
                 }
@@ -186,8 +186,8 @@ impl Args {
                 Config::nfs(url)
             }
             _ => {
-                return Err(Error::Config(
-                    "give exactly one of --root DIR or --nfs nfs://...".into(),
+                return Err(Error::Usage(
+                    "give exactly one of --root DIR or --nfs nfs://...",
                 ));
             }
         };
@@ -214,15 +214,14 @@ impl Args {
         cfg.nfs_attr_ttl = Duration::from_millis(args.nfs_attr_ttl_ms);
         cfg.nfs_timeout = Duration::from_secs(args.nfs_timeout);
         if args.nfs_data_cache > 0 && args.nfs.is_none() {
-            return Err(Error::Config(
-                "--nfs-data-cache caches an NFS backend: give --nfs too".into(),
+            return Err(Error::Usage(
+                "--nfs-data-cache caches an NFS backend: give --nfs too",
             ));
         }
         cfg.nfs_data_cache = args.nfs_data_cache;
         if args.nfs_data_cache_dir.is_some() && args.nfs_data_cache == 0 {
-            return Err(Error::Config(
-                "--nfs-data-cache-dir holds the data cache's copies: give --nfs-data-cache SIZE too"
-                    .into(),
+            return Err(Error::Usage(
+                "--nfs-data-cache-dir holds the data cache's copies: give --nfs-data-cache SIZE too",
             ));
         }
         cfg.nfs_data_cache_dir = args.nfs_data_cache_dir.clone();
@@ -245,11 +244,11 @@ impl Args {
         let mut rt = tokio::runtime::Builder::new_multi_thread();
         if let Some(n) = self.workers {
             if n == 0 {
-                return Err(Error::Config("--workers must be at least 1".into()));
+                return Err(Error::Usage("--workers must be at least 1"));
             }
             rt.worker_threads(n);
         }
-        let rt = rt.enable_all().build()?;
+        let rt = rt.enable_all().build().map_err(Error::Runtime)?;
         rt.block_on(crate::run(RunConfig {
             listen: self.listen,
             metrics: self.metrics,
@@ -262,25 +261,15 @@ impl Args {
     /// `--healthcheck`: see [`crate::health::probe`].
     pub fn healthcheck(&self) -> Result<(), Error> {
         let probe = |addr| crate::health::probe(addr, crate::health::TIMEOUT);
-        service::healthcheck(self.listen, probe)?.map_err(Error::Unhealthy)
+        service::healthcheck(self.listen, probe)
+            .map_err(Error::Runtime)?
+            .map_err(Error::Unhealthy)
     }
 }
 
-/// One line for an error and its causes, for a binary's last words: each cause is added
-/// only if the text so far does not already contain it (our `Display`s include their
-/// cause, anyhow contexts do not), so nothing is said twice.
+/// One line for an error and its causes, for a binary's last words: [`crate::Chain`]'s.
 pub fn error_line(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut line = err.to_string();
-    let mut cause = err.source();
-    while let Some(c) = cause {
-        let text = c.to_string();
-        if !line.contains(&text) {
-            line.push_str(": ");
-            line.push_str(&text);
-        }
-        cause = c.source();
-    }
-    line
+    crate::Chain(err).to_string()
 }
 
 pub use service::init_logging;
@@ -293,6 +282,26 @@ fn parse_bool(text: &str) -> Result<bool, String> {
         _ => Err(format!(
             "{text:?} is not a boolean (true/false, 1/0, yes/no)"
         )),
+    }
+}
+
+/// `NAME:VALUE` (the `--header` syntax) → (name, value).
+fn parse_header_arg(text: &str) -> Result<(String, String), String> {
+    match text.split_once(':') {
+        Some((n, v)) if !n.trim().is_empty() => Ok((n.trim().to_string(), v.trim().to_string())),
+        _ => Err(format!(
+            "{text:?}: give NAME:VALUE, e.g. \"X-Content-Type-Options: nosniff\""
+        )),
+    }
+}
+
+/// `EXT=VALUE` (the `--cache-control-for` syntax) → (extension, value).
+fn parse_ext_arg(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((e, v)) if !e.trim().is_empty() && !v.trim().is_empty() => {
+            Ok((e.trim().to_string(), v.trim().to_string()))
+        }
+        _ => Err(format!("{text:?}: give EXT=VALUE, e.g. html=no-cache")),
     }
 }
 
@@ -387,13 +396,23 @@ mod tests {
         let bad = |flag: &str, v: &str| {
             Args::try_parse_from(["httpd", "--root", "/", flag, v])
                 .map_err(|e| e.to_string())
-                .and_then(|a| a.to_config().map_err(|e| e.to_string()))
+                .and_then(|a| a.to_config().map_err(|e| crate::Chain(&e).to_string()))
                 .unwrap_err()
         };
         assert!(bad("--header", "Content-Length: 3").contains("content-length"));
         assert!(bad("--header", "nocolon").contains("NAME:VALUE"));
         assert!(bad("--access-log-format", "xml").contains("json or combined"));
         assert!(bad("--max-ranges", "0").contains("max_ranges"));
+    }
+
+    #[test]
+    fn header_and_extension_arguments_parse() {
+        assert!(parse_header_arg("novalue").is_err());
+        assert_eq!(
+            parse_header_arg("X-A: b: c").unwrap(),
+            ("X-A".into(), "b: c".into())
+        );
+        assert!(parse_ext_arg("html").is_err());
     }
 
     #[test]

@@ -1,9 +1,12 @@
-//! What httpd serves and under which limits.
+//! What httpd serves and under which limits, and the user's response shaping checked
+//! once at start-up into header values (`Shaping`).
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use http::header::{self, HeaderName, HeaderValue};
 
 /// Where the files come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,6 +82,126 @@ impl Default for HttpOptions {
     }
 }
 
+/// Headers a user may not set with `--header`: they frame the message or describe one
+/// particular body, so a fixed value would corrupt responses.
+const RESERVED: [HeaderName; 7] = [
+    header::CONTENT_LENGTH,
+    header::TRANSFER_ENCODING,
+    header::CONNECTION,
+    header::CONTENT_RANGE,
+    header::CONTENT_ENCODING,
+    header::CONTENT_TYPE,
+    header::ETAG,
+];
+
+/// A configuration httpd cannot serve with; each says what to change.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A limit outside the range httpd accepts.
+    #[error("{field} must be {rule}")]
+    Limit {
+        field: &'static str,
+        rule: &'static str,
+    },
+    /// A `--cache-control`, `--cache-control-for` or `--header` value that is not a valid
+    /// header value.
+    #[error("{flag} {value:?}: not a valid header value")]
+    HeaderValue { flag: &'static str, value: String },
+    /// A `--header` name that is not a valid header name.
+    #[error("--header {0:?}: not a valid header name")]
+    HeaderName(String),
+    /// A `--header` httpd sets per response.
+    #[error("--header {0}: httpd sets this header per response; it cannot be fixed")]
+    Reserved(HeaderName),
+    /// A `--cache-control-for` extension that is empty or holds a `/`.
+    #[error("--cache-control-for {0:?}: give EXT=VALUE, e.g. html=no-cache")]
+    Extension(String),
+}
+
+/// [`HttpOptions`] as header values, checked.
+#[derive(Debug, Clone)]
+pub(crate) struct Shaping {
+    pub precompressed: bool,
+    pub server_timing: bool,
+    pub hide_dotfiles: bool,
+    pub max_ranges: usize,
+    cache_control: Option<HeaderValue>,
+    /// (extension in lowercase, value), looked up before `cache_control`.
+    cache_control_by_ext: Vec<(String, HeaderValue)>,
+    /// Added to every response, replacing httpd's own header of the same name.
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+impl Default for Shaping {
+    fn default() -> Self {
+        Shaping::new(&HttpOptions::default()).expect("the defaults are valid")
+    }
+}
+
+impl Shaping {
+    /// Checks `opts`; the error names the flag and the bad value.
+    pub(crate) fn new(opts: &HttpOptions) -> Result<Shaping, ConfigError> {
+        let value = |flag: &'static str, v: &str| {
+            HeaderValue::from_str(v.trim()).map_err(|_| ConfigError::HeaderValue {
+                flag,
+                value: v.to_string(),
+            })
+        };
+        let cache_control = match &opts.cache_control {
+            Some(v) => Some(value("--cache-control", v)?),
+            None => None,
+        };
+        let mut by_ext = Vec::new();
+        for (ext, v) in &opts.cache_control_by_ext {
+            let ext = ext.trim().trim_start_matches('.').to_ascii_lowercase();
+            if ext.is_empty() || ext.contains('/') {
+                return Err(ConfigError::Extension(ext));
+            }
+            by_ext.push((ext, value("--cache-control-for", v)?));
+        }
+        let mut headers = Vec::new();
+        for (name, v) in &opts.headers {
+            let name = HeaderName::from_bytes(name.trim().as_bytes())
+                .map_err(|_| ConfigError::HeaderName(name.clone()))?;
+            if RESERVED.contains(&name) {
+                return Err(ConfigError::Reserved(name));
+            }
+            headers.push((name, value("--header", v)?));
+        }
+        Ok(Shaping {
+            precompressed: opts.precompressed,
+            server_timing: opts.server_timing,
+            hide_dotfiles: opts.hide_dotfiles,
+            max_ranges: opts.max_ranges.max(1),
+            cache_control,
+            cache_control_by_ext: by_ext,
+            headers,
+        })
+    }
+
+    /// Adds the user's `--header`s to a response's fields, replacing httpd's own field of
+    /// the same name.
+    pub(crate) fn add_headers(&self, fields: &mut http::HeaderMap) {
+        for (name, value) in &self.headers {
+            fields.insert(name.clone(), value.clone());
+        }
+    }
+
+    /// The `Cache-Control` of a successful response for the file `name`.
+    pub(crate) fn cache_control(&self, name: &str) -> Option<HeaderValue> {
+        // The stored extensions are lowercase: compared without a lowercased copy.
+        if let Some((_, ext)) = name.rsplit_once('.')
+            && let Some((_, v)) = self
+                .cache_control_by_ext
+                .iter()
+                .find(|(e, _)| e.eq_ignore_ascii_case(ext))
+        {
+            return Some(v.clone());
+        }
+        self.cache_control.clone()
+    }
+}
+
 /// Server configuration; [`Config::local`] and [`Config::nfs`] give the defaults.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -134,7 +257,7 @@ pub struct Config {
     /// system's page cache costs less CPU than from shmem.
     pub nfs_data_cache_dir: Option<PathBuf>,
     /// NFS: the data cache's counters, for the metrics endpoint (and tests).
-    pub nfs_data_cache_stats: Arc<crate::storage::CacheStats>,
+    pub nfs_data_cache_stats: Arc<crate::cache_stats::CacheStats>,
     /// How long shutdown waits for in-flight responses before closing them.
     pub shutdown_grace: Duration,
     /// Answer plain keep-alive GET/HEAD requests for small cached local files before
@@ -182,31 +305,74 @@ impl Config {
         }
     }
 
-    /// Checks ranges; called by [`crate::serve`].
-    pub fn validate(&self) -> Result<(), crate::Error> {
-        let bad = |m: &str| Err(crate::Error::Config(m.to_string()));
-        if self.max_connections == 0 {
-            return bad("max_connections must be at least 1");
+    /// Checks ranges and the response shaping; called by [`crate::serve`].
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let limits = [
+            (self.max_connections == 0, "max_connections", "at least 1"),
+            (
+                self.max_header_bytes < 1024,
+                "max_header_bytes",
+                "at least 1024",
+            ),
+            (
+                !(4096..=(16 << 20)).contains(&self.chunk_size),
+                "chunk_size",
+                "between 4 KiB and 16 MiB",
+            ),
+            (
+                self.inline_limit > (16 << 20),
+                "inline_limit",
+                "at most 16 MiB",
+            ),
+            (
+                self.nfs_connections == 0 || self.nfs_read_ahead == 0,
+                "nfs_connections and nfs_read_ahead",
+                "at least 1",
+            ),
+            (
+                self.header_timeout.is_zero() || self.idle_timeout.is_zero(),
+                "timeouts",
+                "positive",
+            ),
+            (self.http.max_ranges == 0, "max_ranges", "at least 1"),
+        ];
+        if let Some(&(_, field, rule)) = limits.iter().find(|(bad, _, _)| *bad) {
+            return Err(ConfigError::Limit { field, rule });
         }
-        if self.max_header_bytes < 1024 {
-            return bad("max_header_bytes must be at least 1024");
-        }
-        if !(4096..=(16 << 20)).contains(&self.chunk_size) {
-            return bad("chunk_size must be between 4 KiB and 16 MiB");
-        }
-        if self.inline_limit > (16 << 20) {
-            return bad("inline_limit must be at most 16 MiB");
-        }
-        if self.nfs_connections == 0 || self.nfs_read_ahead == 0 {
-            return bad("nfs_connections and nfs_read_ahead must be at least 1");
-        }
-        if self.header_timeout.is_zero() || self.idle_timeout.is_zero() {
-            return bad("timeouts must be positive");
-        }
-        if self.http.max_ranges == 0 {
-            return bad("max_ranges must be at least 1");
-        }
-        crate::respond::Shaping::new(&self.http).map_err(crate::Error::Config)?;
+        Shaping::new(&self.http)?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_values_are_refused_naming_the_flag() {
+        let mut o = HttpOptions {
+            headers: vec![("Content-Length".into(), "5".into())],
+            ..Default::default()
+        };
+        let refused = |o: &HttpOptions| Shaping::new(o).unwrap_err().to_string();
+        assert!(refused(&o).contains("content-length"));
+        o.headers = vec![("X bad".into(), "v".into())];
+        assert!(refused(&o).contains("--header"));
+        o.headers = vec![("X-Frame-Options".into(), "DENY".into())];
+        o.cache_control = Some("bad\nvalue".into());
+        assert!(refused(&o).contains("--cache-control"));
+    }
+
+    #[test]
+    fn extension_overrides_win() {
+        let o = HttpOptions {
+            cache_control: Some("max-age=60".into()),
+            cache_control_by_ext: vec![(".HTML".into(), "no-cache".into())],
+            ..Default::default()
+        };
+        let s = Shaping::new(&o).unwrap();
+        assert_eq!(s.cache_control("a/index.Html").unwrap(), "no-cache");
+        assert_eq!(s.cache_control("x.bin").unwrap(), "max-age=60");
+        assert_eq!(Shaping::default().cache_control("x.bin"), None);
     }
 }

@@ -44,13 +44,9 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 
 use crate::body::{InRequest, SendQueue};
 use crate::conn_io::ConnIo;
-use crate::respond::Shared;
+use crate::respond::{Shared, TIMING_PLACEHOLDER, plain_file_fields, push_server_timing};
 use crate::storage::{Handle, Kind, LocalStorage};
 use crate::timing::HandleSet;
-
-/// The Server-Timing value [`crate::respond::plain_file_fields`] leaves for the fast path
-/// to fill in (a `--header Server-Timing:` of the user's replaces it, and then stays).
-pub(crate) const TIMING_PLACEHOLDER: &str = "servelab-fast-path-timing";
 
 /// Request fields that do not change the response when no access log is written (the
 /// access log is what would show User-Agent and Referer).
@@ -97,11 +93,12 @@ pub(crate) enum End {
     Handoff(Bytes),
 }
 
-/// A file version's response head, made once: the status line and fields up to
-/// Server-Timing's value, the rest, and whether a Date field follows (hyper adds one
-/// last unless the response has its own).
+/// A file version's response head, made once and kept with the cached file
+/// (`OpenFile::derived`): the status line and fields up to Server-Timing's value, the
+/// rest, and whether a Date field follows (hyper adds one last unless the response has
+/// its own).
 #[derive(Debug)]
-pub(crate) struct Head {
+struct Head {
     before: Box<[u8]>,
     /// Empty when there is no Server-Timing to fill in.
     after: Box<[u8]>,
@@ -111,7 +108,7 @@ pub(crate) struct Head {
 
 impl Head {
     /// `fields` written as hyper writes them: `name: value` lines in the map's order.
-    pub(crate) fn of(fields: &HeaderMap) -> Head {
+    fn of(fields: &HeaderMap) -> Head {
         let mut before = b"HTTP/1.1 200 OK\r\n".to_vec();
         let mut after = Vec::new();
         let mut timing = false;
@@ -297,14 +294,10 @@ fn answer(fast: &Fast, buf: &[u8], batch: &mut Batch) -> Option<usize> {
     if data.is_empty() || data.len() as u64 != entry.meta.size {
         return None;
     }
-    let fields = file.fast_head.get_or_init(|| {
+    let fields = file.derived(|| {
         let name = path.rsplit('/').next().unwrap_or("");
-        Head::of(&crate::respond::plain_file_fields(
-            &fast.shared,
-            &entry,
-            name,
-        ))
-    });
+        Head::of(&plain_file_fields(&fast.shared.shaping, &entry.meta, name))
+    })?;
     // As the normal path: the lookup is `meta`, then the bytes are "read" (sliced from
     // the cache); no read at all for HEAD. One clock read ends the one and starts the
     // other.
@@ -321,13 +314,7 @@ fn answer(fast: &Fast, buf: &[u8], batch: &mut Batch) -> Option<usize> {
     if fields.timing {
         let t = &mut batch.timing;
         t.clear();
-        latency::server_timing::push(t, "meta", meta);
-        t.push_str(";desc=\"path lookup\"");
-        if let Some(r) = read {
-            t.push_str(", ");
-            latency::server_timing::push(t, "read", r);
-            t.push_str(";desc=\"storage read\"");
-        }
+        push_server_timing(t, meta, read);
         out.extend_from_slice(t.as_bytes());
         out.extend_from_slice(&fields.after);
     }
@@ -581,6 +568,9 @@ mod tests {
     /// Requests the fast path answered (all tests of this binary together).
     pub(super) static ANSWERED: AtomicU64 = AtomicU64::new(0);
 
+    /// Held by the tests that count [`ANSWERED`], so each counts only its own answers.
+    static COUNTING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
     #[test]
     fn plain_paths() {
         for ok in ["/a", "/small.bin", "/d/e-f_g~h.txt", "/a.b.c"] {
@@ -653,29 +643,6 @@ mod tests {
         read.await
             .expect("the server closes after the last request")
             .unwrap();
-        out
-    }
-
-    /// `text` with what differs between runs blanked: the Date value and Server-Timing's
-    /// durations.
-    fn masked(text: &[u8]) -> Vec<u8> {
-        let mut out = Vec::with_capacity(text.len());
-        let mut i = 0;
-        while i < text.len() {
-            if text[i..].starts_with(b"\r\ndate: ") && text.len() >= i + 8 + 29 {
-                out.extend_from_slice(b"\r\ndate: <date>");
-                i += 8 + 29;
-            } else if text[i..].starts_with(b"dur=") {
-                out.extend_from_slice(b"dur=<ms>");
-                i += 4;
-                while i < text.len() && (text[i].is_ascii_digit() || text[i] == b'.') {
-                    i += 1;
-                }
-            } else {
-                out.push(text[i]);
-                i += 1;
-            }
-        }
         out
     }
 
@@ -864,6 +831,7 @@ mod tests {
                 ..Default::default()
             },
         ];
+        let _counting = COUNTING.lock().await;
         let before = ANSWERED.load(Ordering::Relaxed);
         for (k, http) in shapings.iter().enumerate() {
             let (fast_addr, fast_reg, stop_fast) = start(root, http, true).await;
@@ -872,21 +840,8 @@ mod tests {
                 let a = exchange(fast_addr, &parts).await;
                 let b = exchange(slow_addr, &parts).await;
                 assert!(!b.is_empty(), "{name}");
-                let (a, b) = (masked(&a), masked(&b));
-                if a != b {
-                    let at = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
-                    let show = |v: &[u8]| {
-                        let from = at.saturating_sub(300);
-                        String::from_utf8_lossy(&v[from..(at + 200).min(v.len())]).into_owned()
-                    };
-                    panic!(
-                        "shaping {k}, {name}: fast ({} bytes) and hyper ({} bytes) differ at \
-                         byte {at}:\nfast:  {:?}\nhyper: {:?}",
-                        a.len(),
-                        b.len(),
-                        show(&a),
-                        show(&b)
-                    );
+                if let Some(d) = crate::fuzzing::difference(&a, &b) {
+                    panic!("shaping {k}, {name}: {d}");
                 }
             }
             // Timers record just after the last byte is written.
@@ -906,6 +861,45 @@ mod tests {
         }
         let answered = ANSWERED.load(Ordering::Relaxed) - before;
         assert!(answered > 4 * 100, "the fast path answered {answered}");
+    }
+
+    /// The server the fuzz targets drive (`crate::fuzzing::Server`) is the binary's:
+    /// the fast path answers its plain requests, byte for byte as hyper does. (The
+    /// fuzz target used to build its own hyper connection, so the fast path was never
+    /// fuzzed.)
+    #[test]
+    fn the_fuzzed_server_is_answered_by_the_fast_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("a.txt");
+        std::fs::write(&file, b"hello, world\n").unwrap();
+        // The open-file cache keeps the bytes of files unchanged for a second.
+        std::thread::sleep(Duration::from_millis(1100));
+        let fast = crate::fuzzing::Server::new(dir.path(), true).unwrap();
+        let hyper = crate::fuzzing::Server::new(dir.path(), false).unwrap();
+        let request =
+            b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\nHEAD /a.txt HTTP/1.1\r\nHost: x\r\n\r\n";
+        let _counting = COUNTING.blocking_lock();
+        let before = ANSWERED.load(Ordering::Relaxed);
+        let a = fast.exchange(request).unwrap();
+        assert_eq!(
+            ANSWERED.load(Ordering::Relaxed) - before,
+            2,
+            "fast-path answers"
+        );
+        let b = hyper.exchange(request).unwrap();
+        assert_eq!(
+            ANSWERED.load(Ordering::Relaxed) - before,
+            2,
+            "hyper's server"
+        );
+        let (a, b) = (crate::fuzzing::masked(&a), crate::fuzzing::masked(&b));
+        assert_eq!(String::from_utf8_lossy(&a), String::from_utf8_lossy(&b));
+        assert!(a.starts_with(b"HTTP/1.1 200 OK\r\n"));
+        // Two answers from the fast path, the last request's from hyper.
+        let answers = String::from_utf8_lossy(&a)
+            .matches("HTTP/1.1 200 OK")
+            .count();
+        assert_eq!(answers, 3);
     }
 
     /// A client that sends part of a head late and then nothing is closed at the header

@@ -9,7 +9,7 @@ fn main() -> std::process::ExitCode {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             // One line, no backtrace: these are configuration and start-up errors.
-            eprintln!("httpd: {}", httpd::cli::error_line(&e));
+            eprintln!("httpd: {}", httpd::Chain(&e));
             std::process::ExitCode::FAILURE
         }
     }

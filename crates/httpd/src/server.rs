@@ -23,6 +23,7 @@ use crate::config::{AccessLog, Backend, Config};
 use crate::conn_io::ConnIo;
 use crate::fast::{self, Fast};
 use crate::respond::{self, Shared};
+use crate::storage::nfs::ConnectError;
 use crate::storage::{CacheStats, LocalStorage, NfsStorage, Storage};
 use crate::timing::{Recorder, spawn_log_writer};
 
@@ -46,9 +47,9 @@ async fn open_storage(
         Backend::Local { root } => {
             let local = Arc::new(
                 LocalStorage::new(root, config.follow_symlinks, config.chunk_size)
-                    .map_err(|err| Error::Root {
+                    .map_err(|source| Error::Root {
                         path: root.clone(),
-                        err,
+                        source,
                     })?
                     .with_open_cache((!config.open_file_cache.is_zero()).then(|| {
                         crate::storage::open_cache::OpenCacheConfig {
@@ -74,11 +75,64 @@ async fn open_storage(
                         config.nfs_data_cache_stats.clone(),
                     ),
                 )
-                .await?
+                .await
+                .map_err(|e| connect_error(url, e))?
                 .with_splice(config.nfs_splice),
             ),
             None,
         ),
+    })
+}
+
+/// The start-up error of an NFS backend that could not start, naming the flag it is about.
+fn connect_error(url: &str, e: ConnectError) -> Error {
+    match e {
+        ConnectError::Url(e) => Error::Url(e),
+        ConnectError::DataCacheDir { path, source } => Error::DataCacheDir { path, source },
+        source => Error::Nfs {
+            url: url.to_string(),
+            source,
+        },
+    }
+}
+
+/// hyper's HTTP/1 connection settings for `config`.
+///
+/// The sendfile markers (body.rs) depend on this builder: HTTP/1 only, and the queued
+/// ("writev") write strategy, which hands each body `Bytes` to ConnIo as the very slice
+/// the body built, never copied into a flat buffer — a copied marker would lose its
+/// address and go out as zeros (ConnIo then fails the connection instead). hyper's
+/// features are trimmed to `http1` + `server` so no other path exists; the pipelined
+/// keep-alive test in tests/httpd.rs pins the behaviour.
+fn http1_builder(config: &Config) -> http1::Builder {
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(config.header_timeout)
+        .keep_alive(true)
+        .writev(true)
+        .max_buf_size(config.max_header_bytes.max(8192));
+    // No `.max_headers(..)`: hyper's default is the same 100, parsed into arrays on the
+    // stack; setting any value makes it fill heap vectors element by element for every
+    // request (5 % of httpd's instructions per 4 KiB keep-alive request).
+    builder
+}
+
+/// Where the access log's lines go; a file is opened for appending (created if missing).
+fn open_access_log(target: &AccessLog) -> Result<Box<dyn std::io::Write + Send>, Error> {
+    Ok(match target {
+        AccessLog::Stdout => Box::new(std::io::stdout()),
+        AccessLog::File(path) => Box::new(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(|source| Error::AccessLog {
+                    path: path.clone(),
+                    source,
+                })?,
+        ),
+        AccessLog::Writer(w) => Box::new(SharedWriter(w.clone())),
     })
 }
 
@@ -97,21 +151,7 @@ pub async fn serve(
     let (log_tx, log_thread) = match &config.access_log {
         None => (None, None),
         Some(target) => {
-            let out: Box<dyn std::io::Write + Send> = match target {
-                AccessLog::Stdout => Box::new(std::io::stdout()),
-                AccessLog::File(path) => Box::new(
-                    std::fs::OpenOptions::new()
-                        .create(true)
-                        .append(true)
-                        .open(path)
-                        .map_err(|err| Error::AccessLog {
-                            path: path.clone(),
-                            err,
-                        })?,
-                ),
-                AccessLog::Writer(w) => Box::new(SharedWriter(w.clone())),
-            };
-            let (tx, thread) = spawn_log_writer(out);
+            let (tx, thread) = spawn_log_writer(open_access_log(target)?);
             (Some(tx), Some(thread))
         }
     };
@@ -120,7 +160,7 @@ pub async fn serve(
         storage,
         recorder: Arc::new(Recorder::new(registry, log_tx).with_format(config.access_log_format)),
         list_dirs: config.list_dirs,
-        shaping: respond::Shaping::new(&config.http).map_err(Error::Config)?,
+        shaping: crate::config::Shaping::new(&config.http)?,
         // Local files, and NFS files held in the data cache (memfds).
         sendfile: config.sendfile,
         inline_limit: config.inline_limit,
@@ -131,22 +171,7 @@ pub async fn serve(
         config.header_timeout,
         config.fast_path,
     );
-    // The sendfile markers (body.rs) depend on this builder: HTTP/1 only, and the queued
-    // ("writev") write strategy, which hands each body `Bytes` to ConnIo as the very slice
-    // the body built, never copied into a flat buffer — a copied marker would lose its
-    // address and go out as zeros (ConnIo then fails the connection instead). hyper's
-    // features are trimmed to `http1` + `server` so no other path exists; the pipelined
-    // keep-alive test in tests/httpd.rs pins the behaviour.
-    let mut builder = http1::Builder::new();
-    builder
-        .timer(TokioTimer::new())
-        .header_read_timeout(config.header_timeout)
-        .keep_alive(true)
-        .writev(true)
-        .max_buf_size(config.max_header_bytes.max(8192));
-    // No `.max_headers(..)`: hyper's default is the same 100, parsed into arrays on the
-    // stack; setting any value makes it fill heap vectors element by element for every
-    // request (5 % of httpd's instructions per 4 KiB keep-alive request).
+    let builder = http1_builder(&config);
     let permits = Arc::new(Semaphore::new(config.max_connections));
     let open = Arc::new(OpenConns::default());
     let housekeeping = tokio::spawn(return_memory(open.clone()));
@@ -410,5 +435,5 @@ pub async fn run(rc: RunConfig) -> Result<(), Error> {
 async fn bind(flag: &'static str, addr: SocketAddr) -> Result<TcpListener, Error> {
     TcpListener::bind(addr)
         .await
-        .map_err(|err| Error::Bind { flag, addr, err })
+        .map_err(|source| Error::Bind { flag, addr, source })
 }

@@ -8,10 +8,21 @@
 
 use crate::{LabError, Result};
 
+/// What is wrong with a CPU list.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("CPU list `{text}`: {why}")]
+pub struct CpuListError {
+    pub text: String,
+    pub why: &'static str,
+}
+
 /// Parses a CPU list as `taskset -c` and cpusets write it: `0`, `0,2`, `1-3`, `0-1,4`.
 /// The error says what is wrong with it.
-pub fn parse_cpu_list(text: &str) -> std::result::Result<Vec<usize>, String> {
-    let bad = |why: &str| format!("CPU list `{text}`: {why}");
+pub fn parse_cpu_list(text: &str) -> std::result::Result<Vec<usize>, CpuListError> {
+    let bad = |why: &'static str| CpuListError {
+        text: text.to_string(),
+        why,
+    };
     let mut cpus = Vec::new();
     for part in text.split(',').map(str::trim) {
         if part.is_empty() {

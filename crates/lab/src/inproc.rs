@@ -137,7 +137,7 @@ impl<E: Send + 'static> InProcess<E> {
     /// it returned one, had already returned, or does not return within 40 s.
     pub fn stop(mut self) -> Result<()>
     where
-        E: std::fmt::Display,
+        E: std::error::Error + Send + Sync + 'static,
     {
         if let Some(s) = self.stop.take() {
             let _ = s.send(());
@@ -148,7 +148,10 @@ impl<E: Send + 'static> InProcess<E> {
             .ok_or_else(|| LabError::Failed("the server had already returned".into()))?;
         match done.recv_timeout(Duration::from_secs(40)) {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(LabError::Failed(format!("serve returned an error: {e}"))),
+            Ok(Err(e)) => Err(LabError::Server {
+                what: "serve returned an error".into(),
+                source: Box::new(e),
+            }),
             Err(_) => Err(LabError::Failed(
                 "serve did not return within 40 s of shutdown".into(),
             )),

@@ -34,18 +34,33 @@ pub mod tools;
 
 use std::path::PathBuf;
 
-/// What can go wrong in the harness. Messages are one line a user can act on (a child's
-/// log tail follows on its own lines).
+/// What can go wrong in the harness. Each message says its own layer only — what was
+/// being done — and keeps the error under it as its source (print the chain: `{:#}` of
+/// an `anyhow::Error`, or `service::Chain`); a child's log tail follows on its own lines.
 #[derive(Debug, thiserror::Error)]
 pub enum LabError {
     /// A program or feature this machine lacks; the text says how to get it.
     #[error("{0}")]
     Missing(String),
-    #[error("{what}: {source}")]
+    #[error("{what}")]
     Io {
         what: String,
         #[source]
         source: std::io::Error,
+    },
+    /// A tool's output that cannot be read.
+    #[error("{what}")]
+    Unreadable {
+        what: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A server run in-process returned an error of its own.
+    #[error("{what}")]
+    Server {
+        what: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// A child exited before it was ready.
     #[error("{name} exited with {status}; its log ends:\n{log_tail}")]
@@ -72,18 +87,6 @@ impl LabError {
             what: what.into(),
             source,
         }
-    }
-}
-
-impl From<String> for LabError {
-    fn from(s: String) -> Self {
-        LabError::Failed(s)
-    }
-}
-
-impl From<&str> for LabError {
-    fn from(s: &str) -> Self {
-        LabError::Failed(s.to_string())
     }
 }
 
@@ -134,6 +137,17 @@ pub fn cores() -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_message_says_its_own_layer_and_keeps_its_cause() {
+        let e = LabError::io(
+            "cannot connect to 127.0.0.1:1",
+            std::io::ErrorKind::ConnectionRefused.into(),
+        );
+        assert_eq!(e.to_string(), "cannot connect to 127.0.0.1:1");
+        let source = std::error::Error::source(&e).map(ToString::to_string);
+        assert_eq!(source.as_deref(), Some("connection refused"));
+    }
 
     #[test]
     fn finds_sh_and_a_port() {

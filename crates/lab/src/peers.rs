@@ -121,14 +121,15 @@ impl Baseline {
     /// HTTP servers serving the dataset from local disk beside ours, in report order.
     pub const HTTP_PEERS: &'static [Baseline] = &[Baseline::Nginx, Baseline::Apache, Baseline::H2o];
 
-    /// Starts this baseline on `root` (served or exported); the kernel NFS client is not
-    /// a server we start.
+    /// Starts this baseline on `root` (served or exported): the one call for every peer.
+    /// NFS-Ganesha serves NFSv3 and NFSv4.0 ([`start_ganesha_v4`]), so NFS-level runs have
+    /// their control over both; the kernel NFS client is not a server we start.
     pub fn start(self, root: &Path) -> Result<ExternalServer> {
         match self {
             Baseline::Nginx => start_nginx(root),
             Baseline::Apache => start_apache(root),
             Baseline::H2o => start_h2o(root),
-            Baseline::Ganesha => start_ganesha(root),
+            Baseline::Ganesha => start_ganesha_v4(root),
             Baseline::KernelNfs => Err(LabError::Missing(
                 "the kernel NFS client is mounted, not started: run httpd --root on the mount"
                     .into(),

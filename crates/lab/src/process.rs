@@ -4,7 +4,7 @@
 
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus};
+use std::process::{Child, ChildStderr, ChildStdout, Command, ExitStatus};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -119,6 +119,25 @@ impl Supervised {
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Its piped stdout and stderr (for a tool whose output is read), once.
+    pub fn take_pipes(&mut self) -> (Option<ChildStdout>, Option<ChildStderr>) {
+        (self.child.stdout.take(), self.child.stderr.take())
+    }
+
+    /// Its exit status once it exits within `limit`; `None` if it still runs then.
+    pub fn wait_for(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(s) = self.try_wait() {
+                return Some(s);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Its exit status if it has exited.

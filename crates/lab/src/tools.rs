@@ -4,8 +4,10 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::process::{Supervised, die_with_parent};
-use crate::{Result, cores, find_program, free_port};
+use std::net::SocketAddr;
+
+use crate::process::Supervised;
+use crate::{LabError, Result, cores, find_program, free_port};
 
 /// What one run of any tool (or of `servelab load`) measured.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -35,9 +37,8 @@ pub fn wrk_threads(
     seconds: f64,
     keepalive: bool,
 ) -> Result<Measured> {
-    let program = find_program("wrk").ok_or_else(|| {
-        crate::LabError::Missing("wrk is not installed (apt-get install wrk)".into())
-    })?;
+    let program = find_program("wrk")
+        .ok_or_else(|| LabError::Missing("wrk is not installed (apt-get install wrk)".into()))?;
     let threads = threads.clamp(1, connections.max(1));
     let mut cmd = Command::new(program);
     cmd.arg("-t")
@@ -63,7 +64,7 @@ pub fn wrk_threads(
 /// `ab -n N -c C [-k] URL`: exactly the original experiment's command.
 pub fn ab_count(url: &str, requests: u64, concurrency: usize, keepalive: bool) -> Result<Measured> {
     let program = find_program("ab").ok_or_else(|| {
-        crate::LabError::Missing("ab is not installed (apt-get install apache2-utils)".into())
+        LabError::Missing("ab is not installed (apt-get install apache2-utils)".into())
     })?;
     let mut cmd = Command::new(program);
     cmd.arg("-q")
@@ -86,7 +87,7 @@ pub fn ab_count(url: &str, requests: u64, concurrency: usize, keepalive: bool) -
 /// `ab -q -c C -t D -n HUGE [-k] URL` (time-bounded; `-n` only lifts ab's 50,000 cap).
 pub fn ab(url: &str, concurrency: usize, seconds: f64, keepalive: bool) -> Result<Measured> {
     let program = find_program("ab").ok_or_else(|| {
-        crate::LabError::Missing("ab is not installed (apt-get install apache2-utils)".into())
+        LabError::Missing("ab is not installed (apt-get install apache2-utils)".into())
     })?;
     let mut cmd = Command::new(program);
     cmd.arg("-q")
@@ -111,9 +112,10 @@ pub fn ab(url: &str, concurrency: usize, seconds: f64, keepalive: bool) -> Resul
 /// `iperf3 -c 127.0.0.1 -p PORT -t D -J` against a one-off `iperf3 -s -1` it starts.
 pub fn iperf3(seconds: f64) -> Result<Measured> {
     let program = find_program("iperf3")
-        .ok_or_else(|| crate::LabError::Missing("iperf3 is not installed".into()))?;
+        .ok_or_else(|| LabError::Missing("iperf3 is not installed".into()))?;
     let port = free_port()?;
-    // No `-1`: a readiness probe would count as its one client. The guard kills it.
+    // No `-1`: the readiness probe below would count as its one client. The guard kills
+    // it. The client starts once the server accepts, so it is never refused.
     let mut server = Command::new(&program);
     server
         .args(["-s", "-B", "127.0.0.1", "-p"])
@@ -121,46 +123,20 @@ pub fn iperf3(seconds: f64) -> Result<Measured> {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    let _server = Supervised::spawn("iperf3 -s", &mut server, None)?.with_grace(Duration::ZERO);
-    let client = || {
-        run(
-            Command::new(&program)
-                .args(["-c", "127.0.0.1", "-J", "-p"])
-                .arg(port.to_string())
-                .arg("-t")
-                .arg(format!("{}", seconds.ceil().max(1.0) as u64)),
-            seconds + 30.0,
-        )
-        .and_then(|out| parse_iperf3(&out))
-    };
-    let mut out = client();
-    for _ in 0..20 {
-        match &out {
-            Err(e) if e.to_string().contains("Connection refused") => {
-                std::thread::sleep(Duration::from_millis(250));
-                out = client();
-            }
-            _ => break,
-        }
-    }
-    out
-}
-
-trait WaitTimeout {
-    fn wait_timeout(&mut self, d: Duration) -> Option<std::process::ExitStatus>;
-}
-
-impl WaitTimeout for std::process::Child {
-    fn wait_timeout(&mut self, d: Duration) -> Option<std::process::ExitStatus> {
-        let deadline = std::time::Instant::now() + d;
-        while std::time::Instant::now() < deadline {
-            if let Ok(Some(s)) = self.try_wait() {
-                return Some(s);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        None
-    }
+    let mut server = Supervised::spawn("iperf3 -s", &mut server, None)?.with_grace(Duration::ZERO);
+    server.wait_ready(
+        &[SocketAddr::from(([127, 0, 0, 1], port))],
+        Duration::from_secs(5),
+    )?;
+    let out = run(
+        Command::new(&program)
+            .args(["-c", "127.0.0.1", "-J", "-p"])
+            .arg(port.to_string())
+            .arg("-t")
+            .arg(format!("{}", seconds.ceil().max(1.0) as u64)),
+        seconds + 30.0,
+    )?;
+    parse_iperf3(&out)
 }
 
 /// CPU seconds used by this process's reaped children so far.
@@ -181,17 +157,17 @@ pub fn run_timed(cmd: &mut Command, limit_s: f64) -> Result<(String, f64)> {
     Ok((out, (children_cpu_s() - before).max(0.0)))
 }
 
-/// Runs a tool to completion within `limit_s` seconds; its stdout (stderr on failure).
+/// Runs a tool to completion within `limit_s` seconds, supervised (an interrupted run
+/// stops it with the servers); its stdout (stderr on failure).
 pub fn run(cmd: &mut Command, limit_s: f64) -> Result<String> {
     let name = cmd.get_program().to_string_lossy().into_owned();
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    die_with_parent(cmd);
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| crate::LabError::io(format!("cannot run {name}"), e))?;
-    let (mut so, mut se) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let mut child = Supervised::spawn(&name, cmd, None)?.with_grace(Duration::ZERO);
+    let (Some(mut so), Some(mut se)) = child.take_pipes() else {
+        return Err(LabError::Failed(format!("{name}: no output pipes")));
+    };
     let t_out = std::thread::spawn(move || {
         let mut s = String::new();
         let _ = std::io::Read::read_to_string(&mut so, &mut s);
@@ -202,22 +178,19 @@ pub fn run(cmd: &mut Command, limit_s: f64) -> Result<String> {
         let _ = std::io::Read::read_to_string(&mut se, &mut s);
         s
     });
-    let status = match child.wait_timeout(Duration::from_secs_f64(limit_s)) {
-        Some(s) => s,
-        None => {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(format!("{name} did not finish within {limit_s:.0} s").into());
-        }
+    let Some(status) = child.wait_for(Duration::from_secs_f64(limit_s)) else {
+        child.kill();
+        return Err(LabError::Failed(format!(
+            "{name} did not finish within {limit_s:.0} s"
+        )));
     };
     let stdout = t_out.join().unwrap_or_default();
     let stderr = t_err.join().unwrap_or_default();
     if !status.success() {
-        return Err(format!(
+        return Err(LabError::Failed(format!(
             "{name} failed ({status}): {}",
             first_lines(&format!("{stderr}{stdout}"), 3)
-        )
-        .into());
+        )));
     }
     Ok(stdout)
 }
@@ -273,10 +246,11 @@ pub fn parse_wrk(out: &str) -> Result<Measured> {
             m.per_sec = v
                 .trim()
                 .parse()
-                .map_err(|_| format!("wrk: bad rate {v:?}"))?;
+                .map_err(|_| LabError::Failed(format!("wrk: bad rate {v:?}")))?;
             saw_rate = true;
         } else if let Some(v) = l.strip_prefix("Transfer/sec:") {
-            m.bytes_per_sec = wrk_bytes(v).ok_or_else(|| format!("wrk: bad transfer {v:?}"))?;
+            m.bytes_per_sec =
+                wrk_bytes(v).ok_or_else(|| LabError::Failed(format!("wrk: bad transfer {v:?}")))?;
         } else if let Some(v) = l.strip_prefix("50%") {
             m.p50_ms = wrk_duration_ms(v);
         } else if let Some(v) = l.strip_prefix("99%") {
@@ -287,14 +261,14 @@ pub fn parse_wrk(out: &str) -> Result<Measured> {
             m.requests = words
                 .next()
                 .and_then(|w| w.parse().ok())
-                .ok_or_else(|| format!("wrk: bad line {l:?}"))?;
+                .ok_or_else(|| LabError::Failed(format!("wrk: bad line {l:?}")))?;
             m.seconds = l
                 .split(" in ")
                 .nth(1)
                 .and_then(|r| r.split(',').next())
                 .and_then(wrk_duration_ms)
                 .map(|ms| ms / 1e3)
-                .ok_or_else(|| format!("wrk: bad line {l:?}"))?;
+                .ok_or_else(|| LabError::Failed(format!("wrk: bad line {l:?}")))?;
         } else if let Some(v) = l.strip_prefix("Socket errors:") {
             // `connect 0, read 0, write 0, timeout 0`
             for part in v.split(',') {
@@ -311,7 +285,10 @@ pub fn parse_wrk(out: &str) -> Result<Measured> {
         }
     }
     if !saw_rate || m.requests == 0 {
-        return Err(format!("wrk completed no request: {}", first_lines(out, 4)).into());
+        return Err(LabError::Failed(format!(
+            "wrk completed no request: {}",
+            first_lines(out, 4)
+        )));
     }
     Ok(m)
 }
@@ -346,7 +323,10 @@ pub fn parse_ab(out: &str) -> Result<Measured> {
         }
     }
     if m.requests == 0 || m.per_sec == 0.0 {
-        return Err(format!("ab completed no request: {}", first_lines(out, 4)).into());
+        return Err(LabError::Failed(format!(
+            "ab completed no request: {}",
+            first_lines(out, 4)
+        )));
     }
     Ok(m)
 }
@@ -354,14 +334,17 @@ pub fn parse_ab(out: &str) -> Result<Measured> {
 /// Reads `iperf3 -J`: the receiver's bits per second.
 pub fn parse_iperf3(out: &str) -> Result<Measured> {
     let v: serde_json::Value =
-        serde_json::from_str(out).map_err(|e| format!("iperf3 -J output is not JSON: {e}"))?;
+        serde_json::from_str(out).map_err(|source| LabError::Unreadable {
+            what: "iperf3 -J output is not JSON".into(),
+            source,
+        })?;
     if let Some(err) = v.get("error").and_then(|e| e.as_str()) {
-        return Err(format!("iperf3: {err}").into());
+        return Err(LabError::Failed(format!("iperf3: {err}")));
     }
     let sum = &v["end"]["sum_received"];
-    let bits = sum["bits_per_second"]
-        .as_f64()
-        .ok_or("iperf3 -J has no end.sum_received.bits_per_second")?;
+    let bits = sum["bits_per_second"].as_f64().ok_or_else(|| {
+        LabError::Failed("iperf3 -J has no end.sum_received.bits_per_second".into())
+    })?;
     Ok(Measured {
         seconds: sum["seconds"].as_f64().unwrap_or(0.0),
         requests: 0,

@@ -4,7 +4,8 @@ use std::io;
 
 use nfs3_types::nfs3::nfsstat3;
 
-/// What can stop rustnfs from starting or serving.
+/// What can stop rustnfs from starting or serving. Each `Display` says only its own
+/// part; the cause is the source (`service::Chain` prints both).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("export directory {path}")]
@@ -30,6 +31,13 @@ pub enum Error {
     Rpcbind(#[from] crate::rpcbind::RpcbindError),
     #[error(transparent)]
     Showmount(#[from] crate::showmount::ShowmountError),
+    /// A listening address cannot be bound (`flag` is `--listen` or `--metrics`).
+    #[error("{flag} {addr}")]
+    Bind {
+        flag: &'static str,
+        addr: std::net::SocketAddr,
+        source: io::Error,
+    },
     #[error("I/O error")]
     Io(#[from] io::Error),
     /// `--healthcheck` found the server not answering.

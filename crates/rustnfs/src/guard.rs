@@ -690,17 +690,29 @@ async fn read_sendfile(
     };
     let limit = guard.config.request_timeout;
     let sent = send_file(out, &head, file, a.offset, n as usize, pad, limit).await;
-    guard.fs.record_read(
-        fh,
-        vfs_start,
-        sent.as_ref().map(|()| n).map_err(|_| nfsstat3::NFS3ERR_IO),
-    );
+    // A client that left or stopped reading ends the connection; the file was read as
+    // far as it took, so the vfs phase is not an I/O error for it (the copy path records
+    // the read before its send the same way). Only the file's own failures are.
+    let vfs = match &sent {
+        Err(Close::Io(e)) if !client_gone(e) => Err(nfsstat3::NFS3ERR_IO),
+        _ => Ok(n),
+    };
+    guard.fs.record_read(fh, vfs_start, vfs);
     sent?;
     let bytes = (head.len() + n as usize + pad) as u64;
     guard
         .registry
         .record_op("READ", "total", "ok", start.elapsed(), bytes);
     Ok(())
+}
+
+/// Whether a send failed because the client closed or reset its end of the connection.
+fn client_gone(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind as K;
+    matches!(
+        e.kind(),
+        K::BrokenPipe | K::ConnectionReset | K::ConnectionAborted | K::NotConnected
+    )
 }
 
 /// Writes `head`, then `n` bytes of `file` from `offset` with `sendfile`, then `pad` zero

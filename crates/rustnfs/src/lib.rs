@@ -209,9 +209,13 @@ pub async fn run(rc: cli::RunConfig) -> Result<(), Error> {
         Err(e) => tracing::warn!("cannot raise the open-file limit: {e}"),
     }
     check_identity(&rc.server)?;
+    let bind = async |flag, addr| {
+        let l = TcpListener::bind(addr).await;
+        l.map_err(|source| Error::Bind { flag, addr, source })
+    };
     let registry = Registry::new("rustnfs_nfs");
     let exports = Exports::open(&rc.server, registry.clone())?;
-    let listener = TcpListener::bind(rc.listen).await?;
+    let listener = bind("--listen", rc.listen).await?;
     let stop = service::Stop::new();
     stop.on_signal();
     if exports.file().is_some() {
@@ -231,7 +235,7 @@ pub async fn run(rc: cli::RunConfig) -> Result<(), Error> {
     };
     let metrics = match rc.metrics {
         Some(addr) => {
-            let l = TcpListener::bind(addr).await?;
+            let l = bind("--metrics", addr).await?;
             info!(addr = %l.local_addr()?, "metrics on /metrics and /metrics.json");
             Some(tokio::spawn(serve_metrics(
                 l,

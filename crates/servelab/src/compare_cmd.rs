@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use anyhow::{Context as _, bail};
 use clap::Args;
 
-use crate::compare::link::LinkSpec;
 use crate::compare::options::{BaselineChoice, CompareOptions, CpuSplit, DataCacheCopies};
+use crate::experiment::link::LinkSpec;
 use lab::dataset::DatasetSpec;
 
 /// Scenario A (httpd reading through NFS from rustnfs) against scenario B (httpd reading
@@ -46,8 +46,8 @@ pub struct CompareArgs {
     #[arg(long, default_value_t = 2.0)]
     pub tcp_seconds: f64,
     /// Size of the generated large file, e.g. 10MiB (the original experiment's).
-    #[arg(long, default_value = "10MiB")]
-    pub large_size: String,
+    #[arg(long, default_value = "10MiB", value_parser = large_size)]
+    pub large_size: u64,
     /// Seed of the generated dataset.
     #[arg(long, default_value_t = DatasetSpec::default().seed)]
     pub seed: u64,
@@ -144,11 +144,6 @@ impl CompareArgs {
                 bail!("{name} must be between 0 and 3600");
             }
         }
-        let large_bytes = loadgen::parse_size(&self.large_size)
-            .map_err(|e| anyhow::anyhow!("--large-size: {e}"))? as u64;
-        if large_bytes == 0 {
-            bail!("--large-size must be at least one byte");
-        }
         if let Some(dir) = &self.dataset
             && !dir.is_dir()
         {
@@ -186,11 +181,11 @@ impl CompareArgs {
             .as_deref()
             .map(str::parse::<LinkSpec>)
             .transpose()
-            .map_err(|e| anyhow::anyhow!("--link: {e}"))?;
+            .context("--link")?;
         Ok(CompareOptions {
             dataset: self.dataset,
             dataset_spec: DatasetSpec {
-                large_bytes,
+                large_bytes: self.large_size,
                 seed: self.seed,
                 ..DatasetSpec::default()
             },
@@ -219,6 +214,43 @@ impl CompareArgs {
     }
 }
 
+/// The workload sizes the container comparison takes from compare's own options (the
+/// same for every column).
+fn workloads(o: &CompareOptions) -> crate::containers::Workloads {
+    crate::containers::Workloads {
+        dataset: o.dataset.clone(),
+        spec: o.dataset_spec,
+        repeat: o.repeat,
+        large_requests: o.large_requests,
+        large_concurrency: o.large_concurrency,
+        small_seconds: o.small_seconds,
+        small_concurrency: o.small_concurrency,
+        keep_busy: o.keep_busy,
+    }
+}
+
+/// `--large-size`'s value parser: a size in bytes, with a unit or not; an error says
+/// what is wrong and what to write instead.
+fn large_size(text: &str) -> Result<u64, String> {
+    const WRITE: &str = "write a number with an optional unit, such as 10MiB, 512KiB, 1GiB or 1048576 (units: B, k/KiB, M/MiB, G/GiB)";
+    let t = text.trim();
+    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    match loadgen::parse_size(t) {
+        Ok(0) => Err(format!("the file must hold at least one byte; {WRITE}")),
+        Ok(n) => Ok(n as u64),
+        Err(_) if digits == 0 => Err(format!("`{text}` does not start with a number; {WRITE}")),
+        Err(_) => match t[digits..].trim() {
+            unit if unit.is_empty()
+                || ["b", "k", "kb", "kib", "m", "mb", "mib", "g", "gb", "gib"]
+                    .contains(&unit.to_ascii_lowercase().as_str()) =>
+            {
+                Err(format!("`{text}` is too large; {WRITE}"))
+            }
+            unit => Err(format!("`{unit}` is not a unit of size; {WRITE}")),
+        },
+    }
+}
+
 /// The client/server CPU split from the flags and the CPUs this process may use: both
 /// lists must be allowed, non-empty and disjoint; one given, the other is the rest.
 fn cpu_split(
@@ -232,7 +264,7 @@ fn cpu_split(
         return Ok(None);
     }
     let parse = |flag: &str, text: &str| -> anyhow::Result<Vec<usize>> {
-        let cpus = parse_cpu_list(text).map_err(|e| anyhow::anyhow!("{flag}: {e}"))?;
+        let cpus = parse_cpu_list(text).with_context(|| flag.to_string())?;
         if let Some(c) = cpus.iter().find(|c| !available.contains(c)) {
             bail!(
                 "{flag}: CPU {c} is not available to this process (available: {})",
@@ -295,8 +327,13 @@ pub fn run(mut args: CompareArgs) -> anyhow::Result<()> {
     let containers = std::mem::take(&mut args.containers);
     containers.parse()?;
     let options = args.into_options()?;
+    // Both parts, `--containers-only` included: Ctrl-C stops the children and unwinds.
+    crate::experiment::interrupt::install();
     let (report, dir) = if containers.containers_only {
-        (None, crate::results::unique_run_dir(&options.results)?)
+        (
+            None,
+            crate::experiment::workspace::unique_run_dir(&options.results)?,
+        )
     } else {
         let (report, dir) =
             crate::compare::run::run(&options).context("servelab compare failed")?;
@@ -307,16 +344,15 @@ pub fn run(mut args: CompareArgs) -> anyhow::Result<()> {
         );
         (Some(report), dir)
     };
+    if let Some(report) = &report {
+        crate::page::write(&dir, Some(report), None)?;
+    }
     if containers.wanted() || containers.containers_only {
-        let (md, figures) = crate::containers::run(
-            &containers,
-            &crate::containers::Workloads::of(&options),
-            &dir,
-        )
-        .context("servelab compare --containers failed")?;
-        print!("{md}");
+        let c = crate::containers::run(&containers, &workloads(&options), &dir)
+            .context("servelab compare --containers failed")?;
+        print!("\n{}", crate::containers::markdown::render(&c));
         // One page for the whole run: the comparison (when it ran) and the containers.
-        crate::compare::output::write_html(report.as_ref(), Some((&md, &figures)), &dir)?;
+        crate::page::write(&dir, report.as_ref(), Some(&c))?;
         println!(
             "\nWritten: {}/containers.md, containers.json, report.html.",
             dir.display()
@@ -360,6 +396,29 @@ mod tests {
         assert!(e.to_string().contains("not a directory"), "{e}");
     }
 
+    /// 35 s1: `--large-size 10XB` said "invalid plan"; it names the bad unit and what to
+    /// write instead.
+    #[test]
+    fn a_bad_large_size_says_what_to_write() {
+        let parse = |v: &str| Cmd::try_parse_from(["compare", "--large-size", v]);
+        let e = parse("10XB").err().unwrap().to_string();
+        assert!(e.contains("`XB` is not a unit of size"), "{e}");
+        assert!(e.contains("such as 10MiB"), "{e}");
+        assert!(!e.contains("invalid plan"), "{e}");
+        for (bad, needle) in [
+            ("MiB", "does not start with a number"),
+            ("0", "at least one byte"),
+        ] {
+            let e = parse(bad).err().unwrap().to_string();
+            assert!(e.contains(needle), "{bad}: {e}");
+        }
+        let ok = parse("4MiB").unwrap();
+        assert_eq!(
+            ok.compare.into_options().unwrap().dataset_spec.large_bytes,
+            4 << 20
+        );
+    }
+
     #[test]
     fn cpu_split_defaults_to_halves_and_rejects_bad_lists() {
         let four = [0, 1, 2, 3];
@@ -375,8 +434,8 @@ mod tests {
             (Some("0-3"), None, "at least one CPU"),
             (Some("x"), None, "not a number"),
         ] {
-            let e = cpu_split(client, server, false, &four).unwrap_err();
-            assert!(e.to_string().contains(needle), "{e}");
+            let e = format!("{:#}", cpu_split(client, server, false, &four).unwrap_err());
+            assert!(e.contains(needle), "{e}");
         }
     }
 }

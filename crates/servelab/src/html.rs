@@ -54,40 +54,13 @@ pub fn render(title: &str, markdown: &str, figures: &[Figure]) -> String {
     let mut nav = String::new();
     for (i, s) in sections.iter().enumerate() {
         let id = format!("s{i}");
-        let class = match &s.heading {
-            Some(h) if h.trim_start().to_lowercase().starts_with("the answer") => "answer",
-            Some(_) => "section",
-            None => "preamble",
-        };
         if let Some(h) = &s.heading {
             nav.push_str(&format!(
                 r##"<li><a href="#{id}">{}</a></li>"##,
                 escape(&plain(h))
             ));
         }
-        body.push_str(&format!(r#"<section id="{id}" class="{class}">"#));
-        let mut html = markdown_to_html(&s.text);
-        if let Some(h) = &s.heading {
-            let mine: Vec<usize> = (0..figures.len())
-                .filter(|&k| !used[k] && figures[k].heading.trim() == h.trim())
-                .collect();
-            if !mine.is_empty() {
-                let mut block = String::from(r#"<div class="figures">"#);
-                for k in mine {
-                    used[k] = true;
-                    block.push_str(&figure_html(&figures[k]));
-                }
-                block.push_str("</div>");
-                // Right under the section's first table, the one the plots draw.
-                let at = html
-                    .find(TABLE_END)
-                    .map(|i| i + TABLE_END.len())
-                    .unwrap_or(html.len());
-                html.insert_str(at, &block);
-            }
-        }
-        body.push_str(&html);
-        body.push_str("</section>");
+        body.push_str(&section_html(&id, s, figures, &mut used));
     }
     let rest: Vec<&Figure> = figures
         .iter()
@@ -106,6 +79,41 @@ pub fn render(title: &str, markdown: &str, figures: &[Figure]) -> String {
         }
         body.push_str("</div></section>");
     }
+    page(title, &nav, &body)
+}
+
+/// One section as HTML, with the figures that name its heading (not `used` yet) right
+/// under its first table, the one they draw.
+fn section_html(id: &str, s: &Section, figures: &[Figure], used: &mut [bool]) -> String {
+    let class = match &s.heading {
+        Some(h) if h.trim_start().to_lowercase().starts_with("the answer") => "answer",
+        Some(_) => "section",
+        None => "preamble",
+    };
+    let mut html = markdown_to_html(&s.text);
+    if let Some(h) = &s.heading {
+        let mine: Vec<usize> = (0..figures.len())
+            .filter(|&k| !used[k] && figures[k].heading.trim() == h.trim())
+            .collect();
+        if !mine.is_empty() {
+            let mut block = String::from(r#"<div class="figures">"#);
+            for k in mine {
+                used[k] = true;
+                block.push_str(&figure_html(&figures[k]));
+            }
+            block.push_str("</div>");
+            let at = html
+                .find(TABLE_END)
+                .map(|i| i + TABLE_END.len())
+                .unwrap_or(html.len());
+            html.insert_str(at, &block);
+        }
+    }
+    format!(r#"<section id="{id}" class="{class}">{html}</section>"#)
+}
+
+/// The whole document around the navigation and the sections.
+fn page(title: &str, nav: &str, body: &str) -> String {
     format!(
         r#"<!DOCTYPE html>
 <html lang="en">

@@ -6,12 +6,12 @@ mod cli;
 mod compare;
 mod compare_cmd;
 mod containers;
+mod doc;
+mod experiment;
 mod html;
 mod load;
-mod measure;
-mod ours;
+mod page;
 mod report_cmd;
-mod results;
 mod servers;
 mod stats;
 mod table;
@@ -32,9 +32,14 @@ fn main() -> std::process::ExitCode {
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) if experiment::interrupt::is_interruption(&e) => {
+            eprintln!("servelab: {}", experiment::interrupt::Interrupted);
+            // As a shell reports a Ctrl-C.
+            std::process::ExitCode::from(130)
+        }
         Err(e) => {
-            // One line, each cause once (library errors already include theirs).
-            eprintln!("servelab: {}", httpd::cli::error_line(e.as_ref()));
+            // The error and its causes, outermost first: `a: b: c`.
+            eprintln!("servelab: {}", experiment::load::error_text(&e));
             // `servelab load` distinguishes wrong data (3), runaway loads (4) and a target
             // that was not ready when the load began (5).
             e.downcast_ref::<load::Exit>()

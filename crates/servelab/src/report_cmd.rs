@@ -8,7 +8,8 @@ use clap::Args;
 use crate::compare::model::Report;
 
 /// Re-render `report.md`, `report.html` and the plots of a saved `servelab compare` run from its
-/// `report.json`; or, with `--merge`, merge `servelab load --json` files exactly.
+/// `report.json` (and `containers.md` and its plots from `containers.json`, when the run
+/// has one); or, with `--merge`, merge `servelab load --json` files exactly.
 #[derive(Debug, Args)]
 pub struct ReportArgs {
     /// A run directory (`results/<date>-<host>`) or its `report.json`.
@@ -56,6 +57,11 @@ pub fn run(args: ReportArgs) -> anyhow::Result<()> {
     // answer section existed (or by an older servelab) gets today's.
     report.answer = crate::compare::answer::compute(&report);
     crate::compare::output::write_outputs(&report, &dir)?;
+    let containers = crate::containers::model::ContainerReport::read(&dir);
+    if let Some(c) = &containers {
+        crate::containers::output::write_renderings(c, &dir)?;
+    }
+    crate::page::write(&dir, Some(&report), containers.as_ref())?;
     print!("{}", crate::compare::markdown::render(&report));
     println!(
         "\nRe-rendered: {}/report.md, report.html and the SVG plots.",

@@ -1,7 +1,7 @@
 //! `servelab httpd` and `servelab rustnfs`: the servers as subcommands of one binary, so
 //! `compare` can start them as child processes and one static binary carries everything.
 
-use httpd::cli::init_logging;
+use service::init_logging;
 
 pub fn run_httpd(args: httpd::cli::Args) -> anyhow::Result<()> {
     init_logging("httpd=info");

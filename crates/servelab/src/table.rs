@@ -1,12 +1,14 @@
-//! The one small table type the report renderers fill: a header, an alignment per
+//! The one small table type every report renderer fills: a header, an alignment per
 //! column and rows of cells, rendered as a Markdown pipe table (and as plain text for
-//! the terminal, which is the same Markdown: it reads well in both).
+//! the terminal, which is the same Markdown: it reads well in both). No other module
+//! writes a table's delimiter row.
 
 /// How a column's cells line up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Align {
     Left,
     Right,
+    Center,
 }
 
 /// A table being filled row by row.
@@ -32,6 +34,22 @@ impl Table {
         }
     }
 
+    /// The first `n` columns left-aligned (names), the rest right-aligned (figures).
+    pub fn left(mut self, n: usize) -> Self {
+        for (i, a) in self.align.iter_mut().enumerate() {
+            *a = if i < n { Align::Left } else { Align::Right };
+        }
+        self
+    }
+
+    /// Column `i` aligned as `align`.
+    pub fn align(mut self, i: usize, align: Align) -> Self {
+        if let Some(a) = self.align.get_mut(i) {
+            *a = align;
+        }
+        self
+    }
+
     /// Adds a row; missing cells are blank, extra cells are an error in the caller, so
     /// they are kept visible rather than dropped (the table grows a blank-headed column).
     pub fn row<S: Into<String>>(&mut self, cells: impl IntoIterator<Item = S>) {
@@ -47,11 +65,24 @@ impl Table {
         self.rows.is_empty()
     }
 
-    /// The Markdown pipe table, ending with a newline; `|` inside a cell is escaped.
+    /// The Markdown pipe table, ending with a newline; `|` inside a cell is escaped, an
+    /// empty cell is one space (`| |`).
     pub fn to_markdown(&self) -> String {
         let cell = |s: &str| s.replace('|', "\\|");
         let mut out = String::new();
-        let line = |cells: Vec<String>| format!("| {} |\n", cells.join(" | "));
+        let line = |cells: Vec<String>| {
+            let cells: Vec<String> = cells
+                .iter()
+                .map(|c| {
+                    if c.is_empty() {
+                        " ".into()
+                    } else {
+                        format!(" {c} ")
+                    }
+                })
+                .collect();
+            format!("|{}|\n", cells.join("|"))
+        };
         out.push_str(&line(self.header.iter().map(|h| cell(h)).collect()));
         out.push_str(&format!(
             "|{}|\n",
@@ -60,6 +91,7 @@ impl Table {
                 .map(|a| match a {
                     Align::Left => "---",
                     Align::Right => "---:",
+                    Align::Center => ":---:",
                 })
                 .collect::<Vec<_>>()
                 .join("|")
@@ -85,12 +117,14 @@ mod tests {
         t.row(["A | NFS"]);
         assert_eq!(
             t.to_markdown(),
-            "| Scenario | CPU ms/request |\n|---|---:|\n| B (local) | 1.30 |\n| A \\| NFS |  |\n"
+            "| Scenario | CPU ms/request |\n|---|---:|\n| B (local) | 1.30 |\n| A \\| NFS | |\n"
         );
         t.row(["x", "1", "extra"]);
         assert!(
             t.to_markdown()
-                .starts_with("| Scenario | CPU ms/request |  |\n|---|---:|---:|")
+                .starts_with("| Scenario | CPU ms/request | |\n|---|---:|---:|")
         );
+        let kv = Table::new(["", ""]).left(2).align(1, Align::Center);
+        assert_eq!(kv.to_markdown(), "| | |\n|---|:---:|\n");
     }
 }

@@ -1,5 +1,6 @@
 //! `servelab tcp-server`: the receiving (or, for -R clients, sending) end of tcp://
-//! throughput runs, like `iperf3 -s`. Runs until Ctrl-C.
+//! throughput runs, like `iperf3 -s`. Runs until SIGINT or SIGTERM (the servers' own
+//! signal handling, `service::signal`).
 
 use std::net::SocketAddr;
 
@@ -22,22 +23,13 @@ fn parse_size(s: &str) -> Result<usize, String> {
 }
 
 pub fn run(args: TcpServerArgs) -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr)
-        .init();
+    service::init_logging("info");
     let rt = tokio::runtime::Runtime::new().context("starting the tokio runtime")?;
     rt.block_on(async {
         let listener = loadgen::tcp::bind(args.listen)
             .with_context(|| format!("cannot listen on {}", args.listen))?;
         tracing::info!(addr = %listener.local_addr()?, "tcp-server listening");
-        let shutdown = async {
-            let _ = tokio::signal::ctrl_c().await;
-        };
-        loadgen::tcp::serve(listener, args.block, shutdown).await?;
+        loadgen::tcp::serve(listener, args.block, service::signal()).await?;
         tracing::info!("tcp-server stopped");
         Ok(())
     })

@@ -318,3 +318,100 @@ fn bad_options_are_refused_clearly() {
         assert!(stderr.contains(needle), "{args:?}: {stderr}");
     }
 }
+
+/// Every process below `pid` now (children, their children, …).
+fn descendants(pid: u32) -> Vec<(u32, String)> {
+    let mut out = Vec::new();
+    let mut stack = vec![pid];
+    while let Some(p) = stack.pop() {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
+            continue;
+        };
+        for t in tasks.flatten() {
+            let children = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+            for c in children
+                .split_whitespace()
+                .filter_map(|c| c.parse::<u32>().ok())
+            {
+                let comm = std::fs::read_to_string(format!("/proc/{c}/comm")).unwrap_or_default();
+                out.push((c, comm.trim().to_string()));
+                stack.push(c);
+            }
+        }
+    }
+    out
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit_once(')')
+            .is_some_and(|(_, r)| !r.trim_start().starts_with('Z'))
+    })
+}
+
+/// Ctrl-C (SIGINT) in the middle of a run: every child it started (our servers, the
+/// peers and their workers) is gone, the generated dataset is removed, and the exit
+/// status is 130, as a shell reports a Ctrl-C. Before the one lifecycle, the handler
+/// exited on the spot (`process::exit`), skipping every destructor.
+#[test]
+fn an_interrupted_run_leaves_no_child_behind() {
+    use std::io::BufRead as _;
+    let results = tempfile::tempdir().unwrap();
+    let mut child = servelab()
+        .args(["compare", "--large-size", "1MiB", "--requests", "10"])
+        .args(["--small-seconds", "2", "--repeat", "2", "--max-repeat", "2"])
+        .arg("--results")
+        .arg(results.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let (mut log, mut dataset) = (Vec::new(), None);
+    // Interrupt during the third step: every server is up by then.
+    while let Ok(line) = rx.recv_timeout(std::time::Duration::from_secs(120)) {
+        if let Some(d) = line.strip_prefix("generating the dataset in ") {
+            dataset = Some(std::path::PathBuf::from(d));
+        }
+        let third = line.contains("step 3 of");
+        log.push(line);
+        if third {
+            break;
+        }
+    }
+    let running = descendants(child.id());
+    assert!(
+        running.iter().any(|(_, c)| c == "servelab"),
+        "no server running at step 3: {running:?}\n{}",
+        log.join("\n")
+    );
+    // SAFETY: kill(2) on the child this test started and has not reaped.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    log.extend(rx.try_iter());
+    assert_eq!(status.code(), Some(130), "{}", log.join("\n"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut left: Vec<&(u32, String)> = running.iter().filter(|(p, _)| alive(*p)).collect();
+    while !left.is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        left.retain(|(p, _)| alive(*p));
+    }
+    assert!(
+        left.is_empty(),
+        "left running: {left:?}\n{}",
+        log.join("\n")
+    );
+    let dataset = dataset.expect("the dataset was generated");
+    assert!(!dataset.exists(), "{} is still there", dataset.display());
+    assert!(
+        log.iter().any(|l| l.contains("interrupted")),
+        "{}",
+        log.join("\n")
+    );
+}

@@ -3,7 +3,9 @@
 //!
 //! # Layout
 //! - [`shutdown`]: [`Stop`], the one stop switch of a server's tasks, and [`signal`]
-//!   (SIGINT or SIGTERM), which [`Stop::on_signal`] turns into a stop.
+//!   (SIGINT or SIGTERM) — the workspace's one signal installation — which
+//!   [`Stop::on_signal`] turns into a stop, and [`shutdown::on_signal_thread`] hands to a
+//!   program without a runtime (servelab's measuring commands).
 //! - [`reload`]: [`Hangups`], SIGHUP, for a server that reads its configuration again.
 //! - [`metrics`]: `/metrics` (Prometheus text) and `/metrics.json` from a [`Source`]
 //!   (a `latency` registry, plus what a server adds), behind a connection cap.
@@ -12,13 +14,16 @@
 //! - [`healthcheck`]: `--healthcheck` around a server's own probe; [`probe_addr`], the
 //!   address the probe dials for a listening address.
 //! - [`init_logging`]: the `tracing` subscriber a server binary installs.
+//! - [`Chain`]: an error and its causes as one line, for logs and a binary's last words.
 
+mod error_chain;
 pub mod metrics;
 pub mod reload;
 pub mod shutdown;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
+pub use error_chain::{Chain, io_reason};
 pub use metrics::Source;
 pub use reload::Hangups;
 pub use shutdown::{Stop, signal};
@@ -48,10 +53,10 @@ pub fn probe_addr(listen: SocketAddr) -> SocketAddr {
 /// `--healthcheck` of a server listening on `listen`: runs `probe` (the server's own
 /// protocol probe) against [`probe_addr`]`(listen)` on a small runtime of its own and
 /// prints `healthy: <its line>`. The inner `Err` is the probe's reason: unhealthy.
-pub fn healthcheck<F, Fut>(listen: SocketAddr, probe: F) -> std::io::Result<Result<(), String>>
+pub fn healthcheck<F, Fut, E>(listen: SocketAddr, probe: F) -> std::io::Result<Result<(), E>>
 where
     F: FnOnce(SocketAddr) -> Fut,
-    Fut: std::future::Future<Output = Result<String, String>>,
+    Fut: std::future::Future<Output = Result<String, E>>,
 {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

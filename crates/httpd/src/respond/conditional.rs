@@ -63,8 +63,14 @@ pub(super) fn if_range_fresh(headers: &HeaderMap, tag: &str, mtime: u64) -> bool
 
 /// The ETag: nginx's format, `"<mtime secs hex>-<size hex>"`, identical for a file
 /// whichever backend serves it.
-pub(super) fn etag(mtime_secs: u64, size: u64) -> String {
+pub(crate) fn etag(mtime_secs: u64, size: u64) -> String {
     format!("\"{mtime_secs:x}-{size:x}\"")
+}
+
+/// The entity tag of the `coding` variant (a precompressed `F.br`, ...) of the file whose
+/// own tag is `tag` (`"…"`): the coding appended inside the quotes.
+fn variant_tag(tag: &str, coding: &str) -> String {
+    format!("{}-{coding}\"", tag.trim_end_matches('"'))
 }
 
 /// A file version's `ETag` and `Last-Modified` values, ready to send.
@@ -103,7 +109,7 @@ pub(super) fn validators(mtime_secs: u64, size: u64, coding: Option<&'static str
             return v.clone();
         }
         let tag = match coding {
-            Some(c) => super::encoding::tag(&etag(mtime_secs, size), c),
+            Some(c) => variant_tag(&etag(mtime_secs, size), c),
             None => etag(mtime_secs, size),
         };
         let date = httpdate::fmt_http_date(UNIX_EPOCH + std::time::Duration::from_secs(mtime_secs));
@@ -121,7 +127,7 @@ pub(super) fn secs(t: SystemTime) -> u64 {
 }
 
 /// RFC 9110 entity-tag list match; `weak` allows weak comparison (If-None-Match).
-pub(super) fn etag_matches(list: &str, tag: &str, weak: bool) -> bool {
+pub(crate) fn etag_matches(list: &str, tag: &str, weak: bool) -> bool {
     list.split(',').map(str::trim).any(|t| {
         if t == "*" {
             return true;
@@ -164,6 +170,7 @@ mod tests {
 
     #[test]
     fn etags() {
+        assert_eq!(variant_tag("\"5f-10\"", "br"), "\"5f-10-br\"");
         let t = etag(0x5f00_0000, 4096);
         assert_eq!(t, "\"5f000000-1000\"");
         assert!(etag_matches(&format!("\"x\", {t}"), &t, false));

@@ -5,7 +5,8 @@
 //! The client's q-values decide first (q=0 refuses a coding); among equal ones the
 //! server prefers br, then zstd, then gzip (smallest first). A variant is used only when
 //! it is a regular file; each gets its own ETag (the file's, with the coding appended
-//! inside the quotes), so a cache never takes one coding's bytes for another's.
+//! inside the quotes: `conditional::variant_tag`), so a cache never takes one coding's bytes
+//! for another's.
 
 use http::HeaderMap;
 use http::header;
@@ -93,11 +94,6 @@ pub(super) async fn variant(
     None
 }
 
-/// The entity tag of the `coding` variant whose own tag is `tag` (`"…"`).
-pub(super) fn tag(tag: &str, coding: &str) -> String {
-    format!("{}-{coding}\"", tag.trim_end_matches('"'))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -118,6 +114,5 @@ mod tests {
         assert_eq!(ae("gzip;q=2"), Vec::<&str>::new());
         assert_eq!(ae("GZIP;Q=0.001"), ["gzip"]);
         assert_eq!(accepted(&HeaderMap::new()), Vec::<&str>::new());
-        assert_eq!(tag("\"5f-10\"", "br"), "\"5f-10-br\"");
     }
 }

@@ -7,7 +7,7 @@
 //! - `conditional`: validators and preconditions (RFC 9110 §13).
 //! - `range`: the `Range` header (one range, several, or the whole file).
 //! - `encoding`: `Accept-Encoding` and the precompressed variants (`--precompressed`).
-//! - `shaping`: the user's headers (`--cache-control`, `--header`, Server-Timing switch).
+//! - `file_fields`: the fields of a file's responses, for this path and the fast path.
 //! - `headers`: the one response builder every kind of response goes through.
 
 use std::net::SocketAddr;
@@ -19,23 +19,24 @@ use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
 
 use crate::body::{FileBody, SendQueue};
+use crate::config::Shaping;
 use crate::storage::{Entry, Handle, Kind, Storage, StorageError};
 use crate::timing::{Recorder, RequestInfo, Timing};
 use crate::{listing, mime, path};
 use conditional::{Verdict, header_list, secs};
-use headers::{Content, response};
-use range::{RangeReq, parse_range};
-pub(crate) use shaping::Shaping;
-pub use shaping::{parse_ext_arg, parse_header_arg};
+pub(crate) use conditional::{etag, etag_matches};
+use file_fields::FileFields;
+pub(crate) use file_fields::plain_file_fields;
+use headers::{Content, response, server_timing};
+pub(crate) use headers::{TIMING_PLACEHOLDER, push_server_timing};
+pub(crate) use range::{RangeReq, parse_range};
 
 mod conditional;
 mod encoding;
-#[doc(hidden)]
-pub mod fuzzing;
+mod file_fields;
 mod headers;
 mod range;
 mod request;
-mod shaping;
 
 /// What every request handler shares.
 pub(crate) struct Shared {
@@ -161,13 +162,15 @@ impl Ctx {
         meta: Duration,
         read: Option<Duration>,
     ) -> Response<FileBody> {
-        let timing = self.shared.shaping.server_timing.then_some((meta, read));
+        let shaping = &self.shared.shaping;
+        let timing = shaping.server_timing.then(|| server_timing(meta, read));
         response(status, body, content, extra, timing)
     }
 
     fn error(&self, e: &StorageError, meta: Duration) -> Response<FileBody> {
         if e.status() >= 500 {
-            tracing::warn!(path = %self.info.path, error = %e, "storage error");
+            let error = service::Chain(e);
+            tracing::warn!(path = %self.info.path, %error, "storage error");
         }
         let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         self.text(Class::Error, status, meta, &[])
@@ -212,9 +215,7 @@ where
         }
     };
     let h = resp.headers_mut();
-    for (name, value) in &shared.shaping.headers {
-        h.insert(name.clone(), value.clone());
-    }
+    shared.shaping.add_headers(h);
     if !drained {
         // hyper cannot find the next request behind an unread body: say so and close,
         // instead of dropping the connection after the response (and never answering
@@ -400,6 +401,8 @@ async fn listing_response(
     ctx.in_memory(Class::Dir, StatusCode::OK, ctype, text, meta, &[])
 }
 
+/// Answers a GET or HEAD of the file `entry` (or its precompressed variant in `coding`):
+/// preconditions, then the range asked for, then the body.
 #[allow(clippy::too_many_arguments)]
 async fn serve_file(
     ctx: &Ctx,
@@ -415,16 +418,7 @@ async fn serve_file(
     let mtime = secs(entry.meta.mtime);
     let v = conditional::validators(mtime, size, coding);
     let tag = v.etag.to_str().expect("ASCII");
-    // What a 304 must repeat of the 200 (RFC 9110 §15.4.5) besides the validators.
-    let mut validators = Vec::with_capacity(4);
-    validators.push((header::ETAG, v.etag.clone()));
-    validators.push((header::LAST_MODIFIED, v.last_modified.clone()));
-    if shaping.precompressed {
-        validators.push((header::VARY, HeaderValue::from_static("Accept-Encoding")));
-    }
-    if let Some(cc) = shaping.cache_control(name) {
-        validators.push((header::CACHE_CONTROL, cc));
-    }
+    let fields = FileFields::new(shaping, &v, name);
 
     // Most requests carry no precondition and no Range: one pass over their few fields
     // then replaces the six map lookups below (without these fields, the verdict is
@@ -447,40 +441,22 @@ async fn serve_file(
     match verdict {
         Verdict::Proceed => {}
         Verdict::PreconditionFailed => {
-            return ctx.text(
-                Class::File,
-                StatusCode::PRECONDITION_FAILED,
-                meta,
-                &validators[..2],
-            );
+            let status = StatusCode::PRECONDITION_FAILED;
+            return ctx.text(Class::File, status, meta, fields.tags());
         }
         Verdict::NotModified => {
             let timing = ctx.timing(Class::File, 304, meta, Duration::ZERO, 0, "none");
             let body = FileBody::empty().with_timing(timing);
-            return ctx.respond(StatusCode::NOT_MODIFIED, body, None, validators, meta, None);
+            let status = StatusCode::NOT_MODIFIED;
+            return ctx.respond(status, body, None, fields.validators, meta, None);
         }
     }
-    let mut range = if plain {
+    let range = if plain {
         RangeReq::Full
     } else {
-        match header_list(headers, header::RANGE) {
-            // Several Range lines cannot be combined into one valid value: ignored.
-            Some(r) if headers.get_all(header::RANGE).iter().count() == 1 => {
-                parse_range(&r, size, shaping.max_ranges)
-            }
-            _ => RangeReq::Full,
-        }
+        requested_range(headers, tag, mtime, size, shaping.max_ranges)
     };
-    if range != RangeReq::Full && !conditional::if_range_fresh(headers, tag, mtime) {
-        range = RangeReq::Full;
-    }
     let ctype = HeaderValue::from_static(mime::content_type(name));
-    // Room for Content-Range and Content-Encoding, then the validators, in one allocation.
-    let mut extra = Vec::with_capacity(3 + validators.len());
-    extra.push((header::ACCEPT_RANGES, HeaderValue::from_static("bytes")));
-    if let Some(c) = coding {
-        extra.push((header::CONTENT_ENCODING, HeaderValue::from_static(c)));
-    }
     let (status, class, parts) = match range {
         RangeReq::Full => (StatusCode::OK, Class::File, vec![(0, size)]),
         RangeReq::Part(s, e) => (
@@ -494,140 +470,132 @@ async fn serve_file(
         }
         RangeReq::Unsatisfiable => {
             let cr = HeaderValue::from_str(&format!("bytes */{size}")).expect("ASCII");
-            let mut extra = validators[..2].to_vec();
+            let mut extra = fields.tags().to_vec();
             extra.push((header::CONTENT_RANGE, cr));
             extra.push((header::ACCEPT_RANGES, HeaderValue::from_static("bytes")));
-            return ctx.text(
-                Class::Range,
-                StatusCode::RANGE_NOT_SATISFIABLE,
-                meta,
-                &extra,
-            );
+            let status = StatusCode::RANGE_NOT_SATISFIABLE;
+            return ctx.text(Class::Range, status, meta, &extra);
         }
     };
-    extra.extend(validators);
 
-    let multipart = parts.len() > 1;
-    let (body, mode, read_time, content) = if multipart {
-        let boundary = multipart_boundary();
-        let mut pieces = Vec::new();
-        let mut read_time = Duration::ZERO;
-        let mut mode = "memory";
-        let mut total = 0u64;
-        for (i, &(offset, len)) in parts.iter().enumerate() {
-            let head = format!(
-                "--{boundary}\r\nContent-Type: {}\r\nContent-Range: bytes {}-{}/{size}\r\n\r\n",
-                ctype.to_str().unwrap_or("application/octet-stream"),
-                offset,
-                offset + len - 1
-            );
-            total += head.len() as u64 + len + 2;
-            if ctx.head {
-                continue;
-            }
-            pieces.push(FileBody::bytes(Bytes::from(head)));
-            match file_body(ctx, &entry, offset, len, i == 0, queue.clone()).await {
-                Ok((b, m, r)) => {
-                    pieces.push(b);
-                    (mode, read_time) = (m, read_time + r.unwrap_or_default());
-                }
-                Err(e) => return ctx.error(&e, meta),
-            }
-            pieces.push(FileBody::bytes(Bytes::from_static(b"\r\n")));
-        }
-        let end = format!("--{boundary}--\r\n");
-        total += end.len() as u64;
-        pieces.push(FileBody::bytes(Bytes::from(end)));
-        let body = if ctx.head {
-            FileBody::empty()
-        } else {
-            FileBody::parts(pieces)
-        };
-        let ctype = format!("multipart/byteranges; boundary={boundary}");
-        let content = Content {
-            ctype: HeaderValue::from_str(&ctype).expect("ASCII"),
-            len: total,
-        };
-        (
-            body,
-            mode,
-            (!read_time.is_zero()).then_some(read_time),
-            content,
-        )
+    let prepared = if parts.len() > 1 {
+        multipart_body(ctx, &entry, &parts, size, &ctype, queue).await
     } else {
         let (offset, len) = parts[0];
-        if status == StatusCode::PARTIAL_CONTENT {
+        let content_range = (status == StatusCode::PARTIAL_CONTENT).then(|| {
             let cr = format!("bytes {}-{}/{}", offset, offset + len - 1, size);
-            extra.push((
-                header::CONTENT_RANGE,
-                HeaderValue::from_str(&cr).expect("ASCII"),
-            ));
-        }
-        let (body, mode, read_time) = if ctx.head || len == 0 {
-            (FileBody::empty(), "none", None)
+            HeaderValue::from_str(&cr).expect("ASCII")
+        });
+        let body = if ctx.head || len == 0 {
+            Ok((FileBody::empty(), "none", None))
         } else {
-            match file_body(ctx, &entry, offset, len, true, queue).await {
-                Ok(b) => b,
-                Err(e) => return ctx.error(&e, meta),
-            }
+            file_body(ctx, &entry, offset, len, true, queue).await
         };
-        (body, mode, read_time, Content { ctype, len })
+        body.map(|(body, mode, read)| Prepared {
+            body,
+            mode,
+            read,
+            content: Content { ctype, len },
+            content_range,
+        })
     };
-    let body_len = if ctx.head { 0 } else { content.len };
-    let timing = ctx.timing(
-        class,
-        status.as_u16(),
-        meta,
-        read_time.unwrap_or_default(),
-        body_len,
-        mode,
-    );
-    let body = body.with_timing(timing);
-    ctx.respond(status, body, Some(content), extra, meta, read_time)
+    let p = match prepared {
+        Ok(p) => p,
+        Err(e) => return ctx.error(&e, meta),
+    };
+    let body_len = if ctx.head { 0 } else { p.content.len };
+    let read = p.read.unwrap_or_default();
+    let timing = ctx.timing(class, status.as_u16(), meta, read, body_len, p.mode);
+    let body = p.body.with_timing(timing);
+    let extra = fields.served(coding, p.content_range);
+    ctx.respond(status, body, Some(p.content), extra, meta, p.read)
 }
 
-/// The response fields of a 200 to a GET or HEAD of the file `entry` (found under the
-/// request path whose last component is `name`), served whole, in the order the normal
-/// path gives them: [`serve_file`]'s for a request without preconditions, Range or a
-/// precompressed variant, then [`handle`]'s `--header`s. A Server-Timing field, when the
-/// switch is on, holds [`crate::fast::TIMING_PLACEHOLDER`]; the fast path writes the
-/// request's own times there.
-pub(crate) fn plain_file_fields(shared: &Shared, entry: &Entry, name: &str) -> HeaderMap {
-    let shaping = &shared.shaping;
-    let size = entry.meta.size;
-    let v = conditional::validators(secs(entry.meta.mtime), size, None);
-    let mut extra = Vec::with_capacity(5);
-    extra.push((header::ACCEPT_RANGES, HeaderValue::from_static("bytes")));
-    extra.push((header::ETAG, v.etag));
-    extra.push((header::LAST_MODIFIED, v.last_modified));
-    if shaping.precompressed {
-        extra.push((header::VARY, HeaderValue::from_static("Accept-Encoding")));
-    }
-    if let Some(cc) = shaping.cache_control(name) {
-        extra.push((header::CACHE_CONTROL, cc));
-    }
-    let content = Content {
-        ctype: HeaderValue::from_static(mime::content_type(name)),
-        len: size,
+/// The range a request with preconditions or `Range` asks for, once its `If-Range` is
+/// checked against the file's validators (`tag`, `mtime`).
+fn requested_range(
+    headers: &HeaderMap,
+    tag: &str,
+    mtime: u64,
+    size: u64,
+    max_ranges: usize,
+) -> RangeReq {
+    let range = match header_list(headers, header::RANGE) {
+        // Several Range lines cannot be combined into one valid value: ignored.
+        Some(r) if headers.get_all(header::RANGE).iter().count() == 1 => {
+            parse_range(&r, size, max_ranges)
+        }
+        _ => RangeReq::Full,
     };
-    let mut resp = response(
-        StatusCode::OK,
-        FileBody::empty(),
-        Some(content),
-        extra,
-        None,
-    );
-    let h = resp.headers_mut();
-    if shaping.server_timing {
-        h.insert(
-            header::HeaderName::from_static("server-timing"),
-            HeaderValue::from_static(crate::fast::TIMING_PLACEHOLDER),
+    if range != RangeReq::Full && !conditional::if_range_fresh(headers, tag, mtime) {
+        return RangeReq::Full;
+    }
+    range
+}
+
+/// A 200's or 206's body, ready to send, and what the response says about it.
+struct Prepared {
+    body: FileBody,
+    /// How the body is sent, for the log.
+    mode: &'static str,
+    /// Time spent reading before the status line.
+    read: Option<Duration>,
+    content: Content,
+    /// A single range's `Content-Range`.
+    content_range: Option<HeaderValue>,
+}
+
+/// The `multipart/byteranges` body of `parts` ((offset, length) pairs) of `entry`, a file
+/// of `size` bytes and type `ctype`; no body for HEAD, with the length a GET would get.
+async fn multipart_body(
+    ctx: &Ctx,
+    entry: &Entry,
+    parts: &[(u64, u64)],
+    size: u64,
+    ctype: &HeaderValue,
+    queue: SendQueue,
+) -> Result<Prepared, StorageError> {
+    let boundary = multipart_boundary();
+    let mut pieces = Vec::new();
+    let mut read_time = Duration::ZERO;
+    let mut mode = "memory";
+    let mut total = 0u64;
+    for (i, &(offset, len)) in parts.iter().enumerate() {
+        let head = format!(
+            "--{boundary}\r\nContent-Type: {}\r\nContent-Range: bytes {}-{}/{size}\r\n\r\n",
+            ctype.to_str().unwrap_or("application/octet-stream"),
+            offset,
+            offset + len - 1
         );
+        total += head.len() as u64 + len + 2;
+        if ctx.head {
+            continue;
+        }
+        pieces.push(FileBody::bytes(Bytes::from(head)));
+        let (b, m, r) = file_body(ctx, entry, offset, len, i == 0, queue.clone()).await?;
+        pieces.push(b);
+        (mode, read_time) = (m, read_time + r.unwrap_or_default());
+        pieces.push(FileBody::bytes(Bytes::from_static(b"\r\n")));
     }
-    for (name, value) in &shaping.headers {
-        h.insert(name.clone(), value.clone());
-    }
-    std::mem::take(h)
+    let end = format!("--{boundary}--\r\n");
+    total += end.len() as u64;
+    pieces.push(FileBody::bytes(Bytes::from(end)));
+    let body = if ctx.head {
+        FileBody::empty()
+    } else {
+        FileBody::parts(pieces)
+    };
+    let ctype = format!("multipart/byteranges; boundary={boundary}");
+    Ok(Prepared {
+        body,
+        mode,
+        read: (!read_time.is_zero()).then_some(read_time),
+        content: Content {
+            ctype: HeaderValue::from_str(&ctype).expect("ASCII"),
+            len: total,
+        },
+        content_range: None,
+    })
 }
 
 /// The body of `len > 0` bytes of `entry` at `offset`, its mode for the log, and the time

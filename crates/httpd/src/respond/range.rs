@@ -8,7 +8,7 @@
 
 /// A parsed `Range` header against a file of `size` bytes.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) enum RangeReq {
+pub(crate) enum RangeReq {
     /// No usable range: send the whole file (absent, invalid, or too many parts).
     Full,
     /// `start..=end`.
@@ -48,7 +48,7 @@ fn parse_spec(spec: &str, size: u64) -> Option<Option<(u64, u64)>> {
 }
 
 /// `value` against a file of `size` bytes, answering at most `max_parts` parts.
-pub(super) fn parse_range(value: &str, size: u64, max_parts: usize) -> RangeReq {
+pub(crate) fn parse_range(value: &str, size: u64, max_parts: usize) -> RangeReq {
     let Some(spec) = value.trim().strip_prefix("bytes=") else {
         return RangeReq::Full;
     };

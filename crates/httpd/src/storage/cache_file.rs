@@ -54,12 +54,30 @@ pub(crate) enum CopyStore {
     Dir { dir: File, path: PathBuf },
 }
 
+/// Why a directory cannot hold the data cache's copies: a short phrase for the start-up
+/// line, which names the directory.
+#[derive(Debug, thiserror::Error)]
+pub enum CacheDirError {
+    #[error("the path contains a NUL byte")]
+    NulByte,
+    #[error("no such directory")]
+    Missing,
+    #[error("not a directory")]
+    NotADirectory,
+    #[error("cannot open it")]
+    Open(#[source] io::Error),
+    #[error("its file system ({0}) does not support O_TMPFILE (unlinked cache files)")]
+    NoTmpfile(String),
+    #[error("cannot create a file in it")]
+    Create(#[source] io::Error),
+}
+
 impl CopyStore {
     /// Opens `path` as the directory for copies and proves that it works by creating one
-    /// unlinked file in it. The error is a short phrase for the start-up line.
-    pub(crate) fn in_dir(path: &Path) -> Result<CopyStore, String> {
-        let c_path = CString::new(path.as_os_str().as_bytes())
-            .map_err(|_| "the path contains a NUL byte".to_string())?;
+    /// unlinked file in it.
+    pub(crate) fn in_dir(path: &Path) -> Result<CopyStore, CacheDirError> {
+        let c_path =
+            CString::new(path.as_os_str().as_bytes()).map_err(|_| CacheDirError::NulByte)?;
         // SAFETY: a NUL-terminated path and flags; the fd is owned by the File below.
         let fd = unsafe {
             libc::open(
@@ -70,9 +88,9 @@ impl CopyStore {
         if fd < 0 {
             let e = io::Error::last_os_error();
             return Err(match e.raw_os_error() {
-                Some(libc::ENOENT) => "no such directory".into(),
-                Some(libc::ENOTDIR) => "not a directory".into(),
-                _ => crate::io_reason(&e),
+                Some(libc::ENOENT) => CacheDirError::Missing,
+                Some(libc::ENOTDIR) => CacheDirError::NotADirectory,
+                _ => CacheDirError::Open(e),
             });
         }
         // SAFETY: `fd` is a fresh descriptor nobody else owns.
@@ -85,15 +103,9 @@ impl CopyStore {
             Ok(_probe) => Ok(store),
             // EISDIR: kernels and file systems from before O_TMPFILE take it for O_DIRECTORY.
             Err(e) if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EISDIR)) => {
-                Err(format!(
-                    "its file system ({}) does not support O_TMPFILE (unlinked cache files)",
-                    file_system_name(path)
-                ))
+                Err(CacheDirError::NoTmpfile(file_system_name(path)))
             }
-            Err(e) => Err(format!(
-                "cannot create a file in it: {}",
-                crate::io_reason(&e)
-            )),
+            Err(e) => Err(CacheDirError::Create(e)),
         }
     }
 
@@ -373,13 +385,11 @@ mod tests {
     fn a_bad_directory_is_one_short_reason() {
         let dir = tempfile::tempdir().unwrap();
         let missing = dir.path().join("missing");
-        assert_eq!(
-            CopyStore::in_dir(&missing).unwrap_err(),
-            "no such directory"
-        );
+        let reason = |p: &Path| CopyStore::in_dir(p).unwrap_err().to_string();
+        assert_eq!(reason(&missing), "no such directory");
         let file = dir.path().join("file");
         std::fs::write(&file, "x").unwrap();
-        assert_eq!(CopyStore::in_dir(&file).unwrap_err(), "not a directory");
+        assert_eq!(reason(&file), "not a directory");
     }
 
     #[test]

@@ -19,7 +19,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime};
 
 use nfsclient::Attr;
@@ -27,75 +27,11 @@ use parking_lot::Mutex;
 
 use super::cache_file::{self, CopyStore};
 use super::{OpenFile, StorageError};
+use crate::cache_stats::CacheStats;
 
 /// At most one warning line about failed fills per this interval (a full disk would
 /// otherwise log one per request).
 const FILL_WARNING_EVERY: Duration = Duration::from_secs(10);
-
-/// Counters and gauges of one data cache, shared with the metrics endpoint.
-#[derive(Debug, Default)]
-pub struct CacheStats {
-    /// SIZE (0 = the cache is off).
-    pub capacity: AtomicU64,
-    /// Bytes held now: cached files plus fills in progress. Never above `capacity`.
-    pub bytes: AtomicU64,
-    /// Files cached now.
-    pub files: AtomicU64,
-    /// Opens answered from the cache after revalidation.
-    pub hits: AtomicU64,
-    /// Opens that read the file over NFS into the cache.
-    pub misses: AtomicU64,
-    /// Files dropped to make room.
-    pub evictions: AtomicU64,
-    /// Cached files dropped because the server's attributes changed.
-    pub invalidations: AtomicU64,
-    /// Opens served over the wire because the file does not fit, or because its fill
-    /// failed on the local copy (out of space, I/O error).
-    pub uncached: AtomicU64,
-}
-
-impl CacheStats {
-    fn fields(&self) -> [(&'static str, u64); 8] {
-        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        [
-            ("capacity_bytes", g(&self.capacity)),
-            ("bytes", g(&self.bytes)),
-            ("files", g(&self.files)),
-            ("hits", g(&self.hits)),
-            ("misses", g(&self.misses)),
-            ("evictions", g(&self.evictions)),
-            ("invalidations", g(&self.invalidations)),
-            ("uncached", g(&self.uncached)),
-        ]
-    }
-
-    /// The values as one JSON object (`/metrics.json`'s `nfs_data_cache`).
-    pub fn to_json(&self) -> serde_json::Value {
-        let map: serde_json::Map<String, serde_json::Value> = self
-            .fields()
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v.into()))
-            .collect();
-        serde_json::Value::Object(map)
-    }
-
-    /// The values as Prometheus text lines, `httpd_nfs_data_cache_*`.
-    pub fn to_prometheus(&self) -> String {
-        let mut out = String::new();
-        for (k, v) in self.fields() {
-            let kind = match k {
-                "capacity_bytes" | "bytes" | "files" => "gauge",
-                _ => "counter",
-            };
-            let name = match kind {
-                "counter" => format!("httpd_nfs_data_cache_{k}_total"),
-                _ => format!("httpd_nfs_data_cache_{k}"),
-            };
-            out.push_str(&format!("# TYPE {name} {kind}\n{name} {v}\n"));
-        }
-        out
-    }
-}
 
 /// What must be unchanged for a cached copy to be served: the attributes the Linux client
 /// compares on open (size, mtime, ctime), and the file id.
@@ -217,7 +153,7 @@ impl DataCache {
         warned.0 = Some(now);
         drop(warned);
         tracing::warn!(
-            error = %crate::io_reason(error),
+            error = %service::io_reason(error),
             store = %self.store.describe(),
             suppressed_since_last = earlier,
             "nfs data cache: a fill failed on the local copy; serving the file over the wire, uncached"
@@ -365,6 +301,7 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 mod tests {
     use super::*;
     use std::os::unix::fs::FileExt;
+    use std::sync::atomic::AtomicU64;
 
     fn valid(id: u64, size: u64, mtime_s: u64) -> Validator {
         let t = SystemTime::UNIX_EPOCH + Duration::from_secs(mtime_s);
@@ -445,7 +382,7 @@ mod tests {
         // A failed fill gives its reservation back.
         let failed = cache
             .get_or_fill(b"e", valid(4, 50, 1), || async {
-                Err(StorageError::BadGateway("gone".into()))
+                Err(StorageError::EndedEarly { at: 0, missing: 50 })
             })
             .await;
         assert!(failed.is_err());

@@ -11,13 +11,14 @@ pub mod local;
 pub mod nfs;
 pub mod open_cache;
 
+use std::any::Any;
 use std::fs::File;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::SystemTime;
 
 use bytes::Bytes;
 
-pub use data_cache::CacheStats;
+pub use crate::cache_stats::CacheStats;
 pub use local::LocalStorage;
 pub use nfs::NfsStorage;
 
@@ -44,10 +45,11 @@ pub struct Meta {
 pub struct OpenFile {
     file: File,
     data: Option<Bytes>,
-    /// The HTTP fast path's response head for this file, made on its first fast answer.
-    /// An entry of the local open-file cache belongs to one path and one version of the
-    /// file (a changed file gets a new `OpenFile`), so the head never goes stale.
-    pub(crate) fast_head: std::sync::OnceLock<crate::fast::Head>,
+    /// What a layer above derives once from this version of the file and keeps with it
+    /// (the HTTP fast path keeps the file's response head here). An entry of the local
+    /// open-file cache belongs to one path and one version of the file (a changed file
+    /// gets a new `OpenFile`), so what is kept never goes stale.
+    derived: OnceLock<Box<dyn Any + Send + Sync>>,
 }
 
 impl OpenFile {
@@ -56,7 +58,7 @@ impl OpenFile {
         OpenFile {
             file,
             data: None,
-            fast_head: std::sync::OnceLock::new(),
+            derived: OnceLock::new(),
         }
     }
 
@@ -65,13 +67,20 @@ impl OpenFile {
         OpenFile {
             file,
             data: Some(data),
-            fast_head: std::sync::OnceLock::new(),
+            derived: OnceLock::new(),
         }
     }
 
     /// The cached contents, if any.
     pub fn data(&self) -> Option<&Bytes> {
         self.data.as_ref()
+    }
+
+    /// The value `make` derives from this version of the file, made on the first call
+    /// and kept with it. One kind of value per file: `None` when the value kept is of
+    /// another type than `T`.
+    pub(crate) fn derived<T: Any + Send + Sync>(&self, make: impl FnOnce() -> T) -> Option<&T> {
+        self.derived.get_or_init(|| Box::new(make())).downcast_ref()
     }
 
     /// `len` bytes at `offset` from the cached contents, when they are cached and cover it.
@@ -132,16 +141,23 @@ pub enum StorageError {
     #[error("forbidden: {0}")]
     Forbidden(&'static str),
     /// 503: the NFS server cannot be reached.
-    #[error("storage unavailable: {0}")]
-    Unavailable(String),
+    #[error("storage unavailable")]
+    Unavailable(#[source] nfsclient::Error),
     /// 502: the NFS server broke the connection or answered with an error.
-    #[error("bad gateway: {0}")]
-    BadGateway(String),
+    #[error("bad gateway")]
+    BadGateway(#[source] nfsclient::Error),
+    /// 502: a READ answered no data before the end the file's size promised (the file
+    /// shrank on the server).
+    #[error("bad gateway: file ended at {at} while {missing} bytes were expected")]
+    EndedEarly { at: u64, missing: u64 },
+    /// 502: a READ answered more bytes than were asked for (the server ignored `count`).
+    #[error("bad gateway: READ returned {got} bytes where {asked} were asked for")]
+    ReadTooLong { got: usize, asked: usize },
     /// 504: the NFS server did not answer in time.
-    #[error("storage timeout: {0}")]
-    Timeout(String),
+    #[error("storage timeout")]
+    Timeout(#[source] nfsclient::Error),
     /// 500: a local I/O error.
-    #[error("I/O error: {0}")]
+    #[error("I/O error")]
     Io(#[from] std::io::Error),
 }
 
@@ -152,7 +168,9 @@ impl StorageError {
             StorageError::NotFound => 404,
             StorageError::Forbidden(_) => 403,
             StorageError::Unavailable(_) => 503,
-            StorageError::BadGateway(_) => 502,
+            StorageError::BadGateway(_)
+            | StorageError::EndedEarly { .. }
+            | StorageError::ReadTooLong { .. } => 502,
             StorageError::Timeout(_) => 504,
             StorageError::Io(_) => 500,
         }
@@ -227,8 +245,8 @@ pub trait Storage: Send + Sync + 'static {
 
     /// The budgets streamed bodies from this storage share: one set per server whose
     /// storage streams (NFS), the process's otherwise.
-    fn stream_budgets(&self) -> Arc<crate::body::StreamBudgets> {
-        crate::body::StreamBudgets::process_wide()
+    fn stream_budgets(&self) -> Arc<crate::stream_budget::StreamBudgets> {
+        crate::stream_budget::StreamBudgets::process_wide()
     }
 
     /// Short name for logs (`local`, `nfs`).

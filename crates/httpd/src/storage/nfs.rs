@@ -35,8 +35,9 @@ use nfsclient::{Attr, Client, ClientConfig, FileHandle, FileKind, NfsUrl, PipedD
 use parking_lot::Mutex;
 
 use super::cache_file::CopyStore;
-use super::data_cache::{CacheStats, DataCache, Validator};
+use super::data_cache::{DataCache, Validator};
 use super::{Chunk, Entry, Handle, Kind, ListEntry, Meta, OpenFile, Storage, StorageError};
+use crate::cache_stats::CacheStats;
 
 /// Entries beyond this make the cache start over (a crude but bounded policy).
 const CACHE_MAX: usize = 100_000;
@@ -136,8 +137,8 @@ pub struct NfsStorage {
     files: Option<DataCache>,
     /// The per-open revalidations of the data cache, shared between concurrent opens.
     revalidations: Revalidations,
-    /// What this server's streamed bodies may hold (see [`crate::body::StreamBudgets`]).
-    budgets: Arc<crate::body::StreamBudgets>,
+    /// What this server's streamed bodies may hold (see [`crate::stream_budget::StreamBudgets`]).
+    budgets: Arc<crate::stream_budget::StreamBudgets>,
     ttl: Duration,
     chunk: usize,
     read_ahead: usize,
@@ -145,9 +146,30 @@ pub struct NfsStorage {
     splice: bool,
 }
 
+/// Why [`NfsStorage::connect`] could not start serving an export.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// The `nfs://` URL does not parse.
+    #[error(transparent)]
+    Url(nfsclient::Error),
+    /// The data cache's directory cannot hold its copies.
+    #[error("data cache directory {}", path.display())]
+    DataCacheDir {
+        path: std::path::PathBuf,
+        #[source]
+        source: super::cache_file::CacheDirError,
+    },
+    /// The export cannot be mounted, or the server cannot be reached.
+    #[error(transparent)]
+    Mount(nfsclient::Error),
+    /// The export was mounted but the served path is missing or not a directory.
+    #[error("path /{path} {reason} on the NFS server")]
+    Root { path: String, reason: &'static str },
+}
+
 impl NfsStorage {
-    /// Mounts `url` and checks that the served root is a directory; the error names the
-    /// URL and, for a missing or wrong root, the path inside the export. A data-cache size
+    /// Mounts `url` and checks that the served root is a directory; for a missing or
+    /// wrong root, the error names the path inside the export. A data-cache size
     /// of 0 leaves `--nfs-data-cache` off (its stats then stay 0); with a directory, its
     /// copies are files there, checked before anything is mounted.
     pub async fn connect(
@@ -158,16 +180,16 @@ impl NfsStorage {
         chunk: usize,
         read_ahead: usize,
         (data_cache, data_cache_dir, stats): (u64, Option<&std::path::Path>, Arc<CacheStats>),
-    ) -> Result<NfsStorage, crate::Error> {
+    ) -> Result<NfsStorage, ConnectError> {
         let files = match (data_cache, data_cache_dir) {
             (0, _) => None,
             (size, dir) => {
                 let store = match dir {
                     None => CopyStore::Memory,
                     Some(path) => {
-                        CopyStore::in_dir(path).map_err(|reason| crate::Error::DataCacheDir {
+                        CopyStore::in_dir(path).map_err(|source| ConnectError::DataCacheDir {
                             path: path.to_path_buf(),
-                            reason,
+                            source,
                         })?
                     }
                 };
@@ -175,12 +197,7 @@ impl NfsStorage {
                 Some(DataCache::new(size, store, stats))
             }
         };
-        let text = url;
-        let nfs_err = |source| crate::Error::Nfs {
-            url: text.to_string(),
-            source,
-        };
-        let url = NfsUrl::parse(text).map_err(crate::Error::Url)?;
+        let url = NfsUrl::parse(url).map_err(ConnectError::Url)?;
         let client = Client::connect(
             &url,
             ClientConfig {
@@ -190,15 +207,14 @@ impl NfsStorage {
             },
         )
         .await
-        .map_err(nfs_err)?;
+        .map_err(ConnectError::Mount)?;
         let base: Vec<String> = client
             .path()
             .split('/')
             .filter(|c| !c.is_empty())
             .map(str::to_string)
             .collect();
-        let root_err = |reason| crate::Error::NfsRoot {
-            url: text.to_string(),
+        let root_err = |reason| ConnectError::Root {
             path: client.path().to_string(),
             reason,
         };
@@ -210,7 +226,7 @@ impl NfsStorage {
             Err(e) if e.status() == Some(nfsstat3::NFS3ERR_NOTDIR) => {
                 return Err(root_err("is not a directory (a path component is a file)"));
             }
-            Err(e) => return Err(nfs_err(e)),
+            Err(e) => return Err(ConnectError::Mount(e)),
         };
         if attr.kind != FileKind::Dir {
             return Err(root_err("is not a directory"));
@@ -223,7 +239,7 @@ impl NfsStorage {
             data: Mutex::new(SmallFiles::default()),
             files,
             revalidations: Revalidations::default(),
-            budgets: crate::body::StreamBudgets::new(),
+            budgets: crate::stream_budget::StreamBudgets::new(),
             ttl,
             read_ahead,
             splice: false,
@@ -434,11 +450,10 @@ async fn fill_range(
             .await
             .map_err(map_err)?;
         if r.data.is_empty() {
-            return Err(StorageError::BadGateway(format!(
-                "file ended at {} while {} bytes were expected",
-                offset + done,
-                len - done
-            )));
+            return Err(StorageError::EndedEarly {
+                at: offset + done,
+                missing: len - done,
+            });
         }
         let n = (r.data.len() as u64).min(len - done);
         file.write_all_at(&r.data[..n as usize], offset + done)?;
@@ -462,9 +477,10 @@ impl From<nfsclient::Error> for Walk {
 
 /// A READ at `at` answered no data while `missing` bytes were still expected.
 fn ended_early(at: u64, missing: usize) -> StorageError {
-    StorageError::BadGateway(format!(
-        "file ended at {at} while {missing} bytes were expected"
-    ))
+    StorageError::EndedEarly {
+        at,
+        missing: missing as u64,
+    }
 }
 
 fn map_err(e: nfsclient::Error) -> StorageError {
@@ -476,9 +492,9 @@ fn map_err(e: nfsclient::Error) -> StorageError {
             status: nfsstat3::NFS3ERR_ACCES | nfsstat3::NFS3ERR_PERM,
             ..
         } => StorageError::Forbidden("permission denied"),
-        E::Unreachable { .. } | E::MountDenied { .. } => StorageError::Unavailable(e.to_string()),
-        E::Timeout { .. } => StorageError::Timeout(e.to_string()),
-        _ => StorageError::BadGateway(e.to_string()),
+        E::Unreachable { .. } | E::MountDenied { .. } => StorageError::Unavailable(e),
+        E::Timeout { .. } => StorageError::Timeout(e),
+        _ => StorageError::BadGateway(e),
     }
 }
 
@@ -621,10 +637,10 @@ impl Storage for NfsStorage {
         if out.len() > len {
             // More than asked for (the server ignored `count`): a piped chunk cannot be
             // cut, and the response's length is fixed.
-            return Err(StorageError::BadGateway(format!(
-                "READ returned {} bytes where {len} were asked for",
-                out.len()
-            )));
+            return Err(StorageError::ReadTooLong {
+                got: out.len(),
+                asked: len,
+            });
         }
         Ok(Chunk::Piped(out))
     }
@@ -665,7 +681,7 @@ impl Storage for NfsStorage {
         self.splice
     }
 
-    fn stream_budgets(&self) -> Arc<crate::body::StreamBudgets> {
+    fn stream_budgets(&self) -> Arc<crate::stream_budget::StreamBudgets> {
         self.budgets.clone()
     }
 

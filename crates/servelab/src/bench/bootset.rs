@@ -9,8 +9,8 @@ use lab::dataset;
 use lab::tools::Measured;
 
 use super::runs::NFS_BLOCK;
-use super::servers::NfsServer;
-use crate::measure::Load;
+use crate::experiment::load::Load;
+use crate::experiment::nfs::NfsExport;
 
 /// Where the set lives inside the export, and its shape.
 pub const DIR: &str = "boot";
@@ -56,13 +56,13 @@ pub fn write(root: &Path) -> std::io::Result<()> {
 
 /// 16 clients at once, each with its own connection and thread, each reading its one
 /// file for `seconds`. Operations and bytes add up across clients; latencies merge.
-pub fn measure(s: &NfsServer, seconds: f64) -> anyhow::Result<Measured> {
+pub fn measure(export: &NfsExport, seconds: f64) -> anyhow::Result<Measured> {
     let files = files();
     let results: Vec<anyhow::Result<loadgen::Report>> = std::thread::scope(|scope| {
         let handles: Vec<_> = files
             .iter()
             .map(|f| {
-                let url = s.url(f);
+                let url = export.url(f);
                 scope.spawn(move || {
                     Load::for_seconds(url, seconds, 1)
                         .threads(1)

@@ -16,8 +16,8 @@
 //! - [`summary`]: `summary.md` — medians, spreads and the ratios against their bars.
 //!
 //! Peers, tools (`wrk`, `ab`, `iperf3`), datasets, the environment and the sampler come
-//! from the `lab` crate, the load-generator wrapper from [`crate::measure`]: the suite
-//! only decides what to measure and in which order.
+//! from the `lab` crate; servers, probes, progress and the load-generator wrapper from
+//! [`crate::experiment`]: the suite only decides what to measure and in which order.
 
 pub mod bootset;
 pub mod cases;
@@ -38,6 +38,7 @@ pub use options::BenchArgs;
 /// Runs the suite and prints where the results went and the ratio table.
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let opts = args.into_options()?;
+    crate::experiment::interrupt::install();
     if cfg!(debug_assertions) && !opts.quick {
         eprintln!(
             "servelab bench: WARNING: this is a debug build; run `cargo run --release -p servelab -- bench` for numbers that mean something"

@@ -50,10 +50,13 @@ impl Row {
     ) -> Row {
         let (m, error) = match result {
             Ok(m) => (m, None),
-            Err(e) => (Measured::default(), Some(crate::measure::error_text(&e))),
+            Err(e) => (
+                Measured::default(),
+                Some(crate::experiment::load::error_text(&e)),
+            ),
         };
         if let Some(e) = &error {
-            eprintln!("servelab bench:   failed: {e}");
+            crate::experiment::terminal::note(format!("servelab bench:   failed: {e}"));
         }
         Row {
             repeat,

@@ -1,5 +1,5 @@
 //! One measurement each, summarised as a [`Measured`] like a tool's output: our load
-//! generator over HTTP, NFS and TCP (through [`crate::measure::Load`] and its failure
+//! generator over HTTP, NFS and TCP (through [`crate::experiment::load::Load`] and its failure
 //! policy), and libnfs's `nfs-cat`.
 
 use std::net::SocketAddr;
@@ -13,7 +13,7 @@ use lab::process::Supervised;
 use lab::tools::Measured;
 use loadgen::{NfsWorkload, Schedule};
 
-use crate::measure::Load;
+use crate::experiment::load::Load;
 
 /// READ size of the NFS runs: 1 MiB, the rtmax both servers advertise and the rsize a
 /// Linux client negotiates with them.
@@ -70,19 +70,12 @@ pub fn nfs_cat(url: &str, expect: u64) -> anyhow::Result<Measured> {
     let t0 = Instant::now();
     for _ in 0..TIMES {
         let t = Instant::now();
-        let out = Command::new(&program)
-            .arg(url)
-            .stdin(Stdio::null())
-            .stderr(Stdio::piped())
-            .output()
-            .context("cannot run nfs-cat")?;
+        let (bytes, status, stderr) = cat_once(&program, url)?;
         each.push(t.elapsed().as_secs_f64() * 1e3);
-        if !out.status.success() || out.stdout.len() as u64 != expect {
+        if !status.success() || bytes != expect {
             bail!(
-                "nfs-cat {url}: {} ({} of {expect} bytes) {}",
-                out.status,
-                out.stdout.len(),
-                String::from_utf8_lossy(&out.stderr).trim()
+                "nfs-cat {url}: {status} ({bytes} of {expect} bytes) {}",
+                stderr.trim()
             );
         }
     }
@@ -98,6 +91,31 @@ pub fn nfs_cat(url: &str, expect: u64) -> anyhow::Result<Measured> {
         p99_ms: each.last().copied(),
         client_cpu_s: None,
     })
+}
+
+/// One `nfs-cat URL`, supervised (an interrupted run stops it): the bytes it wrote,
+/// its exit status and what it said on stderr.
+fn cat_once(program: &Path, url: &str) -> anyhow::Result<(u64, std::process::ExitStatus, String)> {
+    let mut cmd = Command::new(program);
+    cmd.arg(url)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = Supervised::spawn("nfs-cat", &mut cmd, None)?.with_grace(Duration::ZERO);
+    let (Some(mut out), Some(mut err)) = child.take_pipes() else {
+        bail!("nfs-cat: no output pipes");
+    };
+    let errors = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut err, &mut s);
+        s
+    });
+    let bytes =
+        std::io::copy(&mut out, &mut std::io::sink()).context("cannot read nfs-cat's output")?;
+    let status = child
+        .wait_for(Duration::from_secs(60))
+        .ok_or_else(|| anyhow!("nfs-cat {url} did not finish within 60 s"))?;
+    Ok((bytes, status, errors.join().unwrap_or_default()))
 }
 
 /// `servelab load tcp://` (one stream, 128 KiB writes) against a `servelab tcp-server`

@@ -1,56 +1,38 @@
-//! What the suite measures with: our servers as child processes, the peers and tools
-//! when installed (a missing one is a [`Skip`]), and how the measuring loop reaches each.
+//! What the suite measures with: our servers and the peers as serving stacks (started by
+//! the experiment layer; a missing peer is a [`Skip`]), the tools when installed, and
+//! how the measuring loop reaches each.
 
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
 use lab::find_program;
-use lab::peers::{Baseline, ExternalServer};
+use lab::peers::Baseline;
 use lab::sampler;
 
 use super::names::*;
 use super::options::{BenchOptions, Group};
 use super::record::Skip;
-use crate::ours::ServerProcess;
+use crate::experiment::nfs::{NfsExport, NfsServer};
+use crate::experiment::peers::{self, Started};
+use crate::experiment::probe::Part;
+use crate::experiment::stack::{self, Launch, Stack, StartEnv};
 
-/// One HTTP server under test.
-#[derive(Debug, Clone, Copy)]
+/// One HTTP server under test, as the measuring loop reaches it.
+#[derive(Debug, Clone)]
 pub struct HttpServer {
     pub name: &'static str,
     pub addr: SocketAddr,
-    /// Whose process tree the sampler watches.
-    pub pid: u32,
+    /// The HTTP server's process tree: what the sampler watches.
+    pub part: Part,
 }
 
-/// One NFS server under test: how loadgen and nfs-cat reach its files.
+/// One NFS server under test: its name, its process and its export's URLs.
 #[derive(Debug, Clone)]
-pub struct NfsServer {
+pub struct NfsTarget {
     pub name: &'static str,
     pub pid: u32,
-    /// `nfs://host:port<export>//` — append a path inside the export.
-    url_prefix: String,
-    /// `?mountport=N` (Ganesha) or empty.
-    query: String,
-    /// nfs-cat's URL for a path inside the export.
-    libnfs_prefix: String,
-    libnfs_query: String,
-    /// The NFSv4.0 port when the server speaks v4 with the export as its pseudo-root.
-    v4_port: Option<u16>,
-}
-
-impl NfsServer {
-    pub fn url(&self, path: &str) -> String {
-        format!("{}{path}{}", self.url_prefix, self.query)
-    }
-    pub fn libnfs_url(&self, path: &str) -> String {
-        format!("{}{path}{}", self.libnfs_prefix, self.libnfs_query)
-    }
-    /// loadgen's NFSv4.0 URL for a path inside the export (as root, like the v3 runs).
-    pub fn v4_url(&self, path: &str) -> Option<String> {
-        self.v4_port
-            .map(|p| format!("nfs://127.0.0.1/{path}?version=4&nfsport={p}&uid=0&gid=0"))
-    }
+    pub export: NfsExport,
 }
 
 /// Resident memory of one of our servers when idle at the start of the run.
@@ -61,21 +43,16 @@ pub struct IdleRss {
     pub bytes: u64,
 }
 
-/// Every server the suite started. Dropping it stops them: the peers first, then httpd
-/// (its NFS client before rustnfs goes), rustnfs last — the fields' order.
+/// Every server the suite started. Dropping it stops them: the HTTP stacks first (httpd
+/// on NFS before its rustnfs goes), the NFS servers last — the fields' order.
 pub struct Servers {
     pub http: Vec<HttpServer>,
-    pub nfs: Vec<NfsServer>,
+    pub nfs: Vec<NfsTarget>,
     /// nginx also serves the load-generator comparison.
     pub nginx: Option<SocketAddr>,
     pub idle: Vec<IdleRss>,
-    _nginx: Option<ExternalServer>,
-    _apache: Option<ExternalServer>,
-    _h2o: Option<ExternalServer>,
-    _ganesha: Option<ExternalServer>,
-    _httpd_nfs: ServerProcess,
-    _httpd_local: ServerProcess,
-    _rustnfs: ServerProcess,
+    _stacks: Vec<Stack>,
+    _nfs_servers: Vec<NfsServer>,
 }
 
 impl Servers {
@@ -87,141 +64,99 @@ impl Servers {
         opts: &BenchOptions,
         skipped: &mut Vec<Skip>,
     ) -> anyhow::Result<Servers> {
-        let root_s = root.display().to_string();
-        let rustnfs = ServerProcess::start(
-            RUSTNFS,
-            "rustnfs",
-            // As the Ganesha peer (No_Root_Squash): the load runs as root.
-            &["--export".into(), root_s.clone(), "--no-root-squash".into()],
+        let rustnfs = NfsServer::start_rustnfs(root, log_dir)?;
+        let idle_rustnfs = settle_rss(rustnfs.pid);
+        let env = StartEnv {
+            root,
             log_dir,
-        )?;
-        let idle_rustnfs = settle_rss(rustnfs.pid());
-        let httpd_local = ServerProcess::start(
-            HTTPD_LOCAL,
-            "httpd",
-            &["--root".into(), root_s.clone()],
-            log_dir,
-        )?;
-        let httpd_nfs = ServerProcess::start(
-            HTTPD_NFS,
-            "httpd",
-            &["--nfs".into(), format!("nfs://{}/", rustnfs.addr)],
-            log_dir,
-        )?;
-        let idle = vec![
-            IdleRss {
-                name: RUSTNFS,
-                pid: rustnfs.pid(),
-                bytes: idle_rustnfs,
-            },
-            IdleRss {
-                name: HTTPD_LOCAL,
-                pid: httpd_local.pid(),
-                bytes: settle_rss(httpd_local.pid()),
-            },
-            IdleRss {
-                name: HTTPD_NFS,
-                pid: httpd_nfs.pid(),
-                bytes: settle_rss(httpd_nfs.pid()),
-            },
+            rustnfs: Some(&rustnfs),
+            ganesha: None,
+            nfs_cache_ms: None,
+            data_cache_dir: None,
+        };
+        let no_cache = Launch::HttpdRustnfs {
+            link: None,
+            data_cache: None,
+        };
+        let mut stacks = vec![
+            stack::start(HTTPD_LOCAL, "", &Launch::HttpdLocal, &env)?,
+            stack::start(HTTPD_NFS, "", &no_cache, &env)?,
         ];
-        let nginx = start_peer(Baseline::Nginx, root, skipped);
-        let apache = opts
-            .wants(Group::Http)
-            .then(|| start_peer(Baseline::Apache, root, skipped))
-            .flatten();
-        let h2o = opts
-            .wants(Group::Http)
-            .then(|| start_peer(Baseline::H2o, root, skipped))
-            .flatten();
+        let mut idle = vec![IdleRss {
+            name: RUSTNFS,
+            pid: rustnfs.pid,
+            bytes: idle_rustnfs,
+        }];
+        for (name, s) in [HTTPD_LOCAL, HTTPD_NFS].into_iter().zip(&stacks) {
+            let pid = s.parts[0].pid().unwrap_or(0);
+            idle.push(IdleRss {
+                name,
+                pid,
+                bytes: settle_rss(pid),
+            });
+        }
+        let mut peers: Vec<(&'static str, Baseline)> = vec![(NGINX, Baseline::Nginx)];
+        if opts.wants(Group::Http) {
+            peers.extend([(APACHE, Baseline::Apache), (H2O, Baseline::H2o)]);
+        }
+        let mut nginx = None;
+        for (name, b) in peers {
+            if let Some(server) = start_peer(b, root, skipped) {
+                nginx = nginx.or((b == Baseline::Nginx).then_some(server.addr));
+                let mut s = Stack::new(name, server.addr, vec![Part::process(name, server.pid())]);
+                s.hold(server);
+                stacks.push(s);
+            }
+        }
         // Ganesha serves v3 and v4 (its pseudo-root the export), so the NFSv4.0 rows
         // have their control.
         let ganesha = opts
             .wants(Group::Nfs)
             .then(|| start_peer(Baseline::Ganesha, root, skipped))
-            .flatten();
-
-        let mut http = vec![
-            HttpServer {
-                name: HTTPD_LOCAL,
-                addr: httpd_local.addr,
-                pid: httpd_local.pid(),
-            },
-            HttpServer {
-                name: HTTPD_NFS,
-                addr: httpd_nfs.addr,
-                pid: httpd_nfs.pid(),
-            },
-        ];
-        for (name, peer) in [(NGINX, &nginx), (APACHE, &apache), (H2O, &h2o)] {
-            if let Some(p) = peer {
-                http.push(HttpServer {
-                    name,
-                    addr: p.addr,
-                    pid: p.pid(),
-                });
-            }
-        }
-        let mut nfs = vec![NfsServer {
-            name: RUSTNFS,
-            pid: rustnfs.pid(),
-            url_prefix: format!("nfs://{}//", rustnfs.addr),
-            query: String::new(),
-            libnfs_prefix: "nfs://127.0.0.1//".to_string(),
-            libnfs_query: format!(
-                "?version=3&nfsport={p}&mountport={p}",
-                p = rustnfs.addr.port()
-            ),
-            v4_port: Some(rustnfs.addr.port()),
-        }];
-        if let Some(g) = &ganesha {
-            let mnt = g.extra_port.unwrap_or(0);
-            nfs.push(NfsServer {
-                name: GANESHA,
-                pid: g.pid(),
-                url_prefix: format!("nfs://{}{root_s}//", g.addr),
-                query: format!("?mountport={mnt}"),
-                libnfs_prefix: format!("nfs://127.0.0.1{root_s}/"),
-                libnfs_query: format!("?version=3&nfsport={}&mountport={mnt}", g.addr.port()),
-                v4_port: Some(g.addr.port()),
-            });
-        }
+            .flatten()
+            .map(NfsServer::ganesha);
+        let nfs_servers: Vec<NfsServer> = std::iter::once(rustnfs).chain(ganesha).collect();
         Ok(Servers {
-            http,
-            nfs,
-            nginx: nginx.as_ref().map(|n| n.addr),
+            http: stacks.iter().map(http_server).collect(),
+            nfs: nfs_servers
+                .iter()
+                .map(|n| NfsTarget {
+                    name: n.name,
+                    pid: n.pid,
+                    export: n.export.clone(),
+                })
+                .collect(),
+            nginx,
             idle,
-            _nginx: nginx,
-            _apache: apache,
-            _h2o: h2o,
-            _ganesha: ganesha,
-            _httpd_nfs: httpd_nfs,
-            _httpd_local: httpd_local,
-            _rustnfs: rustnfs,
+            _stacks: stacks,
+            _nfs_servers: nfs_servers,
         })
     }
 }
 
+/// How the loop reaches a stack: its address and its front server's process tree.
+fn http_server(s: &Stack) -> HttpServer {
+    let name = [HTTPD_LOCAL, HTTPD_NFS, NGINX, APACHE, H2O]
+        .into_iter()
+        .find(|n| *n == s.name)
+        .unwrap_or("?");
+    HttpServer {
+        name,
+        addr: s.addr,
+        part: s.parts[0].clone(),
+    }
+}
+
 /// A peer when installed and it starts; a [`Skip`] saying why not otherwise.
-fn start_peer(b: Baseline, root: &Path, skipped: &mut Vec<Skip>) -> Option<ExternalServer> {
-    if let Err(why) = b.detect() {
-        skipped.push(Skip::new(b.name(), why));
-        return None;
-    }
-    if b == Baseline::KernelNfs {
-        return None;
-    }
-    let started = match b {
-        Baseline::Ganesha => lab::peers::start_ganesha_v4(root),
-        _ => b.start(root),
-    };
-    match started {
-        Ok(s) => Some(s),
-        Err(e) => {
-            skipped.push(Skip::new(
-                b.name(),
-                format!("installed but did not start: {e}"),
-            ));
+fn start_peer(
+    b: Baseline,
+    root: &Path,
+    skipped: &mut Vec<Skip>,
+) -> Option<lab::peers::ExternalServer> {
+    match peers::start(b, root) {
+        Started::Running(s) => Some(*s),
+        other => {
+            skipped.push(Skip::new(b.name(), other.why_not().unwrap_or_default()));
             None
         }
     }

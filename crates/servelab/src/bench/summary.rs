@@ -1,13 +1,13 @@
 //! `summary.md`: medians, spreads and the ratios checked against their bars, in
 //! tables grouped by case, with the skips and the memory checks.
 
-use std::fmt::Write as _;
-
 use lab::environment::Environment;
 
 use super::options::BenchOptions;
-use super::ratios::*;
+use super::ratios::{median, memory_checks, min_max, overview, ratios, unique};
 use super::record::{Row, Skip};
+use crate::doc::{Block, Doc};
+use crate::table::{Align, Table};
 
 fn si(v: f64) -> String {
     if v >= 1e9 {
@@ -21,118 +21,130 @@ fn si(v: f64) -> String {
     }
 }
 
-/// `summary.md`.
-pub fn render(
-    rows: &[Row],
-    skipped: &[Skip],
-    env: &Environment,
-    opts: &BenchOptions,
-    load_before: &str,
-    load_after: &str,
-) -> String {
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "# servelab bench — {} on {}\n",
-        &env.started_utc[..10],
-        env.hostname
-    );
-    let _ = writeln!(
-        s,
-        "{} × {}, kernel {}, {} build, {} repeat(s) × {} s per measurement, interleaved (servers and tools rotate each repeat). Load average before {load_before}, after {load_after} (shared machine). Ratios are medians of per-repeat ratios (both sides measured back to back), with their min–max. Raw data: `results.csv`; setup: `setup.md`.\n",
-        env.cores,
-        env.cpu_model,
-        env.kernel,
-        if cfg!(debug_assertions) {
-            "DEBUG"
-        } else {
-            "release"
-        },
-        opts.repeat,
-        opts.seconds
-    );
-    let rs = ratios(rows);
-    let _ = writeln!(s, "## The bars at a glance\n");
-    let _ = writeln!(
-        s,
-        "| bar | target | cases met | median ratio, lowest–highest case |"
-    );
-    let _ = writeln!(s, "|---|---:|---:|---:|");
-    for BarOverview {
-        family,
-        met,
-        cases: n,
-        lowest: lo,
-        highest: hi,
-        target,
-    } in overview(&rs)
-    {
-        let _ = writeln!(
-            s,
-            "| {family} | ≥ {target:.2} | {met}/{n} | {lo:.2}–{hi:.2} |"
-        );
-    }
-    for MemoryCheck {
-        what,
-        measured: v,
-        limit,
-    } in memory_checks(rows)
-    {
-        let _ = writeln!(
-            s,
-            "| {what} | < {:.0} MB | {} | {:.1} MB |",
-            limit as f64 / 1e6,
-            if v < limit { "1/1" } else { "0/1" },
-            v as f64 / 1e6
-        );
-    }
-    let _ = writeln!(s, "\n## The bars, case by case\n");
-    let _ = writeln!(s, "| ratio | median | min–max | bar | met |");
-    let _ = writeln!(s, "|---|---:|---:|---:|:---:|");
-    for r in rs.iter().filter(|r| r.target.is_some()) {
-        let _ = writeln!(
-            s,
-            "| {} | {:.2} | {:.2}–{:.2} | ≥ {:.2} | {} |",
-            r.what,
-            r.median,
-            r.min,
-            r.max,
-            r.target.unwrap_or(0.0),
-            if r.met() == Some(true) {
-                "yes"
-            } else {
-                "**no**"
-            }
-        );
-    }
-    for MemoryCheck {
-        what,
-        measured: v,
-        limit,
-    } in memory_checks(rows)
-    {
-        let _ = writeln!(
-            s,
-            "| {what} | {:.1} MB | | < {:.0} MB | {} |",
-            v as f64 / 1e6,
-            limit as f64 / 1e6,
-            if v < limit { "yes" } else { "**no**" }
-        );
-    }
-    let info: Vec<&Ratio> = rs.iter().filter(|r| r.target.is_none()).collect();
-    if !info.is_empty() {
-        let _ = writeln!(s, "\nFor reference (no bar):\n");
-        let _ = writeln!(s, "| ratio | median | min–max |");
-        let _ = writeln!(s, "|---|---:|---:|");
-        for r in info {
-            let _ = writeln!(
-                s,
-                "| {} | {:.2} | {:.2}–{:.2} |",
-                r.what, r.median, r.min, r.max
-            );
-        }
-    }
+/// What `summary.md` is made from.
+pub struct Summary<'a> {
+    pub rows: &'a [Row],
+    pub skipped: &'a [Skip],
+    pub env: &'a Environment,
+    pub opts: &'a BenchOptions,
+    pub load_before: &'a str,
+    pub load_after: &'a str,
+}
 
+/// `summary.md`: its sections, top to bottom.
+pub fn render(s: &Summary) -> String {
+    let sections: [fn(&Summary) -> Vec<Block>; 6] = [
+        preamble,
+        bars_at_a_glance,
+        bars_case_by_case,
+        groups,
+        memory,
+        skipped_and_failed,
+    ];
+    sections
+        .iter()
+        .flat_map(|f| f(s))
+        .collect::<Doc>()
+        .to_markdown()
+}
+
+fn preamble(s: &Summary) -> Vec<Block> {
+    let env = s.env;
+    vec![
+        Block::Heading(
+            1,
+            format!(
+                "servelab bench — {} on {}",
+                &env.started_utc[..10],
+                env.hostname
+            ),
+        ),
+        Block::text(format!(
+            "{} × {}, kernel {}, {} build, {} repeat(s) × {} s per measurement, interleaved (servers and tools rotate each repeat). Load average before {}, after {} (shared machine). Ratios are medians of per-repeat ratios (both sides measured back to back), with their min–max. Raw data: `results.csv`; setup: `setup.md`.",
+            env.cores,
+            env.cpu_model,
+            env.kernel,
+            if cfg!(debug_assertions) {
+                "DEBUG"
+            } else {
+                "release"
+            },
+            s.opts.repeat,
+            s.opts.seconds,
+            s.load_before,
+            s.load_after
+        )),
+    ]
+}
+
+/// One line per bar: how many of its cases met it; the memory limits beside them.
+fn bars_at_a_glance(s: &Summary) -> Vec<Block> {
+    let mut t = Table::new([
+        "bar",
+        "target",
+        "cases met",
+        "median ratio, lowest–highest case",
+    ]);
+    for o in overview(&ratios(s.rows)) {
+        t.row([
+            o.family,
+            format!("≥ {:.2}", o.target),
+            format!("{}/{}", o.met, o.cases),
+            format!("{:.2}–{:.2}", o.lowest, o.highest),
+        ]);
+    }
+    for m in memory_checks(s.rows) {
+        t.row([
+            m.what,
+            format!("< {:.0} MB", m.limit as f64 / 1e6),
+            if m.measured < m.limit { "1/1" } else { "0/1" }.into(),
+            format!("{:.1} MB", m.measured as f64 / 1e6),
+        ]);
+    }
+    vec![Block::h2("The bars at a glance"), Block::Table(t)]
+}
+
+/// Every ratio against its bar, then the ratios that have none.
+fn bars_case_by_case(s: &Summary) -> Vec<Block> {
+    let rs = ratios(s.rows);
+    let met = |yes: bool| if yes { "yes" } else { "**no**" }.to_string();
+    let mut t = Table::new(["ratio", "median", "min–max", "bar", "met"]).align(4, Align::Center);
+    for r in rs.iter().filter(|r| r.target.is_some()) {
+        t.row([
+            r.what.clone(),
+            format!("{:.2}", r.median),
+            format!("{:.2}–{:.2}", r.min, r.max),
+            format!("≥ {:.2}", r.target.unwrap_or(0.0)),
+            met(r.met() == Some(true)),
+        ]);
+    }
+    for m in memory_checks(s.rows) {
+        t.row([
+            m.what,
+            format!("{:.1} MB", m.measured as f64 / 1e6),
+            String::new(),
+            format!("< {:.0} MB", m.limit as f64 / 1e6),
+            met(m.measured < m.limit),
+        ]);
+    }
+    let mut out = vec![Block::h2("The bars, case by case"), Block::Table(t)];
+    let mut info = Table::new(["ratio", "median", "min–max"]);
+    for r in rs.iter().filter(|r| r.target.is_none()) {
+        info.row([
+            r.what.clone(),
+            format!("{:.2}", r.median),
+            format!("{:.2}–{:.2}", r.min, r.max),
+        ]);
+    }
+    if !info.is_empty() {
+        out.extend([Block::text("For reference (no bar):"), Block::Table(info)]);
+    }
+    out
+}
+
+/// One table per group: each (case, server, tool) with its medians and spread.
+fn groups(s: &Summary) -> Vec<Block> {
+    let mut out = Vec::new();
     for (group, title) in [
         ("http", "HTTP"),
         ("nfs", "NFS"),
@@ -140,116 +152,127 @@ pub fn render(
         ("tcp", "TCP, loopback"),
     ] {
         let keys = unique(
-            rows.iter()
+            s.rows
+                .iter()
                 .filter(|r| r.group == group)
                 .map(|r| format!("{}\u{0}{}\u{0}{}", r.case, r.server, r.tool)),
         );
         if keys.is_empty() {
             continue;
         }
-        let _ = writeln!(s, "\n## {title}\n");
-        let _ = writeln!(
-            s,
-            "| case | server | tool | median req/s | req/s min–max | median MB/s | p50 ms | p99 ms | peak RSS MB | ok/runs |"
-        );
-        let _ = writeln!(s, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|");
+        let mut t = Table::new([
+            "case",
+            "server",
+            "tool",
+            "median req/s",
+            "req/s min–max",
+            "median MB/s",
+            "p50 ms",
+            "p99 ms",
+            "peak RSS MB",
+            "ok/runs",
+        ])
+        .left(3);
         for k in keys {
             let mut parts = k.split('\u{0}');
-            let (case, server, tool) = (
-                parts.next().unwrap_or(""),
-                parts.next().unwrap_or(""),
-                parts.next().unwrap_or(""),
-            );
-            let all: Vec<&Row> = rows
+            let mut next = || parts.next().unwrap_or("").to_string();
+            let (case, server, tool) = (next(), next(), next());
+            let all: Vec<&Row> = s
+                .rows
                 .iter()
                 .filter(|r| {
                     r.group == group && r.case == case && r.server == server && r.tool == tool
                 })
                 .collect();
-            let ok: Vec<&&Row> = all.iter().filter(|r| r.ok()).collect();
-            let per: Vec<f64> = ok.iter().map(|r| r.m.per_sec).collect();
-            let bytes: Vec<f64> = ok.iter().map(|r| r.m.bytes_per_sec).collect();
-            let p50: Vec<f64> = ok.iter().filter_map(|r| r.m.p50_ms).collect();
-            let p99: Vec<f64> = ok.iter().filter_map(|r| r.m.p99_ms).collect();
-            let peak = all.iter().filter_map(|r| r.peak_rss).max();
-            let errors: u64 = ok.iter().map(|r| r.m.errors).sum();
-            let (lo, hi) = min_max(&per);
-            let _ = writeln!(
-                s,
-                "| {case} | {server} | {tool} | {} | {} | {:.1} | {} | {} | {} | {}/{}{} |",
-                if per.is_empty() {
-                    "—".into()
-                } else {
-                    si(median(&per))
-                },
-                if per.is_empty() {
-                    "—".into()
-                } else {
-                    format!("{}–{}", si(lo), si(hi))
-                },
-                median(&bytes) / 1e6,
-                if p50.is_empty() {
-                    "—".into()
-                } else {
-                    format!("{:.3}", median(&p50))
-                },
-                if p99.is_empty() {
-                    "—".into()
-                } else {
-                    format!("{:.3}", median(&p99))
-                },
-                peak.map_or("—".into(), |v| format!("{:.1}", v as f64 / 1e6)),
-                ok.len(),
-                all.len(),
-                if errors > 0 {
-                    format!(", {errors} failed requests")
-                } else {
-                    String::new()
-                },
-            );
+            t.row(group_row(&case, &server, &tool, &all));
         }
+        out.extend([Block::h2(title), Block::Table(t)]);
     }
+    out
+}
 
-    let mem: Vec<&Row> = rows.iter().filter(|r| r.group == "memory").collect();
-    if !mem.is_empty() {
-        let _ = writeln!(s, "\n## Memory (resident set of the server process)\n");
-        let _ = writeln!(s, "| server | when | RSS MB |");
-        let _ = writeln!(s, "|---|---|---:|");
-        for r in mem {
-            let _ = writeln!(
-                s,
-                "| {} | {} | {:.1} |",
-                r.server,
-                r.case,
-                r.peak_rss.unwrap_or(0) as f64 / 1e6
-            );
-        }
-        let _ = writeln!(
-            s,
-            "\nPeak RSS during each run is in the tables above (sampled every 50 ms over the server's process tree; nginx and Apache include their workers)."
-        );
-    }
+/// The medians of one (case, server, tool) over its runs.
+fn group_row(case: &str, server: &str, tool: &str, all: &[&Row]) -> [String; 10] {
+    let ok: Vec<&&Row> = all.iter().filter(|r| r.ok()).collect();
+    let per: Vec<f64> = ok.iter().map(|r| r.m.per_sec).collect();
+    let bytes: Vec<f64> = ok.iter().map(|r| r.m.bytes_per_sec).collect();
+    let p50: Vec<f64> = ok.iter().filter_map(|r| r.m.p50_ms).collect();
+    let p99: Vec<f64> = ok.iter().filter_map(|r| r.m.p99_ms).collect();
+    let peak = all.iter().filter_map(|r| r.peak_rss).max();
+    let errors: u64 = ok.iter().map(|r| r.m.errors).sum();
+    let (lo, hi) = min_max(&per);
+    let or_dash = |v: &[f64], f: &dyn Fn() -> String| {
+        if v.is_empty() { "—".into() } else { f() }
+    };
+    [
+        case.to_string(),
+        server.to_string(),
+        tool.to_string(),
+        or_dash(&per, &|| si(median(&per))),
+        or_dash(&per, &|| format!("{}–{}", si(lo), si(hi))),
+        format!("{:.1}", median(&bytes) / 1e6),
+        or_dash(&p50, &|| format!("{:.3}", median(&p50))),
+        or_dash(&p99, &|| format!("{:.3}", median(&p99))),
+        peak.map_or("—".into(), |v| format!("{:.1}", v as f64 / 1e6)),
+        format!(
+            "{}/{}{}",
+            ok.len(),
+            all.len(),
+            if errors > 0 {
+                format!(", {errors} failed requests")
+            } else {
+                String::new()
+            }
+        ),
+    ]
+}
 
-    let failed: Vec<&Row> = rows.iter().filter(|r| !r.ok()).collect();
-    if !skipped.is_empty() || !failed.is_empty() {
-        let _ = writeln!(s, "\n## Skipped and failed\n");
-        for Skip { what, why } in skipped {
-            let _ = writeln!(s, "- skipped {what}: {why}");
-        }
-        for r in failed {
-            let _ = writeln!(
-                s,
-                "- failed: repeat {} {} {} {} {}: {}",
-                r.repeat,
-                r.group,
-                r.case,
-                r.server,
-                r.tool,
-                r.error.as_deref().unwrap_or("")
-            );
-        }
+fn memory(s: &Summary) -> Vec<Block> {
+    let mem: Vec<&Row> = s.rows.iter().filter(|r| r.group == "memory").collect();
+    if mem.is_empty() {
+        return Vec::new();
     }
-    s
+    let mut t = Table::new(["server", "when", "RSS MB"]).left(2);
+    for r in mem {
+        t.row([
+            r.server.clone(),
+            r.case.clone(),
+            format!("{:.1}", r.peak_rss.unwrap_or(0) as f64 / 1e6),
+        ]);
+    }
+    vec![
+        Block::h2("Memory (resident set of the server process)"),
+        Block::Table(t),
+        Block::text(
+            "Peak RSS during each run is in the tables above (sampled every 50 ms over the server's process tree; nginx and Apache include their workers).",
+        ),
+    ]
+}
+
+fn skipped_and_failed(s: &Summary) -> Vec<Block> {
+    let failed: Vec<&Row> = s.rows.iter().filter(|r| !r.ok()).collect();
+    if s.skipped.is_empty() && failed.is_empty() {
+        return Vec::new();
+    }
+    let skipped = s
+        .skipped
+        .iter()
+        .map(|Skip { what, why }| format!("skipped {what}: {why}"));
+    let failed = failed.into_iter().map(|r| {
+        format!(
+            "failed: repeat {} {} {} {} {}: {}",
+            r.repeat,
+            r.group,
+            r.case,
+            r.server,
+            r.tool,
+            r.error.as_deref().unwrap_or("")
+        )
+    });
+    vec![
+        Block::h2("Skipped and failed"),
+        Block::List(skipped.chain(failed).collect()),
+    ]
 }
 
 #[cfg(test)]

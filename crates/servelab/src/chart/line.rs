@@ -4,8 +4,8 @@
 use std::fmt::Write as _;
 
 use super::axis::{Axis, Range, value_text};
+use super::style::{WIDTH, style};
 use super::svg::{self, Anchor, Doc, FONT, TITLE_FONT};
-use super::{WIDTH, style};
 
 /// One point; `spread` is the lowest–highest (or CI) of `y`, drawn as a vertical bar.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,9 +57,52 @@ const MIN_PLOT_HEIGHT: f64 = 300.0;
 /// Markers drawn on one series at the most.
 const MAX_MARKERS: usize = 16;
 
+/// Where the plot area sits in the picture and how values map onto it.
+struct Frame {
+    x0: f64,
+    x1: f64,
+    y0: f64,
+    y1: f64,
+    height: f64,
+    x_range: Range,
+    y_range: Range,
+}
+
+impl Frame {
+    fn x(&self, v: f64) -> f64 {
+        self.x_range.map(v, self.x0, self.x1)
+    }
+
+    fn y(&self, v: f64) -> f64 {
+        self.y_range.map(v, self.y1, self.y0)
+    }
+}
+
 impl LineChart {
     pub fn to_svg(&self) -> String {
-        let y_range = Range::fit(
+        // The legend: one entry per series, its name wrapped to the column.
+        let legend: Vec<Vec<String>> = self
+            .series
+            .iter()
+            .map(|s| svg::wrap(&s.name, LEGEND_WIDTH - LEGEND_SAMPLE - 14.0, FONT))
+            .collect();
+        let legend_height: f64 = legend
+            .iter()
+            .map(|l| l.len() as f64 * FONT * 1.25 + 8.0)
+            .sum();
+        let f = self.frame(MIN_PLOT_HEIGHT.max(legend_height));
+        let mut doc = Doc::new(f.height, &self.title);
+        self.titles_and_axes(&mut doc, &f);
+        for (i, s) in self.series.iter().enumerate() {
+            doc.raw(&self.series_svg(i, s, &f));
+        }
+        draw_legend(&mut doc, &legend, f.y0);
+        doc.finish()
+    }
+
+    /// The y range from every point and spread (from zero on a linear axis).
+    fn y_range(&self) -> Range {
+        Range::fit(
             self.y.scale,
             self.series.iter().flat_map(|s| {
                 s.points.iter().flat_map(|p| {
@@ -67,8 +110,12 @@ impl LineChart {
                     [p.y, lo, hi]
                 })
             }),
-            self.y.scale == super::Scale::Linear,
-        );
+            self.y.scale == super::axis::Scale::Linear,
+        )
+    }
+
+    /// The x range from the points, or from the given ticks and the points.
+    fn x_range(&self) -> Range {
         let mut x_range = Range::fit(
             self.x.scale,
             self.series
@@ -94,31 +141,31 @@ impl LineChart {
             }
             x_range.ticks = ticks.clone();
         }
+        x_range
+    }
 
-        // The legend: one entry per series, its name wrapped to the column.
-        let legend: Vec<Vec<String>> = self
-            .series
-            .iter()
-            .map(|s| svg::wrap(&s.name, LEGEND_WIDTH - LEGEND_SAMPLE - 14.0, FONT))
-            .collect();
-        let legend_height: f64 = legend
-            .iter()
-            .map(|l| l.len() as f64 * FONT * 1.25 + 8.0)
-            .sum();
-        let plot_height = MIN_PLOT_HEIGHT.max(legend_height);
-        let height = TOP + plot_height + BOTTOM;
-
+    /// The plot area beside the y labels and left of the legend, `plot_height` high.
+    fn frame(&self, plot_height: f64) -> Frame {
+        let (x_range, y_range) = (self.x_range(), self.y_range());
         let y_label_width = y_range
             .ticks
             .iter()
             .map(|t| svg::text_width(&t.1, FONT))
             .fold(0.0, f64::max);
-        let x0 = (y_label_width + 44.0).max(70.0);
-        let x1 = WIDTH - LEGEND_WIDTH - 20.0;
-        let y0 = TOP;
-        let y1 = TOP + plot_height;
+        Frame {
+            x0: (y_label_width + 44.0).max(70.0),
+            x1: WIDTH - LEGEND_WIDTH - 20.0,
+            y0: TOP,
+            y1: TOP + plot_height,
+            height: TOP + plot_height + BOTTOM,
+            x_range,
+            y_range,
+        }
+    }
 
-        let mut doc = Doc::new(height, &self.title);
+    /// Title, subtitle, grid, ticks and axis titles.
+    fn titles_and_axes(&self, doc: &mut Doc, f: &Frame) {
+        let (x0, x1, y0, y1) = (f.x0, f.x1, f.y0, f.y1);
         doc.text(
             x0,
             24.0,
@@ -130,25 +177,18 @@ impl LineChart {
         if let Some(sub) = &self.subtitle {
             doc.text(x0, 44.0, Anchor::Start, FONT, sub, r##" fill="#444444""##);
         }
-
-        // Grid and ticks.
-        for (v, label) in thin(
-            &y_range.ticks,
-            |v| y_range.map(v, y1, y0),
-            FONT * 1.3,
-            |_| FONT,
-        ) {
-            let y = y_range.map(v, y1, y0);
+        for (v, label) in thin(&f.y_range.ticks, |v| f.y(v), FONT * 1.3, |_| FONT) {
+            let y = f.y(v);
             doc.line(x0, y, x1, y, "#e5e5e5", 1.0);
             doc.text(x0 - 6.0, y + 4.0, Anchor::End, FONT, &label, "");
         }
         for (v, label) in thin(
-            &x_range.ticks,
-            |v| x_range.map(v, x0, x1),
+            &f.x_range.ticks,
+            |v| f.x(v),
             8.0,
             |l| svg::text_width(l, FONT),
         ) {
-            let x = x_range.map(v, x0, x1);
+            let x = f.x(v);
             doc.line(x, y0, x, y1, "#f0f0f0", 1.0);
             doc.line(x, y1, x, y1 + 5.0, "#333333", 1.0);
             doc.text(x, y1 + 19.0, Anchor::Middle, FONT, &label, "");
@@ -157,142 +197,142 @@ impl LineChart {
         doc.line(x0, y0, x0, y1, "#333333", 1.0);
         doc.text(
             (x0 + x1) / 2.0,
-            height - 16.0,
+            f.height - 16.0,
             Anchor::Middle,
             FONT,
             &self.x.title(),
             "",
         );
-        {
-            let cy = (y0 + y1) / 2.0;
-            let mut t = String::new();
-            let _ = write!(
-                t,
-                r#"<text x="18" y="{cy:.1}" text-anchor="middle" font-size="{FONT}" transform="rotate(-90 18 {cy:.1})">{}</text>"#,
-                svg::escape(&self.y.title())
-            );
-            doc.raw(&t);
-        }
+        let cy = (y0 + y1) / 2.0;
+        doc.raw(&format!(
+            r#"<text x="18" y="{cy:.1}" text-anchor="middle" font-size="{FONT}" transform="rotate(-90 18 {cy:.1})">{}</text>"#,
+            svg::escape(&self.y.title())
+        ));
+    }
 
-        // The series, each a group the page can toggle.
-        for (i, s) in self.series.iter().enumerate() {
-            let st = style(i);
-            {
-                let mut g = String::new();
-                let _ = write!(
-                    g,
-                    r#"<g class="series" data-series="{i}" data-name="{}">"#,
-                    svg::escape(&s.name)
-                );
-                let path: Vec<String> = s
-                    .points
-                    .iter()
-                    .enumerate()
-                    .map(|(k, p)| {
-                        format!(
-                            "{}{:.1},{:.1}",
-                            if k == 0 { 'M' } else { 'L' },
-                            x_range.map(p.x, x0, x1),
-                            y_range.map(p.y, y1, y0)
-                        )
-                    })
-                    .collect();
-                let dash = if st.dashed {
-                    r#" stroke-dasharray="7 4""#
-                } else {
-                    ""
-                };
-                let _ = write!(
-                    g,
-                    r#"<path d="{}" fill="none" stroke="{}" stroke-width="2"{dash}/>"#,
-                    path.join(""),
-                    st.color
-                );
-                // A long series (memory over time) is marked at a dozen of its points,
-                // so markers do not pile into a solid band; those carry the hover.
-                let every = s.points.len().div_ceil(MAX_MARKERS).max(1);
-                for (k, p) in s.points.iter().enumerate() {
-                    if k % every != 0 && k + 1 != s.points.len() {
-                        continue;
-                    }
-                    let x = x_range.map(p.x, x0, x1);
-                    let y = y_range.map(p.y, y1, y0);
-                    let x_text = p.x_label.clone().unwrap_or_else(|| value_text(p.x));
-                    let mut tip = format!(
-                        "{}: {} {} at {}",
-                        s.name,
-                        value_text(p.y),
-                        self.y_unit,
-                        x_text
-                    );
-                    g.push_str(r#"<g class="point">"#);
-                    if let Some((lo, hi)) = p.spread {
-                        let _ = write!(tip, " (spread {}–{})", value_text(lo), value_text(hi));
-                        let (ylo, yhi) = (y_range.map(lo, y1, y0), y_range.map(hi, y1, y0));
-                        let _ = write!(
-                            g,
-                            r#"<path d="M{x:.1},{ylo:.1}L{x:.1},{yhi:.1}M{:.1},{ylo:.1}L{:.1},{ylo:.1}M{:.1},{yhi:.1}L{:.1},{yhi:.1}" stroke="{}" stroke-width="1.3" fill="none"/>"#,
-                            x - 4.0,
-                            x + 4.0,
-                            x - 4.0,
-                            x + 4.0,
-                            st.color
-                        );
-                    }
-                    let _ = write!(g, "<title>{}</title>", svg::escape(&tip));
-                    g.push_str(&svg::marker(st.marker, x, y, 4.5, st.color));
-                    g.push_str("</g>");
-                }
-                g.push_str("</g>");
-                doc.raw(&g);
+    /// One series as a group the page can toggle: its line, and markers carrying the
+    /// hover.
+    fn series_svg(&self, i: usize, s: &Series, f: &Frame) -> String {
+        let st = style(i);
+        let mut g = String::new();
+        let _ = write!(
+            g,
+            r#"<g class="series" data-series="{i}" data-name="{}">"#,
+            svg::escape(&s.name)
+        );
+        let path: Vec<String> = s
+            .points
+            .iter()
+            .enumerate()
+            .map(|(k, p)| {
+                format!(
+                    "{}{:.1},{:.1}",
+                    if k == 0 { 'M' } else { 'L' },
+                    f.x(p.x),
+                    f.y(p.y)
+                )
+            })
+            .collect();
+        let _ = write!(
+            g,
+            r#"<path d="{}" fill="none" stroke="{}" stroke-width="2"{}/>"#,
+            path.join(""),
+            st.color,
+            dash(st.dashed)
+        );
+        // A long series (memory over time) is marked at a dozen of its points,
+        // so markers do not pile into a solid band; those carry the hover.
+        let every = s.points.len().div_ceil(MAX_MARKERS).max(1);
+        for (k, p) in s.points.iter().enumerate() {
+            if k % every == 0 || k + 1 == s.points.len() {
+                g.push_str(&self.point_svg(s, p, st, f));
             }
         }
+        g.push_str("</g>");
+        g
+    }
 
-        // The legend, in its own column: never over the data.
-        let lx = WIDTH - LEGEND_WIDTH;
-        let mut ly = y0 + 4.0;
-        doc.raw(r#"<g class="legend">"#);
-        for (i, lines) in legend.iter().enumerate() {
-            let st = style(i);
-            let h = lines.len() as f64 * FONT * 1.25 + 8.0;
-            let cy = ly + FONT * 0.45;
-            let mut item = format!(
-                r##"<g class="legend-item" data-series="{i}"><rect x="{:.1}" y="{:.1}" width="{LEGEND_WIDTH}" height="{h:.1}" fill="#ffffff" fill-opacity="0"/>"##,
-                lx - 4.0,
-                ly - FONT
-            );
-            let dash = if st.dashed {
-                r#" stroke-dasharray="7 4""#
-            } else {
-                ""
-            };
+    /// One marker with its spread bar and its hover.
+    fn point_svg(&self, s: &Series, p: &Point, st: super::style::Style, f: &Frame) -> String {
+        let (x, y) = (f.x(p.x), f.y(p.y));
+        let x_text = p.x_label.clone().unwrap_or_else(|| value_text(p.x));
+        let mut tip = format!(
+            "{}: {} {} at {}",
+            s.name,
+            value_text(p.y),
+            self.y_unit,
+            x_text
+        );
+        let mut g = String::from(r#"<g class="point">"#);
+        if let Some((lo, hi)) = p.spread {
+            let _ = write!(tip, " (spread {}–{})", value_text(lo), value_text(hi));
+            let (ylo, yhi) = (f.y(lo), f.y(hi));
             let _ = write!(
-                item,
-                r#"<line x1="{lx:.1}" y1="{cy:.1}" x2="{:.1}" y2="{cy:.1}" stroke="{}" stroke-width="2"{dash}/>"#,
-                lx + LEGEND_SAMPLE,
+                g,
+                r#"<path d="M{x:.1},{ylo:.1}L{x:.1},{yhi:.1}M{:.1},{ylo:.1}L{:.1},{ylo:.1}M{:.1},{yhi:.1}L{:.1},{yhi:.1}" stroke="{}" stroke-width="1.3" fill="none"/>"#,
+                x - 4.0,
+                x + 4.0,
+                x - 4.0,
+                x + 4.0,
                 st.color
             );
-            item.push_str(&svg::marker(
-                st.marker,
-                lx + LEGEND_SAMPLE / 2.0,
-                cy,
-                4.5,
-                st.color,
-            ));
-            item.push_str("</g>");
-            doc.raw(&item);
-            doc.lines(
-                lx + LEGEND_SAMPLE + 8.0,
-                ly + 4.0,
-                Anchor::Start,
-                FONT,
-                lines,
-            );
-            ly += h;
         }
-        doc.raw("</g>");
-        doc.finish()
+        let _ = write!(g, "<title>{}</title>", svg::escape(&tip));
+        g.push_str(&svg::marker(st.marker, x, y, 4.5, st.color));
+        g.push_str("</g>");
+        g
     }
+}
+
+/// The dash attribute of a dashed series' line.
+fn dash(dashed: bool) -> &'static str {
+    if dashed {
+        r#" stroke-dasharray="7 4""#
+    } else {
+        ""
+    }
+}
+
+/// The legend, in its own column right of the plot: never over the data.
+fn draw_legend(doc: &mut Doc, legend: &[Vec<String>], y0: f64) {
+    let lx = WIDTH - LEGEND_WIDTH;
+    let mut ly = y0 + 4.0;
+    doc.raw(r#"<g class="legend">"#);
+    for (i, lines) in legend.iter().enumerate() {
+        let st = style(i);
+        let h = lines.len() as f64 * FONT * 1.25 + 8.0;
+        let cy = ly + FONT * 0.45;
+        let mut item = format!(
+            r##"<g class="legend-item" data-series="{i}"><rect x="{:.1}" y="{:.1}" width="{LEGEND_WIDTH}" height="{h:.1}" fill="#ffffff" fill-opacity="0"/>"##,
+            lx - 4.0,
+            ly - FONT
+        );
+        let _ = write!(
+            item,
+            r#"<line x1="{lx:.1}" y1="{cy:.1}" x2="{:.1}" y2="{cy:.1}" stroke="{}" stroke-width="2"{}/>"#,
+            lx + LEGEND_SAMPLE,
+            st.color,
+            dash(st.dashed)
+        );
+        item.push_str(&svg::marker(
+            st.marker,
+            lx + LEGEND_SAMPLE / 2.0,
+            cy,
+            4.5,
+            st.color,
+        ));
+        item.push_str("</g>");
+        doc.raw(&item);
+        doc.lines(
+            lx + LEGEND_SAMPLE + 8.0,
+            ly + 4.0,
+            Anchor::Start,
+            FONT,
+            lines,
+        );
+        ly += h;
+    }
+    doc.raw("</g>");
 }
 
 /// The ticks to label: every one when they fit, otherwise every second, third, … so

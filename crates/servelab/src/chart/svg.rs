@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::Marker;
+use super::style::{Marker, WIDTH};
 
 /// Font size of tick labels, legends and bar labels.
 pub const FONT: f64 = 12.0;
@@ -89,13 +89,13 @@ pub struct Doc {
 }
 
 impl Doc {
-    /// A document `height` high, [`super::WIDTH`] wide, titled for screen readers.
+    /// A document `height` high, [`WIDTH`] wide, titled for screen readers.
     pub fn new(height: f64, title: &str) -> Self {
         let mut out = String::new();
         let _ = write!(
             out,
             r##"<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="DejaVu Sans, Arial, Helvetica, sans-serif" font-size="{f}" role="img"><title>{t}</title><rect class="background" x="0" y="0" width="{w}" height="{h}" fill="#ffffff"/>"##,
-            w = super::WIDTH,
+            w = WIDTH,
             h = height.ceil(),
             f = FONT,
             t = escape(title),

@@ -6,9 +6,7 @@
 
 use std::fmt::Write as _;
 
-use super::markdown::REFERENCE_SCENARIO;
 use super::model::*;
-use super::scenarios::{A_SCENARIO, CLIENT_CACHE_SCENARIO};
 use crate::stats::{self, Comparison};
 
 /// Quiet runs each side needs before a ratio is stated.

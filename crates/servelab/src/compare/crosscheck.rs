@@ -13,8 +13,7 @@
 
 use lab::tools::{self, Measured};
 
-use super::markdown::REFERENCE_SCENARIO;
-use super::model::{HttpRow, ReferenceCheck, Report, median};
+use super::model::{HttpRow, REFERENCE_SCENARIO, ReferenceCheck, Report, median};
 
 /// Agreement tolerance: ours / reference within 1 ± this.
 pub const TOLERANCE: f64 = 0.15;

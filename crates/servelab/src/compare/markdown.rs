@@ -1,346 +1,425 @@
-//! Renders a [`Report`] as the Markdown a student can paste into a report.
+//! `report.md` of a comparison: a list of sections ([`SECTIONS`]), each a small
+//! function from the [`Report`] to headings, sentences and tables. A new section is one
+//! more function in that list.
 
-use std::fmt::Write as _;
-
-use super::model::{HttpRow, Report};
+use super::model::{
+    CLIENT_BOUND_BUSY, EqualLoadRow, HttpRow, NfsRow, REFERENCE_SCENARIO, Report, RunNoise,
+};
+use crate::doc::{Block, Doc, Section};
+use crate::stats::{Comparison, delta_pct};
 use crate::table::Table;
 
-/// The scenario every Δ% is computed against.
-pub const REFERENCE_SCENARIO: &str = "B (local)";
+/// The report, top to bottom.
+pub const SECTIONS: &[Section<Report>] = &[
+    title,
+    answer,
+    service_demand,
+    equal_load,
+    how_measured,
+    http,
+    costs,
+    noise,
+    checks,
+    reading_the_rows,
+    server_phases,
+    nfs,
+    nfs_procedures,
+    tcp,
+    same_bytes,
+    not_measured,
+    environment,
+];
 
-/// The sections that come first: the computed answer, the service demand behind it and
-/// the latency at equal offered load.
-pub fn answer_sections(report: &Report) -> String {
+/// The whole report as Markdown.
+pub fn render(report: &Report) -> String {
+    Doc::of(report, SECTIONS).to_markdown()
+}
+
+fn title(report: &Report) -> Vec<Block> {
+    let env = &report.environment;
+    vec![Block::Heading(
+        1,
+        format!("servelab compare — {} — {}", env.hostname, env.started_utc),
+    )]
+}
+
+fn answer(report: &Report) -> Vec<Block> {
+    vec![
+        Block::h2("The answer"),
+        Block::List(report.answer.sentences.clone()),
+    ]
+}
+
+/// `1.23 (1.10–1.40)`, or with `, no measurable difference` inside the interval.
+fn ratio_cell(c: &Comparison) -> String {
+    let verdict = if c.significant {
+        ""
+    } else {
+        ", no measurable difference"
+    };
+    format!(
+        "{:.2} ({:.2}–{:.2}{verdict})",
+        c.estimate, c.ci.low, c.ci.high
+    )
+}
+
+fn service_demand(report: &Report) -> Vec<Block> {
     let a = &report.answer;
-    let mut out = String::from("## The answer\n\n");
-    for s in &a.sentences {
-        let _ = writeln!(out, "- {s}");
+    if a.service_demand.is_empty() {
+        return Vec::new();
     }
-    out.push('\n');
-    if !a.service_demand.is_empty() {
-        let _ = writeln!(
-            out,
-            "## Service demand: CPU per request of every serving process\n\n\
-             CPU seconds (user + system from `/proc/PID/stat`) of each serving process during \
+    let mut t = Table::new([
+        "Workload",
+        "Scenario",
+        "CPU ms/request (spread)",
+        "By process, ms/request",
+        "× B (95 % CI)",
+        "Capacity per core, req/s",
+        "CPU s/GB",
+        "Peak RSS MB (by process)",
+        "Runs",
+        "Client-bound",
+    ]);
+    for d in &a.service_demand {
+        let ratio = a
+            .ratios
+            .iter()
+            .find(|r| r.workload == d.workload && r.scenario == d.scenario)
+            .map(|r| ratio_cell(&r.cpu_per_request))
+            .unwrap_or_else(|| {
+                if d.scenario == REFERENCE_SCENARIO {
+                    "—"
+                } else {
+                    "n/a"
+                }
+                .into()
+            });
+        let by_process = |f: &dyn Fn(&super::model::ProcessCost) -> String| {
+            d.processes.iter().map(f).collect::<Vec<_>>().join(" + ")
+        };
+        t.row([
+            d.workload.clone(),
+            d.scenario.clone(),
+            format!(
+                "{:.3} ({:.3}–{:.3})",
+                d.cpu_ms_per_request, d.cpu_ms_min, d.cpu_ms_max
+            ),
+            by_process(&|p| format!("{} {:.3}", p.name, p.cpu_ms_per_request)),
+            ratio,
+            format!("{:.0}", d.capacity_per_core),
+            format!("{:.2}", d.cpu_s_per_gb),
+            by_process(&|p| format!("{} {:.1}", p.name, p.peak_rss_bytes as f64 / 1e6)),
+            d.runs_used.to_string(),
+            if d.client_bound { "yes" } else { "no" }.into(),
+        ]);
+    }
+    vec![
+        Block::h2("Service demand: CPU per request of every serving process"),
+        Block::text(
+            "CPU seconds (user + system from `/proc/PID/stat`) of each serving process during \
              each run, divided by the requests it served: the figure that does not depend on who \
              else uses the machine (netperf's service demand). Median over the runs that count \
              (spread = lowest–highest); capacity per core = 1 / CPU per request. Ratios against B \
-             with their bootstrap 95 % interval; one that includes 1 is no measurable difference.\n"
-        );
-        let mut t = Table::new([
-            "Workload",
-            "Scenario",
-            "CPU ms/request (spread)",
-            "By process, ms/request",
-            "× B (95 % CI)",
-            "Capacity per core, req/s",
-            "CPU s/GB",
-            "Peak RSS MB (by process)",
-            "Runs",
-            "Client-bound",
-        ]);
-        for d in &a.service_demand {
-            let ratio = a
-                .ratios
-                .iter()
-                .find(|r| r.workload == d.workload && r.scenario == d.scenario)
-                .map(|r| {
-                    let c = &r.cpu_per_request;
-                    let verdict = if c.significant {
-                        ""
-                    } else {
-                        ", no measurable difference"
-                    };
-                    format!(
-                        "{:.2} ({:.2}–{:.2}{verdict})",
-                        c.estimate, c.ci.low, c.ci.high
-                    )
-                })
-                .unwrap_or_else(|| {
-                    if d.scenario == REFERENCE_SCENARIO {
-                        "—".into()
-                    } else {
-                        "n/a".into()
-                    }
-                });
-            t.row([
-                d.workload.clone(),
-                d.scenario.clone(),
-                format!(
-                    "{:.3} ({:.3}–{:.3})",
-                    d.cpu_ms_per_request, d.cpu_ms_min, d.cpu_ms_max
-                ),
-                d.processes
-                    .iter()
-                    .map(|p| format!("{} {:.3}", p.name, p.cpu_ms_per_request))
-                    .collect::<Vec<_>>()
-                    .join(" + "),
-                ratio,
-                format!("{:.0}", d.capacity_per_core),
-                format!("{:.2}", d.cpu_s_per_gb),
-                d.processes
-                    .iter()
-                    .map(|p| format!("{} {:.1}", p.name, p.peak_rss_bytes as f64 / 1e6))
-                    .collect::<Vec<_>>()
-                    .join(" + "),
-                d.runs_used.to_string(),
-                if d.client_bound {
-                    "yes".into()
-                } else {
-                    "no".into()
-                },
-            ]);
-        }
-        out.push_str(&t.to_markdown());
-        out.push('\n');
+             with their bootstrap 95 % interval; one that includes 1 is no measurable difference.",
+        ),
+        Block::Table(t),
+    ]
+}
+
+fn equal_load(report: &Report) -> Vec<Block> {
+    if report.equal_load.is_empty() {
+        return Vec::new();
     }
-    if !report.equal_load.is_empty() {
-        let _ = writeln!(
-            out,
-            "## Latency at equal offered load\n\n\
-             A and B driven open-loop at the same fixed rates on the large file (shares of the \
+    let mut t = Table::new([
+        "Offered req/s (share)",
+        "Scenario",
+        "Achieved req/s",
+        "p50 ms",
+        "p99 ms",
+        "Δ p50 vs B ms (95 % CI)",
+        "Runs",
+        "Failed",
+    ]);
+    for r in &report.equal_load {
+        t.row(equal_load_row(r));
+    }
+    vec![
+        Block::h2("Latency at equal offered load"),
+        Block::text(format!(
+            "A and B driven open-loop at the same fixed rates on the large file (shares of the \
              lower of their closed-loop capacities), {} s per point, each request timed from its \
              intended start; medians over the repeats. Δ p50 = A − B with its bootstrap 95 % \
-             interval.\n",
+             interval.",
             report.settings.equal_load_seconds
-        );
-        let mut t = Table::new([
-            "Offered req/s (share)",
-            "Scenario",
-            "Achieved req/s",
-            "p50 ms",
-            "p99 ms",
-            "Δ p50 vs B ms (95 % CI)",
-            "Runs",
-            "Failed",
-        ]);
-        for r in &report.equal_load {
-            t.row([
-                format!(
-                    "{:.1} ({:.0} %)",
-                    r.offered_per_sec,
-                    r.fraction_of_capacity * 100.0
-                ),
-                r.scenario.clone(),
-                format!("{:.1}", r.achieved_per_sec),
-                format!("{:.2}", r.p50_ms),
-                format!("{:.2}", r.p99_ms),
-                r.p50_minus_b_ms.map_or("—".into(), |d| {
-                    let verdict = if d.significant {
-                        ""
-                    } else {
-                        ", no measurable difference"
-                    };
-                    format!(
-                        "{:+.2} ({:+.2} to {:+.2}{verdict})",
-                        d.estimate, d.ci.low, d.ci.high
-                    )
-                }),
-                r.runs_p50_ms.len().to_string(),
-                r.failed.to_string(),
-            ]);
-        }
-        out.push_str(&t.to_markdown());
-        out.push('\n');
+        )),
+        Block::Table(t),
+    ]
+}
+
+fn equal_load_row(r: &EqualLoadRow) -> [String; 8] {
+    [
+        format!(
+            "{:.1} ({:.0} %)",
+            r.offered_per_sec,
+            r.fraction_of_capacity * 100.0
+        ),
+        r.scenario.clone(),
+        format!("{:.1}", r.achieved_per_sec),
+        format!("{:.2}", r.p50_ms),
+        format!("{:.2}", r.p99_ms),
+        r.p50_minus_b_ms.map_or("—".into(), |d| {
+            let verdict = if d.significant {
+                ""
+            } else {
+                ", no measurable difference"
+            };
+            format!(
+                "{:+.2} ({:+.2} to {:+.2}{verdict})",
+                d.estimate, d.ci.low, d.ci.high
+            )
+        }),
+        r.runs_p50_ms.len().to_string(),
+        r.failed.to_string(),
+    ]
+}
+
+fn how_measured(report: &Report) -> Vec<Block> {
+    let mut out = vec![
+        Block::h2("How it was measured"),
+        Block::text(format!(
+            "Scenario **A** serves files that live on an NFS export: `httpd --nfs` reads them \
+             through its built-in NFSv3 client from `rustnfs`. Scenario **B** serves the same \
+             files from local disk: `httpd --root`. Baselines serve the same files the same way. \
+             Every figure is the median of {} runs (spread = lowest–highest); Δ% is against B; \
+             server peak RSS is the HTTP server's process tree (workers included) during the runs.",
+            report.settings.repeat
+        )),
+    ];
+    if let Some(p) = &report.pinning {
+        out.push(Block::text(format!(
+            "CPUs: {}. A row marked **client-bound** had the client's CPUs at least {:.0} % busy \
+             in most of its runs: its requests/s is a lower bound on the server's capacity, never \
+             a finding about the server.",
+            p.note,
+            CLIENT_BOUND_BUSY * 100.0
+        )));
     }
     out
 }
 
-pub fn render(report: &Report) -> String {
-    let mut out = String::new();
-    let env = &report.environment;
-    let _ = writeln!(
-        out,
-        "# servelab compare — {} — {}\n",
-        env.hostname, env.started_utc
-    );
-    out.push_str(&answer_sections(report));
-    let _ = writeln!(
-        out,
-        "## How it was measured\n\nScenario **A** serves files that live on an NFS export: `httpd --nfs` reads them \
-         through its built-in NFSv3 client from `rustnfs`. Scenario **B** serves the same \
-         files from local disk: `httpd --root`. Baselines serve the same files the same way. \
-         Every figure is the median of {} runs (spread = lowest–highest); Δ% is against B; \
-         server peak RSS is the HTTP server's process tree (workers included) during the runs.\n",
-        report.settings.repeat
-    );
-    if let Some(p) = &report.pinning {
-        let _ = writeln!(
-            out,
-            "CPUs: {}. A row marked **client-bound** had the client's CPUs at least {:.0} % busy \
-             in most of its runs: its requests/s is a lower bound on the server's capacity, never \
-             a finding about the server.\n",
-            p.note,
-            super::model::CLIENT_BOUND_BUSY * 100.0
-        );
-    }
-
+/// One section per HTTP workload: its table (Δ% against B, the reference client's
+/// figures beside ours) and the cross-check's notes.
+fn http(report: &Report) -> Vec<Block> {
+    let mut out = Vec::new();
     for workload in distinct(report.http.iter().map(|r| r.workload.as_str())) {
         let rows: Vec<&HttpRow> = report
             .http
             .iter()
             .filter(|r| r.workload == workload)
             .collect();
-        let _ = writeln!(out, "## {}\n", http_heading(report, workload));
-        let reference = rows
-            .iter()
-            .find(|r| r.scenario == REFERENCE_SCENARIO)
-            .map(|r| r.median.requests_per_sec);
-        let reference_tool = rows
-            .iter()
-            .find_map(|r| r.reference.as_ref().map(|x| x.tool.clone()));
-        let ref_head = reference_tool
-            .as_ref()
-            .map(|t| format!(" {t} req/s | servelab ÷ {t} | {t} Δ% vs B |"))
-            .unwrap_or_default();
-        let _ = writeln!(
-            out,
-            "| Scenario | Requests/s (spread) | Transfer rate MB/s | Mean ms | Median ms | p99 ms | Longest ms | Failed | Non-2xx | Δ% req/s vs B | Server peak RSS MB |{ref_head}"
-        );
-        let _ = writeln!(
-            out,
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|{}",
-            if reference_tool.is_some() {
-                "---:|---:|---:|"
-            } else {
-                ""
-            }
-        );
-        let b_ref = rows
-            .iter()
-            .find(|r| r.scenario == REFERENCE_SCENARIO)
-            .and_then(|r| r.reference.as_ref())
-            .map(|x| x.median_per_sec);
-        for r in &rows {
-            let m = &r.median;
-            let delta = match reference {
-                Some(b) if b > 0.0 && r.scenario != REFERENCE_SCENARIO => {
-                    format!("{:+.1}%", (m.requests_per_sec - b) / b * 100.0)
-                }
-                Some(_) if r.scenario == REFERENCE_SCENARIO => "—".into(),
-                _ => "n/a".into(),
-            };
-            let ref_cells = match (&reference_tool, &r.reference) {
-                (None, _) => String::new(),
-                (Some(_), None) => " n/a | n/a | n/a |".into(),
-                (Some(_), Some(x)) => {
-                    let d = match b_ref {
-                        Some(b) if b > 0.0 && r.scenario != REFERENCE_SCENARIO => {
-                            format!("{:+.1}%", (x.median_per_sec - b) / b * 100.0)
-                        }
-                        _ => "—".into(),
-                    };
-                    format!(" {:.1} | {:.2} | {d} |", x.median_per_sec, x.agreement)
-                }
-            };
-            let _ = writeln!(
-                out,
-                "| {}{} | {:.1} ({:.1}–{:.1}) | {:.1} | {:.2} | {:.2} | {:.2} | {:.2} | {} | {} | {} | {} |{ref_cells}",
+        out.push(Block::h2(http_heading(report, workload)));
+        out.push(Block::Table(http_table(&rows)));
+        out.extend(cross_check(&rows));
+    }
+    out
+}
+
+/// Δ% of `value` against B's `reference` ("—" on B's own row, "n/a" without B).
+fn delta_cell(value: f64, reference: Option<f64>, is_b: bool, missing: &str) -> String {
+    match reference {
+        Some(b) if b > 0.0 && !is_b => {
+            delta_pct(value, b).map_or(missing.into(), |d| format!("{d:+.1}%"))
+        }
+        Some(_) if is_b => "—".into(),
+        _ => missing.into(),
+    }
+}
+
+fn http_table(rows: &[&HttpRow]) -> Table {
+    let b = rows.iter().find(|r| r.scenario == REFERENCE_SCENARIO);
+    let reference = b.map(|r| r.median.requests_per_sec);
+    let tool = rows
+        .iter()
+        .find_map(|r| r.reference.as_ref().map(|x| x.tool.clone()));
+    let b_ref = b
+        .and_then(|r| r.reference.as_ref())
+        .map(|x| x.median_per_sec);
+    let mut columns: Vec<String> = [
+        "Scenario",
+        "Requests/s (spread)",
+        "Transfer rate MB/s",
+        "Mean ms",
+        "Median ms",
+        "p99 ms",
+        "Longest ms",
+        "Failed",
+        "Non-2xx",
+        "Δ% req/s vs B",
+        "Server peak RSS MB",
+    ]
+    .map(String::from)
+    .to_vec();
+    if let Some(t) = &tool {
+        columns.extend([
+            format!("{t} req/s"),
+            format!("servelab ÷ {t}"),
+            format!("{t} Δ% vs B"),
+        ]);
+    }
+    let mut t = Table::new(columns);
+    for r in rows {
+        let (m, is_b) = (&r.median, r.scenario == REFERENCE_SCENARIO);
+        let mut cells = vec![
+            format!(
+                "{}{}",
                 r.scenario,
                 if r.client_bound {
                     " **(client-bound)**"
                 } else {
                     ""
-                },
-                m.requests_per_sec,
-                r.rps_min,
-                r.rps_max,
-                m.transfer_bytes_per_sec / 1e6,
-                m.mean_ms,
-                m.p50_ms,
-                m.p99_ms,
-                m.max_ms,
-                m.failed,
-                m.non_2xx,
-                delta,
-                r.server_peak_rss_bytes
-                    .map_or("n/a".to_string(), |b| format!("{:.1}", b as f64 / 1e6))
-            );
-        }
-        let _ = writeln!(out);
-        if let Some(x) = rows.iter().find_map(|r| r.reference.as_ref()) {
-            let _ = writeln!(
-                out,
-                "Cross-check: `{}` ran on the same URL right after `servelab load` in every slot \
-                 (medians of runs; `servelab ÷ {}` = agreement). Percentiles above are servelab \
-                 load's, to the last body byte.\n",
-                x.command, x.tool
-            );
-            for r in &rows {
-                if let Some(x) = &r.reference
-                    && let Some(note) = &x.note
-                {
-                    let _ = writeln!(
-                        out,
-                        "- {}: servelab load and {} differ by {:+.0} % — {note} ({} CPU {:.2} s per {:.2} s run).",
-                        r.scenario,
-                        x.tool,
-                        (x.agreement - 1.0) * 100.0,
-                        x.tool,
-                        x.median_client_cpu_s,
-                        x.median_seconds
-                    );
                 }
-            }
-            let _ = writeln!(out);
+            ),
+            format!(
+                "{:.1} ({:.1}–{:.1})",
+                m.requests_per_sec, r.rps_min, r.rps_max
+            ),
+            format!("{:.1}", m.transfer_bytes_per_sec / 1e6),
+            format!("{:.2}", m.mean_ms),
+            format!("{:.2}", m.p50_ms),
+            format!("{:.2}", m.p99_ms),
+            format!("{:.2}", m.max_ms),
+            m.failed.to_string(),
+            m.non_2xx.to_string(),
+            delta_cell(m.requests_per_sec, reference, is_b, "n/a"),
+            r.server_peak_rss_bytes
+                .map_or("n/a".to_string(), |b| format!("{:.1}", b as f64 / 1e6)),
+        ];
+        match (&tool, &r.reference) {
+            (None, _) => {}
+            (Some(_), None) => cells.extend(["n/a", "n/a", "n/a"].map(String::from)),
+            (Some(_), Some(x)) => cells.extend([
+                format!("{:.1}", x.median_per_sec),
+                format!("{:.2}", x.agreement),
+                delta_cell(x.median_per_sec, b_ref, is_b, "—"),
+            ]),
+        }
+        t.row(cells);
+    }
+    t
+}
+
+/// The reference client's paragraph and the rows it disagrees with.
+fn cross_check(rows: &[&HttpRow]) -> Vec<Block> {
+    let Some(x) = rows.iter().find_map(|r| r.reference.as_ref()) else {
+        return Vec::new();
+    };
+    let notes = rows
+        .iter()
+        .filter_map(|r| {
+            let x = r.reference.as_ref()?;
+            let note = x.note.as_ref()?;
+            Some(format!(
+                "{}: servelab load and {} differ by {:+.0} % — {note} ({} CPU {:.2} s per {:.2} s run).",
+                r.scenario,
+                x.tool,
+                (x.agreement - 1.0) * 100.0,
+                x.tool,
+                x.median_client_cpu_s,
+                x.median_seconds
+            ))
+        })
+        .collect();
+    vec![
+        Block::text(format!(
+            "Cross-check: `{}` ran on the same URL right after `servelab load` in every slot \
+             (medians of runs; `servelab ÷ {}` = agreement). Percentiles above are servelab \
+             load's, to the last body byte.",
+            x.command, x.tool
+        )),
+        Block::List(notes),
+    ]
+}
+
+fn costs(report: &Report) -> Vec<Block> {
+    if !report.http.iter().any(|r| r.cost.is_some()) {
+        return Vec::new();
+    }
+    let mut t = Table::new([
+        "Workload",
+        "Scenario",
+        "Peak RSS MB",
+        "Mean RSS MB",
+        "CPU user s",
+        "CPU sys s",
+        "CPU µs/request",
+        "CPU s/GB",
+        "Ctx switches vol/invol",
+        "Peak open fds",
+    ])
+    .left(2);
+    for r in &report.http {
+        if let Some(c) = &r.cost {
+            t.row([
+                r.workload.clone(),
+                r.scenario.clone(),
+                format!("{:.1}", c.peak_rss_bytes as f64 / 1e6),
+                format!("{:.1}", c.mean_rss_bytes as f64 / 1e6),
+                format!("{:.3}", c.cpu_user_s),
+                format!("{:.3}", c.cpu_system_s),
+                format!("{:.1}", c.cpu_us_per_request),
+                format!("{:.2}", c.cpu_s_per_gb),
+                format!("{}/{}", c.voluntary_switches, c.involuntary_switches),
+                c.peak_open_fds.to_string(),
+            ]);
         }
     }
-
-    if report.http.iter().any(|r| r.cost.is_some()) {
-        let _ = writeln!(
-            out,
-            "## What each scenario costs (server side, median run)\n"
-        );
-        let _ = writeln!(
-            out,
+    vec![
+        Block::h2("What each scenario costs (server side, median run)"),
+        Block::text(
             "Every serving process of the scenario — the HTTP server's process tree (workers \
              included) and the NFS server behind it (rustnfs for A, Ganesha for its row) — \
              sampled from `/proc` every 50 ms during each run and summed (peak RSS: the sum of \
              each one's peak): resident memory, CPU seconds, CPU per request and per GB of \
              body served, context switches, open file descriptors. The split by process is in \
-             the service-demand table above. Memory over time: `memory-WORKLOAD.svg`.\n"
-        );
-        let _ = writeln!(
-            out,
-            "| Workload | Scenario | Peak RSS MB | Mean RSS MB | CPU user s | CPU sys s | CPU µs/request | CPU s/GB | Ctx switches vol/invol | Peak open fds |"
-        );
-        let _ = writeln!(out, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
-        for r in &report.http {
-            if let Some(c) = &r.cost {
-                let _ = writeln!(
-                    out,
-                    "| {} | {} | {:.1} | {:.1} | {:.3} | {:.3} | {:.1} | {:.2} | {}/{} | {} |",
-                    r.workload,
-                    r.scenario,
-                    c.peak_rss_bytes as f64 / 1e6,
-                    c.mean_rss_bytes as f64 / 1e6,
-                    c.cpu_user_s,
-                    c.cpu_system_s,
-                    c.cpu_us_per_request,
-                    c.cpu_s_per_gb,
-                    c.voluntary_switches,
-                    c.involuntary_switches,
-                    c.peak_open_fds
-                );
-            }
-        }
-        let _ = writeln!(out);
-    }
+             the service-demand table above. Memory over time: `memory-WORKLOAD.svg`.",
+        ),
+        Block::Table(t),
+    ]
+}
 
-    if report
+fn noise(report: &Report) -> Vec<Block> {
+    if !report
         .http
         .iter()
         .any(|r| r.runs.iter().any(|x| x.noise.is_some()))
     {
-        let _ = writeln!(out, "## Noise (other work during each run)\n");
-        let _ = writeln!(
-            out,
+        return Vec::new();
+    }
+    let mut t = Table::new([
+        "Workload",
+        "Scenario",
+        "Other work % (max)",
+        "Load before (min–max)",
+        "Load after (min–max)",
+        "CPU pressure % (max)",
+        "Busy runs",
+    ])
+    .left(2);
+    for r in &report.http {
+        let n: Vec<RunNoise> = r.runs.iter().filter_map(|x| x.noise).collect();
+        if !n.is_empty() {
+            t.row(noise_row(r, &n));
+        }
+    }
+    vec![
+        Block::h2("Noise (other work during each run)"),
+        Block::text(format!(
             "*Other work*: the share of all CPU time ({} cores) during a run that went to \
              processes other than the client and the serving processes (`/proc/stat` minus \
              their `/proc/PID/stat`); a run is *busy* when it exceeded {}. The 1-minute \
              load average and CPU pressure (`/proc/pressure/cpu` some avg10) just before and \
              after each run are shown too, but they count the run's own client and servers \
-             (a closed-loop run keeps a 2-core machine's load near 2), so they do not decide.\n",
+             (a closed-loop run keeps a 2-core machine's load near 2), so they do not decide.",
             report.environment.cores,
             match report.settings.busy_other_work {
                 Some(t) => format!("{:.0} %", t * 100.0),
@@ -348,256 +427,303 @@ pub fn render(report: &Report) -> String {
                          recording it; 15–20 %)"
                     .to_string(),
             }
-        );
-        let _ = writeln!(
-            out,
-            "| Workload | Scenario | Other work % (max) | Load before (min–max) | Load after (min–max) | CPU pressure % (max) | Busy runs |"
-        );
-        let _ = writeln!(out, "|---|---|---:|---:|---:|---:|---:|");
-        for r in &report.http {
-            let n: Vec<_> = r.runs.iter().filter_map(|x| x.noise).collect();
-            if n.is_empty() {
-                continue;
-            }
-            let range = |f: fn(&super::model::RunNoise) -> f64| {
-                let lo = n.iter().map(f).fold(f64::INFINITY, f64::min);
-                let hi = n.iter().map(f).fold(0.0, f64::max);
-                format!("{lo:.2}–{hi:.2}")
-            };
-            let pressure = n
-                .iter()
-                .filter_map(|x| x.after.cpu_pressure_avg10.or(x.before.cpu_pressure_avg10))
-                .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
-            let other = n
-                .iter()
-                .filter_map(|x| x.other_work)
-                .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
-            let _ = writeln!(
-                out,
-                "| {} | {} | {} | {} | {} | {} | {}/{} |",
-                r.workload,
-                r.scenario,
-                other.map_or("n/a".into(), |w| format!("{:.1}", w * 100.0)),
-                range(|x| x.before.load1),
-                range(|x| x.after.load1),
-                pressure.map_or("n/a".into(), |p| format!("{p:.1}")),
-                n.iter().filter(|x| x.busy).count(),
-                n.len()
-            );
-        }
-        let _ = writeln!(out);
-    }
+        )),
+        Block::Table(t),
+    ]
+}
 
-    if !report.flags.is_empty() {
-        let _ = writeln!(out, "## Checks that failed\n");
-        for f in &report.flags {
-            let _ = writeln!(out, "- ⚠ {f}");
-        }
-        let _ = writeln!(out);
-    }
+fn noise_row(r: &HttpRow, n: &[RunNoise]) -> [String; 7] {
+    let range = |f: fn(&RunNoise) -> f64| {
+        let lo = n.iter().map(f).fold(f64::INFINITY, f64::min);
+        let hi = n.iter().map(f).fold(0.0, f64::max);
+        format!("{lo:.2}–{hi:.2}")
+    };
+    let max = |v: &mut dyn Iterator<Item = f64>| {
+        v.fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))
+    };
+    let pressure = max(&mut n
+        .iter()
+        .filter_map(|x| x.after.cpu_pressure_avg10.or(x.before.cpu_pressure_avg10)));
+    let other = max(&mut n.iter().filter_map(|x| x.other_work));
+    [
+        r.workload.clone(),
+        r.scenario.clone(),
+        other.map_or("n/a".into(), |w| format!("{:.1}", w * 100.0)),
+        range(|x| x.before.load1),
+        range(|x| x.after.load1),
+        pressure.map_or("n/a".into(), |p| format!("{p:.1}")),
+        format!("{}/{}", n.iter().filter(|x| x.busy).count(), n.len()),
+    ]
+}
 
-    if report.http.iter().any(|r| r.scenario.starts_with("A (NFS")) {
-        let ttl = report.settings.nfs_cache_ms;
-        let text = if ttl == 0 {
-            "Reading the rows: httpd's NFS cache was off (`--nfs-cache-ms 0`), so in A every \
-             request goes to the NFS server (LOOKUP, GETATTR, READ) while B opens, stats and \
-             reads local disk: the small-file rows show the per-request cost of the NFS hop."
-                .to_string()
-        } else {
-            format!(
-                "Reading the rows: httpd's NFS backend reuses looked-up handles, attributes and \
-                 files up to 64 KiB for {ttl} ms (`--nfs-cache-ms`, like the kernel NFS \
-                 client's attribute cache), so in A a hot small file is served from memory \
-                 while B opens, stats and reads it on every request; large files always cross \
-                 NFS. The cost of the NFS hop shows in the large-file rows and the tables \
-                 below; `--nfs-cache-ms 0` shows it per small request too."
-            )
-        };
-        let _ = writeln!(out, "{text}\n");
+fn checks(report: &Report) -> Vec<Block> {
+    if report.flags.is_empty() {
+        return Vec::new();
     }
+    vec![
+        Block::h2("Checks that failed"),
+        Block::List(report.flags.iter().map(|f| format!("⚠ {f}")).collect()),
+    ]
+}
 
-    if !report.server_phases.is_empty() {
-        let _ = writeln!(out, "## Where the time goes (server side, per request)\n");
-        let _ = writeln!(
-            out,
+fn reading_the_rows(report: &Report) -> Vec<Block> {
+    if !report.http.iter().any(|r| r.scenario.starts_with("A (NFS")) {
+        return Vec::new();
+    }
+    let ttl = report.settings.nfs_cache_ms;
+    vec![Block::text(if ttl == 0 {
+        "Reading the rows: httpd's NFS cache was off (`--nfs-cache-ms 0`), so in A every \
+         request goes to the NFS server (LOOKUP, GETATTR, READ) while B opens, stats and \
+         reads local disk: the small-file rows show the per-request cost of the NFS hop."
+            .to_string()
+    } else {
+        format!(
+            "Reading the rows: httpd's NFS backend reuses looked-up handles, attributes and \
+             files up to 64 KiB for {ttl} ms (`--nfs-cache-ms`, like the kernel NFS \
+             client's attribute cache), so in A a hot small file is served from memory \
+             while B opens, stats and reads it on every request; large files always cross \
+             NFS. The cost of the NFS hop shows in the large-file rows and the tables \
+             below; `--nfs-cache-ms 0` shows it per small request too."
+        )
+    })]
+}
+
+fn server_phases(report: &Report) -> Vec<Block> {
+    if report.server_phases.is_empty() {
+        return Vec::new();
+    }
+    let mut t = Table::new([
+        "Scenario",
+        "Workload",
+        "Phase",
+        "Count",
+        "Mean ms",
+        "Median ms",
+        "p99 ms",
+    ])
+    .left(3);
+    for p in &report.server_phases {
+        t.row([
+            p.scenario.clone(),
+            p.workload.clone(),
+            p.phase.clone(),
+            p.count.to_string(),
+            format!("{:.3}", p.mean_ms),
+            format!("{:.3}", p.p50_ms),
+            format!("{:.3}", p.p99_ms),
+        ]);
+    }
+    vec![
+        Block::h2("Where the time goes (server side, per request)"),
+        Block::text(
             "`meta` = open/stat (or NFS LOOKUP+GETATTR), `read` = local read (or NFS READ), \
-             `send` = writing to the socket; measured by httpd to the last body byte.\n"
-        );
-        let _ = writeln!(
-            out,
-            "| Scenario | Workload | Phase | Count | Mean ms | Median ms | p99 ms |"
-        );
-        let _ = writeln!(out, "|---|---|---|---:|---:|---:|---:|");
-        for p in &report.server_phases {
-            let _ = writeln!(
-                out,
-                "| {} | {} | {} | {} | {:.3} | {:.3} | {:.3} |",
-                p.scenario, p.workload, p.phase, p.count, p.mean_ms, p.p50_ms, p.p99_ms
-            );
-        }
-        let _ = writeln!(out);
-    }
+             `send` = writing to the socket; measured by httpd to the last body byte.",
+        ),
+        Block::Table(t),
+    ]
+}
 
-    if !report.nfs.is_empty() {
-        let _ = writeln!(out, "## NFS level (`servelab load nfs://`)\n");
-        let _ = writeln!(
-            out,
-            "| Workload | Server | Clients | Ops/s (spread) | MB/s | Mean ms | p99 ms | Failed |"
-        );
-        let _ = writeln!(out, "|---|---|---:|---:|---:|---:|---:|---:|");
-        for n in &report.nfs {
-            let _ = writeln!(
-                out,
-                "| {} | {} | {} | {:.0} ({:.0}–{:.0}) | {:.1} | {:.3} | {:.3} | {} |",
-                n.workload,
-                n.server,
-                n.clients,
-                n.ops_per_sec,
-                n.ops_min,
-                n.ops_max,
-                n.bytes_per_sec / 1e6,
-                n.mean_ms,
-                n.p99_ms,
-                n.failed
-            );
-        }
-        let _ = writeln!(out);
-        let ratios = nfs_ratios(&report.nfs);
-        if !ratios.is_empty() {
-            let _ = writeln!(
-                out,
-                "rustnfs / Ganesha, median ops/s, same client and protocol: {}. Rows marked (NFSv4.0) ran `nfs://…?version=4` against both servers' v4 pseudo-root.\n",
-                ratios.join("; ")
-            );
-        }
-        if let Some(caveat) = metadata_caveat(report) {
-            let _ = writeln!(out, "{caveat}\n");
-        }
+fn nfs(report: &Report) -> Vec<Block> {
+    if report.nfs.is_empty() {
+        return Vec::new();
     }
-
-    if !report.nfs_procedures.is_empty() {
-        let _ = writeln!(out, "### rustnfs procedure latencies (server side)\n");
-        let _ = writeln!(
-            out,
-            "| Workload | Procedure | Count | Mean ms | p99 ms | Errors |"
-        );
-        let _ = writeln!(out, "|---|---|---:|---:|---:|---:|");
-        for p in &report.nfs_procedures {
-            let _ = writeln!(
-                out,
-                "| {} | {} | {} | {:.3} | {:.3} | {} |",
-                p.workload, p.procedure, p.count, p.mean_ms, p.p99_ms, p.errors
-            );
-        }
-        let _ = writeln!(out);
+    let mut t = Table::new([
+        "Workload",
+        "Server",
+        "Clients",
+        "Ops/s (spread)",
+        "MB/s",
+        "Mean ms",
+        "p99 ms",
+        "Failed",
+    ])
+    .left(2);
+    for n in &report.nfs {
+        t.row([
+            n.workload.clone(),
+            n.server.clone(),
+            n.clients.to_string(),
+            format!("{:.0} ({:.0}–{:.0})", n.ops_per_sec, n.ops_min, n.ops_max),
+            format!("{:.1}", n.bytes_per_sec / 1e6),
+            format!("{:.3}", n.mean_ms),
+            format!("{:.3}", n.p99_ms),
+            n.failed.to_string(),
+        ]);
     }
-
-    if !report.tcp.is_empty() {
-        let _ = writeln!(
-            out,
-            "## Network ceiling (raw TCP, `servelab load tcp://`)\n"
-        );
-        let _ = writeln!(
-            out,
-            "| Path | Streams | Gbit/s (spread) | Of the link's rate |"
-        );
-        let _ = writeln!(out, "|---|---:|---:|---:|");
-        for t in &report.tcp {
-            let _ = writeln!(
-                out,
-                "| {} | {} | {:.2} ({:.2}–{:.2}) | {} |",
-                t.path,
-                t.streams,
-                t.bits_per_sec / 1e9,
-                t.bits_min / 1e9,
-                t.bits_max / 1e9,
-                t.expected_bits_per_sec.map_or("—".into(), |r| format!(
-                    "{:.0} %",
-                    t.bits_per_sec / r * 100.0
-                ))
-            );
-        }
-        let _ = writeln!(out);
+    let mut out = vec![
+        Block::h2("NFS level (`servelab load nfs://`)"),
+        Block::Table(t),
+    ];
+    let ratios = nfs_ratios(&report.nfs);
+    if !ratios.is_empty() {
+        out.push(Block::text(format!(
+            "rustnfs / Ganesha, median ops/s, same client and protocol: {}. Rows marked (NFSv4.0) ran `nfs://…?version=4` against both servers' v4 pseudo-root.",
+            ratios.join("; ")
+        )));
     }
+    out.extend(metadata_caveat(report).map(Block::Text));
+    out
+}
 
-    if !report.byte_checks.is_empty() {
-        let _ = writeln!(out, "## Same bytes?\n");
-        for c in &report.byte_checks {
+fn nfs_procedures(report: &Report) -> Vec<Block> {
+    if report.nfs_procedures.is_empty() {
+        return Vec::new();
+    }
+    let mut t = Table::new([
+        "Workload",
+        "Procedure",
+        "Count",
+        "Mean ms",
+        "p99 ms",
+        "Errors",
+    ])
+    .left(2);
+    for p in &report.nfs_procedures {
+        t.row([
+            p.workload.clone(),
+            p.procedure.clone(),
+            p.count.to_string(),
+            format!("{:.3}", p.mean_ms),
+            format!("{:.3}", p.p99_ms),
+            p.errors.to_string(),
+        ]);
+    }
+    vec![
+        Block::h3("rustnfs procedure latencies (server side)"),
+        Block::Table(t),
+    ]
+}
+
+fn tcp(report: &Report) -> Vec<Block> {
+    if report.tcp.is_empty() {
+        return Vec::new();
+    }
+    let mut t = Table::new(["Path", "Streams", "Gbit/s (spread)", "Of the link's rate"]);
+    for r in &report.tcp {
+        t.row([
+            r.path.clone(),
+            r.streams.to_string(),
+            format!(
+                "{:.2} ({:.2}–{:.2})",
+                r.bits_per_sec / 1e9,
+                r.bits_min / 1e9,
+                r.bits_max / 1e9
+            ),
+            r.expected_bits_per_sec.map_or("—".into(), |e| {
+                format!("{:.0} %", r.bits_per_sec / e * 100.0)
+            }),
+        ]);
+    }
+    vec![
+        Block::h2("Network ceiling (raw TCP, `servelab load tcp://`)"),
+        Block::Table(t),
+    ]
+}
+
+fn same_bytes(report: &Report) -> Vec<Block> {
+    if report.byte_checks.is_empty() {
+        return Vec::new();
+    }
+    let items = report
+        .byte_checks
+        .iter()
+        .map(|c| {
             let mark = if c.identical_to_b {
                 "identical to B"
             } else {
                 "DIFFERS from B"
             };
-            let _ = writeln!(out, "- {} `{}`: {mark} ({})", c.scenario, c.file, c.detail);
-        }
-        let _ = writeln!(out);
-    }
+            format!("{} `{}`: {mark} ({})", c.scenario, c.file, c.detail)
+        })
+        .collect();
+    vec![Block::h2("Same bytes?"), Block::List(items)]
+}
 
-    if !report.skipped.is_empty() || !report.failures.is_empty() {
-        let _ = writeln!(out, "## Not measured\n");
-        for s in &report.skipped {
-            let _ = writeln!(out, "- **{}** skipped: {}", s.scenario, s.reason);
-        }
-        for f in &report.failures {
-            let _ = writeln!(
-                out,
-                "- **{}** failed on `{}`: {}",
-                f.scenario, f.workload, f.error
-            );
-        }
-        let _ = writeln!(out);
+fn not_measured(report: &Report) -> Vec<Block> {
+    if report.skipped.is_empty() && report.failures.is_empty() {
+        return Vec::new();
     }
+    let skipped = report
+        .skipped
+        .iter()
+        .map(|s| format!("**{}** skipped: {}", s.scenario, s.reason));
+    let failed = report
+        .failures
+        .iter()
+        .map(|f| format!("**{}** failed on `{}`: {}", f.scenario, f.workload, f.error));
+    vec![
+        Block::h2("Not measured"),
+        Block::List(skipped.chain(failed).collect()),
+    ]
+}
 
-    let _ = writeln!(out, "## Environment\n");
-    let _ = writeln!(out, "| | |\n|---|---|");
-    let _ = writeln!(out, "| Host | {} |", env.hostname);
-    let _ = writeln!(out, "| CPU | {} ({} cores) |", env.cpu_model, env.cores);
-    let _ = writeln!(
-        out,
-        "| Memory | {:.1} GiB |",
-        env.memory_bytes as f64 / (1u64 << 30) as f64
-    );
-    let _ = writeln!(out, "| OS / kernel | {} / {} |", env.os, env.kernel);
-    let _ = writeln!(out, "| servelab | {} |", env.servelab_version);
+fn environment(report: &Report) -> Vec<Block> {
+    let env = &report.environment;
+    let mut t = Table::new(["", ""]).left(2);
+    t.row(["Host".to_string(), env.hostname.clone()]);
+    t.row([
+        "CPU".to_string(),
+        format!("{} ({} cores)", env.cpu_model, env.cores),
+    ]);
+    t.row([
+        "Memory".to_string(),
+        format!("{:.1} GiB", env.memory_bytes as f64 / (1u64 << 30) as f64),
+    ]);
+    t.row([
+        "OS / kernel".to_string(),
+        format!("{} / {}", env.os, env.kernel),
+    ]);
+    t.row(["servelab".to_string(), env.servelab_version.clone()]);
     for (tool, version) in &env.tools {
-        let _ = writeln!(out, "| {tool} | {} |", version.replace('|', "/"));
+        t.row([tool.clone(), version.replace('|', "/")]);
     }
-    let _ = writeln!(out, "| Page cache | {} |", env.cache_state);
+    t.row(["Page cache".to_string(), env.cache_state.clone()]);
+    dataset_rows(report, &mut t);
+    vec![
+        Block::h2("Environment"),
+        Block::Table(t),
+        Block::text(
+            "All traffic is on loopback unless an emulated link is named: \
+             loopback has no wire, so A vs B differences here are the cost of the NFS hop itself \
+             (protocol, copies, round trips), not of a network.",
+        ),
+    ]
+}
+
+/// The environment table's rows about the dataset, the link and the client.
+fn dataset_rows(report: &Report, t: &mut Table) {
     let ds = &report.dataset;
-    let _ = writeln!(
-        out,
-        "| Dataset | {} (`{}` {} B, `{}` {} B, {} small files{}) |",
-        ds.root.display(),
-        ds.large_file,
-        ds.large_bytes,
-        ds.small_file,
-        ds.small_bytes,
-        ds.small_set_files,
-        ds.seed.map(|s| format!(", seed {s}")).unwrap_or_default()
-    );
+    t.row([
+        "Dataset".to_string(),
+        format!(
+            "{} (`{}` {} B, `{}` {} B, {} small files{})",
+            ds.root.display(),
+            ds.large_file,
+            ds.large_bytes,
+            ds.small_file,
+            ds.small_bytes,
+            ds.small_set_files,
+            ds.seed.map(|s| format!(", seed {s}")).unwrap_or_default()
+        ),
+    ]);
     if let Some(fs) = &ds.file_system {
-        let _ = writeln!(out, "| Dataset's file system | {} |", fs.describe());
+        t.row(["Dataset's file system".to_string(), fs.describe()]);
     }
     if let Some(link) = &report.settings.link {
-        let _ = writeln!(
-            out,
-            "| Emulated link (A's NFS traffic) | {link} ({}) |",
-            report.link_path.as_deref().unwrap_or("userspace relay")
-        );
+        t.row([
+            "Emulated link (A's NFS traffic)".to_string(),
+            format!(
+                "{link} ({})",
+                report.link_path.as_deref().unwrap_or("userspace relay")
+            ),
+        ]);
         if let Some(control) = &report.control_path {
-            let _ = writeln!(out, "| Its unshaped control | {control} |");
+            t.row(["Its unshaped control".to_string(), control.clone()]);
         }
     }
-    if let Some(t) = report.settings.client_threads {
-        let _ = writeln!(out, "| servelab load threads | {t} |");
+    if let Some(n) = report.settings.client_threads {
+        t.row(["servelab load threads".to_string(), n.to_string()]);
     }
-    let _ = writeln!(
-        out,
-        "\nAll traffic is on loopback unless an emulated link is named: \
-        loopback has no wire, so A vs B differences here are the cost of the NFS hop itself \
-        (protocol, copies, round trips), not of a network."
-    );
-    out
 }
 
 /// The heading of a workload's HTTP section (without `## `): the plots of that workload
@@ -659,7 +785,7 @@ fn metadata_caveat(report: &Report) -> Option<String> {
 
 /// "read 1.85, read (NFSv4.0) 1.40, …": each rustnfs row's median ops/s over Ganesha's in
 /// the same workload and protocol.
-fn nfs_ratios(rows: &[super::model::NfsRow]) -> Vec<String> {
+fn nfs_ratios(rows: &[NfsRow]) -> Vec<String> {
     rows.iter()
         .filter_map(|r| {
             let protocol = r.server.strip_prefix("rustnfs")?;
@@ -749,5 +875,18 @@ mod tests {
         report.dataset.file_system = Some(on("ext4", Some(false)));
         report.nfs.retain(|n| n.workload != "metadata");
         assert!(!render(&report).contains("measure the file system"));
+    }
+
+    /// The committed default run (benches/results/2026-12-02-compare-v4) renders from
+    /// its report.json to its report.md byte for byte (`servelab report DIR` does the
+    /// same, recomputing the answer first).
+    #[test]
+    fn the_committed_default_run_re_renders_byte_for_byte() {
+        let report: Report = serde_json::from_str(include_str!(
+            "../../../../benches/results/2026-12-02-compare-v4/report.json"
+        ))
+        .unwrap();
+        let md = include_str!("../../../../benches/results/2026-12-02-compare-v4/report.md");
+        assert_eq!(render(&report), md);
     }
 }

@@ -9,20 +9,16 @@
 //!   interval, latency at equal load, what limited throughput — as data and sentences.
 //! - [`rows`]: raw runs → the report's rows (medians, spreads, curves, phases).
 //! - [`crosscheck`]: the same workloads by `ab` and `wrk`, and the report's self-checks.
-//! - [`link`]: the emulated network link for A's NFS traffic.
-//! - [`netns`]: the kernel-shaped wire (veth, namespace, tbf) a rate-limited link uses.
 //! - [`model`]: the results as data (`report.json`).
 //! - [`markdown`], [`plots`]: `report.md` and the SVG plots; [`output`] writes them.
 //!
 //! Peers, process supervision, datasets, the environment note and the sampler are the
-//! `lab` crate's; our own servers as children are [`crate::ours`].
+//! `lab` crate's; our own servers as children are [`crate::experiment::ours`].
 
 pub mod answer;
 pub mod crosscheck;
-pub mod link;
 pub mod markdown;
 pub mod model;
-pub mod netns;
 pub mod options;
 pub mod output;
 pub mod plots;

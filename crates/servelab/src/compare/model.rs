@@ -6,7 +6,19 @@
 use serde::{Deserialize, Serialize};
 
 use lab::dataset::DatasetInfo;
-use lab::environment::{Environment, Noise};
+use lab::environment::Environment;
+
+pub use crate::experiment::probe::{CLIENT_BOUND_BUSY, ClientLoad, RunNoise};
+
+/// The scenario every Δ% and ratio is computed against.
+pub const REFERENCE_SCENARIO: &str = "B (local)";
+
+/// Scenario A as the question puts it: httpd reading every byte through rustnfs.
+pub const A_SCENARIO: &str = "A (NFS: rustnfs)";
+
+/// Scenario A with httpd's client data cache: the row comparable to the original
+/// experiment, whose httpd read through a kernel NFS mount with a page cache.
+pub const CLIENT_CACHE_SCENARIO: &str = "A (NFS: rustnfs, client cache — like a kernel mount)";
 
 /// Bumped when a field changes meaning or goes away.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -148,23 +160,6 @@ pub struct ProcessCost {
     pub mean_rss_bytes: u64,
 }
 
-/// How busy the client's and the servers' CPUs were during one run.
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
-pub struct ClientLoad {
-    /// Share (0–1) of time the client's CPUs were busy, by anyone.
-    pub client_cpus_busy: f64,
-    /// Share of time the servers' CPUs were busy, by anyone.
-    pub server_cpus_busy: f64,
-    /// CPU seconds servelab itself (the load generator) used.
-    pub client_process_cpu_s: f64,
-    /// The client's CPUs were at least [`CLIENT_BOUND_BUSY`] busy: the run's req/s is a
-    /// lower bound on the servers' capacity.
-    pub client_bound: bool,
-}
-
-/// The client's CPUs this busy or busier make a run client-bound.
-pub const CLIENT_BOUND_BUSY: f64 = 0.9;
-
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Settings {
     pub repeat: usize,
@@ -227,37 +222,6 @@ pub struct HttpRun {
     /// How busy the client's and the servers' CPUs were.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client: Option<ClientLoad>,
-}
-
-/// Load average and CPU pressure around one run, and the other work during it.
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
-pub struct RunNoise {
-    pub before: Noise,
-    pub after: Noise,
-    /// Share (0–1) of all CPU time during the run that went to processes other than
-    /// the client and the serving processes (`lab::affinity::OtherWork`); absent in
-    /// reports of older versions, which judged by the load average alone.
-    #[serde(default)]
-    pub other_work: Option<f64>,
-    /// Other work above `lab::affinity::OTHER_WORK_BUSY` during the run (without that
-    /// figure: more runnable tasks than cores before or after it).
-    pub busy: bool,
-}
-
-impl RunNoise {
-    /// Judges a run by the other work during it when known, else by the load average.
-    pub fn judge(before: Noise, after: Noise, other_work: Option<f64>) -> RunNoise {
-        let busy = match other_work {
-            Some(w) => w > lab::affinity::OTHER_WORK_BUSY,
-            None => before.busy() || after.busy(),
-        };
-        RunNoise {
-            before,
-            after,
-            other_work,
-            busy,
-        }
-    }
 }
 
 /// What a server cost during one run: memory, CPU, switches, files; per request and per

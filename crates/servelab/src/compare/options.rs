@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use lab::dataset::DatasetSpec;
 use lab::peers::Baseline;
 
-use super::link::LinkSpec;
+use crate::experiment::link::LinkSpec;
+pub use crate::experiment::probe::CpuSplit;
 
 /// Which third-party baselines to run.
 #[derive(Debug, Clone, PartialEq)]
@@ -106,13 +107,4 @@ pub struct CompareOptions {
     pub keep_busy: bool,
     /// Seconds of each open-loop point at equal offered load; 0 = none.
     pub equal_load_seconds: f64,
-}
-
-/// Which CPUs the client (servelab, `ab`, `wrk`) and the serving processes run on.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CpuSplit {
-    pub client: Vec<usize>,
-    pub server: Vec<usize>,
-    /// How it was chosen (stated in the report).
-    pub note: String,
 }

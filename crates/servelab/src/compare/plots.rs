@@ -84,7 +84,7 @@ fn throughput_bars(report: &Report, workload: &str) -> BarChart {
         .collect();
     let reference = rows
         .iter()
-        .find(|r| r.scenario == super::markdown::REFERENCE_SCENARIO)
+        .find(|r| r.scenario == super::model::REFERENCE_SCENARIO)
         .map(|r| (r.median.requests_per_sec, "B (local)".to_string()));
     BarChart {
         title: format!("Requests per second — {workload} workload"),
@@ -126,7 +126,7 @@ fn service_demand_bars(report: &Report, workload: &str) -> Option<BarChart> {
     }
     let reference = rows
         .iter()
-        .find(|d| d.scenario == super::markdown::REFERENCE_SCENARIO)
+        .find(|d| d.scenario == super::model::REFERENCE_SCENARIO)
         .map(|d| (d.cpu_ms_per_request, "B (local)".to_string()));
     Some(BarChart {
         title: format!("CPU per request of every serving process — {workload} workload"),

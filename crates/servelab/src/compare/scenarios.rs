@@ -1,51 +1,20 @@
 //! What a comparison runs: the list of HTTP scenario specs (B, A through rustnfs, A
-//! across the emulated link, A through Ganesha, nginx, Apache) and how each is started.
+//! across the emulated link, A through Ganesha, nginx, Apache, h2o), each started as a
+//! serving stack by the experiment layer ([`crate::experiment::stack`]).
 //!
 //! A new kind of scenario (a container, a CPU limit) is a new [`Launch`] variant and a
 //! spec pushed onto the list; the measuring loops do not change.
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use lab::peers::{Baseline, ExternalServer};
+use lab::peers::Baseline;
 
-use super::link::{self, Link, LinkPath, LinkSpec};
-use super::markdown::REFERENCE_SCENARIO;
-use super::netns;
-use crate::ours::ServerProcess;
-
-/// Scenario A as the question puts it: httpd reading every byte through rustnfs.
-pub const A_SCENARIO: &str = "A (NFS: rustnfs)";
-
-/// Scenario A with httpd's client data cache: the row comparable to the original
-/// experiment, whose httpd read through a kernel NFS mount with a page cache.
-pub const CLIENT_CACHE_SCENARIO: &str = "A (NFS: rustnfs, client cache — like a kernel mount)";
+use super::model::{A_SCENARIO, CLIENT_CACHE_SCENARIO, REFERENCE_SCENARIO};
+use crate::experiment::link::{self, LinkPath, LinkSpec};
+use crate::experiment::stack::Launch;
 
 /// The data cache size of [`CLIENT_CACHE_SCENARIO`]: room for the whole default dataset.
 const DATA_CACHE: &str = "256M";
-
-/// How a scenario's HTTP server is started.
-#[derive(Debug, Clone)]
-pub enum Launch {
-    /// `servelab httpd --root DATASET`.
-    HttpdLocal,
-    /// `servelab httpd --nfs` reading from rustnfs, optionally across an emulated link,
-    /// optionally with a client data cache (`--nfs-data-cache`, like a kernel mount's
-    /// page cache: revalidated on every request, served from a local copy when
-    /// unchanged; the copies' place is [`StartEnv::data_cache_dir`]).
-    HttpdRustnfs {
-        link: Option<LinkSpec>,
-        data_cache: Option<&'static str>,
-    },
-    /// The unshaped control of a `netns+tbf` link: `servelab httpd --nfs` reading from a
-    /// rustnfs of its own that listens inside a network namespace, across the same veth
-    /// pair as the shaped wire but without tbf or relay ([`LinkPath::Veth`]).
-    HttpdRustnfsVeth,
-    /// `servelab httpd --nfs` reading from NFS-Ganesha.
-    HttpdGanesha,
-    /// nginx or Apache on the dataset.
-    Peer(Baseline),
-}
 
 /// One HTTP scenario to run.
 #[derive(Debug, Clone)]
@@ -135,203 +104,6 @@ pub fn control_spec(path: LinkPath) -> ScenarioSpec {
             },
         },
     }
-}
-
-/// A started HTTP scenario.
-pub struct HttpScenario {
-    pub name: String,
-    pub description: String,
-    pub addr: SocketAddr,
-    /// Our httpd: scraped for its phase breakdown.
-    pub ours: Option<ServerProcess>,
-    /// A baseline: only its cost is sampled; held so it runs as long as the scenario.
-    pub _peer: Option<ExternalServer>,
-    /// The NFS server behind it is rustnfs (for procedure latencies).
-    pub behind_rustnfs: bool,
-    /// A rustnfs of this scenario's own (the `veth` control's, inside its namespace);
-    /// `None`: the run's shared rustnfs, if any. Stopped before the link below goes.
-    pub own_rustnfs: Option<ServerProcess>,
-    /// The emulated link its NFS traffic crosses, held as long as the scenario.
-    pub _link: Option<Link>,
-    /// Every process that serves this scenario's requests (name, pid): the HTTP server,
-    /// and the NFS server behind it. Each is sampled on its own; their sum is the
-    /// scenario's service demand.
-    pub serving: Vec<(String, u32)>,
-}
-
-/// What starting scenarios needs from the run.
-pub struct StartEnv<'a> {
-    pub root: &'a Path,
-    pub log_dir: &'a Path,
-    pub rustnfs: Option<&'a ServerProcess>,
-    pub ganesha: Option<&'a ExternalServer>,
-    pub nfs_cache_ms: u64,
-    /// Where the client-cache row keeps its copies (`--nfs-data-cache-dir`); `None` =
-    /// sealed memfds.
-    pub data_cache_dir: Option<&'a Path>,
-}
-
-/// Starts one scenario.
-pub fn start(spec: &ScenarioSpec, env: &StartEnv<'_>) -> anyhow::Result<HttpScenario> {
-    let root_arg = env.root.display().to_string();
-    let mut link = None;
-    let mut notes = Vec::new();
-    let mut own_rustnfs = None;
-    let (args, behind_rustnfs) = match &spec.launch {
-        Launch::HttpdLocal => (vec!["--root".to_string(), root_arg], false),
-        Launch::HttpdRustnfs {
-            link: l,
-            data_cache,
-        } => {
-            let nfs = env
-                .rustnfs
-                .ok_or_else(|| anyhow::anyhow!("rustnfs is not running"))?;
-            let addr = match l {
-                None => nfs.addr,
-                // A rate without a delay: this row's own rustnfs inside the shaped
-                // namespace, no relay — the veth control plus tbf, nothing else.
-                Some(s) if link::shaped_path(*s) == LinkPath::NetnsTbfDirect => {
-                    let (l, own) = start_rustnfs_inside(env, *s)?;
-                    let a = own.addr;
-                    notes.push(l.path_note().to_string());
-                    link = Some(l);
-                    own_rustnfs = Some(own);
-                    a
-                }
-                Some(s) => {
-                    let started = Link::start(nfs.addr, *s)?;
-                    let a = started.addr;
-                    notes.push(started.path_note().to_string());
-                    link = Some(started);
-                    a
-                }
-            };
-            let mut args = nfs_args(format!("nfs://{addr}/"), env.nfs_cache_ms);
-            if let Some(size) = data_cache {
-                args.extend(["--nfs-data-cache".to_string(), size.to_string()]);
-                notes.push(match env.data_cache_dir {
-                    Some(dir) => {
-                        args.extend([
-                            "--nfs-data-cache-dir".to_string(),
-                            dir.display().to_string(),
-                        ]);
-                        format!(
-                            "copies: unlinked files in {} ({})",
-                            dir.display(),
-                            httpd::storage::cache_file::file_system_name(dir)
-                        )
-                    }
-                    None => "copies: sealed memfds".to_string(),
-                });
-            }
-            (args, true)
-        }
-        Launch::HttpdRustnfsVeth => {
-            let (l, nfs) = start_rustnfs_inside(env, LinkSpec::unshaped())?;
-            let args = nfs_args(format!("nfs://{}/", nfs.addr), env.nfs_cache_ms);
-            notes.push(l.path_note().to_string());
-            link = Some(l);
-            own_rustnfs = Some(nfs);
-            (args, true)
-        }
-        Launch::HttpdGanesha => {
-            let g = env
-                .ganesha
-                .ok_or_else(|| anyhow::anyhow!("NFS-Ganesha is not running"))?;
-            let url = format!(
-                "nfs://{}{}?mountport={}",
-                g.addr,
-                root_arg,
-                g.extra_port.unwrap_or(0)
-            );
-            (nfs_args(url, env.nfs_cache_ms), false)
-        }
-        Launch::Peer(b) => {
-            let server = start_peer(*b, env.root)?;
-            return Ok(HttpScenario {
-                name: spec.name.clone(),
-                description: spec.description.clone(),
-                addr: server.addr,
-                serving: vec![(b.name().to_string(), server.pid())],
-                ours: None,
-                _peer: Some(server),
-                behind_rustnfs: false,
-                own_rustnfs: None,
-                _link: None,
-            });
-        }
-    };
-    let p = ServerProcess::start(&spec.name, "httpd", &args, env.log_dir)?;
-    let mut serving = vec![("httpd".to_string(), p.pid())];
-    match &spec.launch {
-        Launch::HttpdGanesha => {
-            serving.extend(env.ganesha.map(|g| ("ganesha.nfsd".into(), g.pid())))
-        }
-        _ if behind_rustnfs => {
-            let nfs = own_rustnfs.as_ref().or(env.rustnfs);
-            serving.extend(nfs.map(|n| ("rustnfs".to_string(), n.pid())));
-        }
-        _ => {}
-    }
-    Ok(HttpScenario {
-        serving,
-        name: spec.name.clone(),
-        description: match notes.is_empty() {
-            false => format!("{} [{}]", spec.description, notes.join("; ")),
-            true => spec.description.clone(),
-        },
-        addr: p.addr,
-        ours: Some(p),
-        _peer: None,
-        behind_rustnfs,
-        own_rustnfs,
-        _link: link,
-    })
-}
-
-/// A veth pair into a new namespace, limited to `spec`'s rate by tbf (none: the `veth`
-/// control), and a rustnfs exporting the dataset inside it (NFS and metrics on the
-/// namespace's address: nothing else listens there). `spec` has no delay.
-fn start_rustnfs_inside(
-    env: &StartEnv<'_>,
-    spec: LinkSpec,
-) -> anyhow::Result<(Link, ServerProcess)> {
-    let wire = netns::Wire::create(spec.rate_bits_per_sec)?;
-    let exe = std::env::current_exe()?;
-    let nfs = ServerProcess::start_at(
-        match spec.rate_bits_per_sec {
-            None => "rustnfs (veth control)",
-            Some(_) => "rustnfs (inside the shaped link)",
-        },
-        &exe,
-        "rustnfs",
-        // As the Ganesha peer (No_Root_Squash): the load runs as root.
-        &[
-            "--export".into(),
-            env.root.display().to_string(),
-            "--no-root-squash".into(),
-        ],
-        env.log_dir,
-        SocketAddr::from((wire.ns_ip, 2049)),
-        SocketAddr::from((wire.ns_ip, 9100)),
-        |cmd| wire.enter_before_exec(cmd),
-    )?;
-    let addr = nfs.addr;
-    Ok((Link::inside(wire, addr, spec), nfs))
-}
-
-fn start_peer(b: Baseline, root: &Path) -> lab::Result<ExternalServer> {
-    b.start(root)
-}
-
-/// `httpd` arguments for scenario A: the export and the NFS cache lifetime.
-fn nfs_args(url: String, cache_ms: u64) -> Vec<String> {
-    vec![
-        "--nfs".into(),
-        url,
-        "--nfs-attr-ttl-ms".into(),
-        cache_ms.to_string(),
-    ]
 }
 
 /// A directory inside the export for the NFS metadata run, removed afterwards so a

@@ -6,44 +6,11 @@
 //! container measured faster than the host is flagged as implausible with its likely
 //! cause instead of being reported as a finding.
 
-use serde::{Deserialize, Serialize};
-
-use super::report::{Point, Row};
+use super::model::{CellComparison, ContainerAnswer, Point, Row};
 use crate::stats::{self, Comparison};
 
 /// Quiet runs each side needs before a comparison is stated.
 const MIN_RUNS: usize = 2;
-
-/// One comparison of two cells of the table.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct CellComparison {
-    pub workload: String,
-    /// `A vs B in LXD`, `LXD vs host (B)`, …
-    pub what: String,
-    /// Their req/s, a/b.
-    pub requests_per_sec: Option<Comparison>,
-    /// CPU per request of each whole serving stack, a/b.
-    pub cpu_per_request: Option<Comparison>,
-    /// p50 a − p50 b, ms.
-    pub p50_ms: Option<Comparison>,
-    /// Why the figure is not believable, when it is not.
-    pub flag: Option<String>,
-}
-
-/// The answer section's data.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct ContainerAnswer {
-    pub sentences: Vec<String>,
-    pub comparisons: Vec<CellComparison>,
-    pub excluded_busy_runs: usize,
-    /// Runs in the tables, busy or not.
-    #[serde(default)]
-    pub total_runs: usize,
-    /// The other work's share of the CPU time in the runs where it was measured: the
-    /// lowest, the median and the highest (0–1).
-    #[serde(default)]
-    pub other_work: Option<[f64; 3]>,
-}
 
 fn quiet(points: &[Point], keep_busy: bool) -> Vec<&Point> {
     points.iter().filter(|p| keep_busy || !p.busy).collect()

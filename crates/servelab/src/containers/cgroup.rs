@@ -1,6 +1,7 @@
 //! A CPU limit for host processes: a cgroup of our own with a CFS quota of N CPUs —
 //! cgroup v2 `cpu.max`, or v1 `cpu.cfs_quota_us` where the machine still runs v1.
 
+use anyhow::Context as _;
 use std::path::PathBuf;
 
 /// A cgroup `sl-deploy-cmp-cpu`; its processes go back to the root cgroup on drop.
@@ -30,7 +31,7 @@ impl CpuLimit {
         };
         if !dir.exists() {
             std::fs::create_dir(&dir)
-                .map_err(|e| anyhow::anyhow!("cannot create cgroup {}: {e}", dir.display()))?;
+                .with_context(|| format!("cannot create cgroup {}", dir.display()))?;
         }
         Ok(CpuLimit { dir, v2, kind })
     }
@@ -38,7 +39,7 @@ impl CpuLimit {
     /// Moves a process (all its threads) into the cgroup.
     pub fn add(&self, pid: u32) -> anyhow::Result<()> {
         std::fs::write(self.dir.join("cgroup.procs"), pid.to_string())
-            .map_err(|e| anyhow::anyhow!("cannot move {pid} into {}: {e}", self.dir.display()))
+            .with_context(|| format!("cannot move {pid} into {}", self.dir.display()))
     }
 
     /// N CPUs of quota per period, or no limit.
@@ -56,7 +57,7 @@ impl CpuLimit {
                 },
             )
         };
-        r.map_err(|e| anyhow::anyhow!("cannot set the CPU quota of {}: {e}", self.dir.display()))
+        r.with_context(|| format!("cannot set the CPU quota of {}", self.dir.display()))
     }
 }
 

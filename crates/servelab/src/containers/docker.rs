@@ -3,6 +3,7 @@
 //! network of ours (no published port, so no docker-proxy hop), plus `docker stats`,
 //! `docker update --cpus` and a FROM-scratch sysbench image.
 
+use anyhow::Context as _;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -14,7 +15,7 @@ const SUBNET: &str = "10.205.148";
 pub struct Deployment {
     pub network: String,
     pub rustnfs: Option<String>,
-    pub nfs_ip: Option<String>,
+    pub nfs_ip: Option<std::net::IpAddr>,
     pub httpd_a: Option<HttpdContainer>,
     pub httpd_b: Option<HttpdContainer>,
 }
@@ -31,7 +32,7 @@ pub fn docker(args: &[&str]) -> anyhow::Result<String> {
         .args(args)
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| anyhow::anyhow!("docker: {e}"))?;
+        .context("cannot run docker")?;
     if !out.status.success() {
         anyhow::bail!(
             "docker {}: {}",
@@ -101,7 +102,7 @@ impl Deployment {
                 &format!("rustnfs:{tag}"),
             ])?;
             d.rustnfs = Some(name);
-            d.nfs_ip = Some(ip);
+            d.nfs_ip = ip.parse().ok();
         }
         Ok(d)
     }

@@ -6,16 +6,22 @@
 //! Every column runs the same static `servelab load` (docker/build.sh's), as a host
 //! process or in the container.
 
+use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
+use anyhow::Context as _;
+use lab::process::Supervised;
 use loadgen::NfsWorkload;
 
 use super::docker;
-use super::report::FsRow;
+use super::model::{ContainerReport, FsRow};
+use crate::experiment::nfs::{NfsExport, rustnfs_args};
+use crate::experiment::progress::Progress;
 
 /// The two workloads: (label, loadgen workload, path under the scratch directory).
-const WORKLOADS: [(&str, NfsWorkload, &str); 2] = [
+pub const WORKLOADS: [(&str, NfsWorkload, &str); 2] = [
     (
         "sequential read (1 MiB blocks)",
         NfsWorkload::Read,
@@ -32,15 +38,6 @@ const WORKLOADS: [(&str, NfsWorkload, &str); 2] = [
 const CLIENTS: usize = 4;
 /// Files each client cycles through in the metadata mix.
 const FILES: u64 = 200;
-
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// `servelab load URL ... --json` by the static servelab: `docker` runs it inside a
 /// container with `dir` bind-mounted at /fs (the URL then names /fs/...), `None` on the
@@ -106,7 +103,7 @@ fn run_cli(
                 .args(&load)
                 .stdin(Stdio::null())
                 .output()
-                .map_err(|e| anyhow::anyhow!("{}: {e}", bin.display()))?;
+                .with_context(|| format!("cannot run {}", bin.display()))?;
             if !out.status.success() {
                 anyhow::bail!(
                     "servelab load {url}: {}",
@@ -116,7 +113,7 @@ fn run_cli(
         }
     }
     let text =
-        std::fs::read_to_string(dir.join(&json)).map_err(|e| anyhow::anyhow!("{json}: {e}"))?;
+        std::fs::read_to_string(dir.join(&json)).with_context(|| format!("cannot read {json}"))?;
     let _ = std::fs::remove_file(dir.join(&json));
     let v: serde_json::Value = serde_json::from_str(&text)?;
     if v["failed"].as_u64().unwrap_or(0) > 0 {
@@ -129,90 +126,50 @@ fn run_cli(
 }
 
 /// Runs both workloads on the host, in Docker (when `image` is given) and over NFS
-/// (when a static rustnfs is found), `rounds` interleaved rounds; medians.
+/// (when a static rustnfs is found), `rounds` interleaved rounds; medians into `rep`.
 pub fn run(
     large: &Path,
     image: Option<&str>,
     seconds: f64,
     rounds: usize,
-    rows: &mut Vec<FsRow>,
-    failures: &mut Vec<String>,
+    rep: &mut ContainerReport,
+    progress: &mut Progress,
 ) -> anyhow::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
     let scratch = tempfile::Builder::new().prefix("sl-deploy-fs-").tempdir()?;
     let dir = scratch.path();
-    std::fs::copy(large, dir.join("seq.bin")).map_err(|e| anyhow::anyhow!("copy: {e}"))?;
-    std::fs::create_dir(dir.join("meta"))?;
-    // The container runs as uid 65534: it must read, create and remove here.
-    for p in [dir.to_path_buf(), dir.join("meta"), dir.join("seq.bin")] {
-        let mode = if p.is_dir() { 0o777 } else { 0o644 };
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode))?;
-    }
-
+    prepare(large, dir)?;
     let bin = super::host::static_bin("servelab")?;
     // rustnfs exporting the same directory read-write on loopback, for the NFS column.
-    let nfs = match super::host::static_bin("rustnfs") {
-        Ok(bin) => {
-            let port = lab::free_port()?;
-            let child = Command::new(bin)
-                .args(["--export"])
-                .arg(dir)
-                .arg("--no-root-squash")
-                .args(["--listen", &format!("127.0.0.1:{port}")])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .map_err(|e| anyhow::anyhow!("rustnfs: {e}"))?;
-            let guard = Killed(child);
-            super::host::wait_tcp(&format!("127.0.0.1:{port}"), 10)?;
-            Some((guard, port))
-        }
+    let nfs = match start_rustnfs(dir) {
+        Ok(n) => Some(n),
         Err(e) => {
-            failures.push(format!("file-system table, NFS column: {e}"));
+            rep.failures
+                .push(format!("file-system table, NFS column: {e:#}"));
             None
         }
     };
-
+    let expected = Duration::from_secs_f64(seconds);
     for (label, workload, sub) in WORKLOADS {
-        let mut places: Vec<(&str, String)> = vec![("host (file://)", String::new())];
+        let mut places: Vec<(&str, String)> = vec![(
+            "host (file://)",
+            format!("file://{}", dir.join(sub).display()),
+        )];
         if image.is_some() {
-            places.push(("Docker, bind mount (file://)", String::new()));
+            places.push(("Docker, bind mount (file://)", format!("file:///fs/{sub}")));
         }
-        if let Some((_, port)) = &nfs {
-            places.push((
-                "NFS (rustnfs, loopback)",
-                format!("nfs://127.0.0.1:{port}//{sub}"),
-            ));
+        if let Some((_, export)) = &nfs {
+            places.push(("NFS (rustnfs, loopback)", export.url(sub)));
         }
         let mut values: Vec<Vec<(f64, f64)>> = vec![Vec::new(); places.len()];
         for round in 0..rounds {
             for k in 0..places.len() {
                 let pi = (k + round) % places.len();
                 let (place, url) = &places[pi];
-                eprintln!("servelab compare: fs {label} {place}");
-                let r = match (pi, url.is_empty()) {
-                    (0, _) => run_cli(
-                        &bin,
-                        None,
-                        dir,
-                        &format!("file://{}", dir.join(sub).display()),
-                        workload,
-                        seconds,
-                    ),
-                    (_, true) => run_cli(
-                        &bin,
-                        image,
-                        dir,
-                        &format!("file:///fs/{sub}"),
-                        workload,
-                        seconds,
-                    ),
-                    (_, false) => run_cli(&bin, None, dir, url, workload, seconds),
-                };
-                match r {
+                progress.step(expected, format!("fs {label} {place}"))?;
+                let in_docker = (place.starts_with("Docker")).then_some(image).flatten();
+                match run_cli(&bin, in_docker, dir, url, workload, seconds) {
                     Ok(v) => values[pi].push(v),
-                    Err(e) => failures.push(format!("fs {label} {place}: {e}")),
+                    Err(e) => rep.failures.push(format!("fs {label} {place}: {e:#}")),
                 }
             }
         }
@@ -223,7 +180,7 @@ pub fn run(
                 crate::stats::median(&mut ops),
                 crate::stats::median(&mut mb),
             ) {
-                rows.push(FsRow {
+                rep.fs.push(FsRow {
                     workload: label.into(),
                     place: place.to_string(),
                     runs: ops.len(),
@@ -234,4 +191,35 @@ pub fn run(
         }
     }
     Ok(())
+}
+
+/// The scratch directory: a copy of the large file to read and a directory for the
+/// metadata mix, open to the container's uid 65534 (it reads, creates and removes).
+fn prepare(large: &Path, dir: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::copy(large, dir.join("seq.bin"))
+        .with_context(|| format!("cannot copy {} into {}", large.display(), dir.display()))?;
+    std::fs::create_dir(dir.join("meta"))?;
+    for p in [dir.to_path_buf(), dir.join("meta"), dir.join("seq.bin")] {
+        let mode = if p.is_dir() { 0o777 } else { 0o644 };
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode))?;
+    }
+    Ok(())
+}
+
+/// The static rustnfs exporting `dir` on loopback, supervised (stopped with the run,
+/// interrupted or not), and its export.
+fn start_rustnfs(dir: &Path) -> anyhow::Result<(Supervised, NfsExport)> {
+    let bin = super::host::static_bin("rustnfs")?;
+    let addr = SocketAddr::from(([127, 0, 0, 1], lab::free_port()?));
+    let mut cmd = Command::new(bin);
+    cmd.args(rustnfs_args(dir))
+        .args(["--listen", &addr.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = Supervised::spawn("rustnfs (file-system table)", &mut cmd, None)?
+        .with_grace(Duration::from_secs(2));
+    child.wait_ready(&[addr], Duration::from_secs(10))?;
+    Ok((child, NfsExport::rustnfs(addr)))
 }

@@ -2,6 +2,7 @@
 //! runs, a static httpd as a host process, waiting for ports, one load point, and small
 //! helpers the columns share.
 
+use anyhow::Context as _;
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -10,8 +11,8 @@ use std::time::{Duration, Instant};
 use lab::sampler::tree_rss_bytes;
 use loadgen::Schedule;
 
-use super::report::Point;
-use crate::measure::Load;
+use super::model::Point;
+use crate::experiment::load::Load;
 
 /// True when the ELF file has no program interpreter (statically linked).
 fn is_static_elf(path: &Path) -> bool {
@@ -75,10 +76,10 @@ impl HostHttpd {
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         let mut proc = lab::process::Supervised::spawn("httpd", &mut cmd, None)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", bin.display()))?
+            .with_context(|| bin.display().to_string())?
             .with_grace(Duration::from_secs(2));
         proc.wait_ready(&[addr], Duration::from_secs(15))
-            .map_err(|e| anyhow::anyhow!("{}: {e}", bin.display()))?;
+            .with_context(|| bin.display().to_string())?;
         Ok(HostHttpd {
             proc,
             url: format!("http://{addr}"),
@@ -98,7 +99,7 @@ pub fn wait_http(url: &str, limit: Duration) -> anyhow::Result<()> {
     Err(anyhow::anyhow!("{url} did not accept within {limit:?}"))
 }
 
-/// One load run through the shared wrapper ([`crate::measure::Load`], its timeout and
+/// One load run through the shared wrapper ([`crate::experiment::load::Load`], its timeout and
 /// its no-success-is-an-error policy). A point of these tables is one figure with no
 /// failure column, so on top of that policy a point must be clean: any failed or
 /// non-2xx request makes it an error, listed under the report's failures.

@@ -2,6 +2,7 @@
 //! it runs outside a checkout) brings the instance up and down; `lxc` sets its CPU limit,
 //! reads its memory and runs sysbench in it.
 
+use anyhow::Context as _;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -37,10 +38,9 @@ impl Instance {
         let dir = tempfile::Builder::new()
             .prefix("sl-deploy-lxd-")
             .tempdir()
-            .map_err(|e| anyhow::anyhow!("cannot create a temporary directory: {e}"))?;
+            .context("cannot create a temporary directory")?;
         let script = dir.path().join("lxd-deploy.sh");
-        std::fs::write(&script, SCRIPT)
-            .map_err(|e| anyhow::anyhow!("cannot write the script: {e}"))?;
+        std::fs::write(&script, SCRIPT).context("cannot write the script")?;
         // A stale instance of an interrupted run would make `up` refuse.
         let _ = script_cmd(&script, &["down"]).output();
         let mut cmd = script_cmd(&script, &["up"]);
@@ -61,7 +61,7 @@ impl Instance {
         let out = cmd
             .stdin(Stdio::null())
             .output()
-            .map_err(|e| anyhow::anyhow!("cannot run lxd-deploy.sh: {e}"))?;
+            .context("cannot run lxd-deploy.sh")?;
         let stdout = String::from_utf8_lossy(&out.stdout);
         if !out.status.success() {
             let _ = script_cmd(&script, &["down"]).output();
@@ -101,9 +101,9 @@ impl Instance {
             .args(["query", &format!("/1.0/instances/{}/state", self.name)])
             .stdin(Stdio::null())
             .output()
-            .map_err(|e| anyhow::anyhow!("lxc query: {e}"))?;
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout)
-            .map_err(|e| anyhow::anyhow!("lxc query printed no JSON: {e}"))?;
+            .context("cannot run lxc query")?;
+        let v: serde_json::Value =
+            serde_json::from_slice(&out.stdout).context("lxc query printed no JSON")?;
         let m = &v["memory"];
         Ok((
             m["usage"].as_u64().unwrap_or(0),
@@ -134,7 +134,7 @@ impl Instance {
             .args(args)
             .stdin(Stdio::null())
             .output()
-            .map_err(|e| anyhow::anyhow!("lxc exec: {e}"))?;
+            .context("cannot run lxc exec")?;
         if !out.status.success() {
             anyhow::bail!(
                 "lxc exec {}: {}",
@@ -165,7 +165,7 @@ fn run_quiet(c: &mut Command) -> anyhow::Result<()> {
     let out = c
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| anyhow::anyhow!("{c:?}: {e}"))?;
+        .with_context(|| format!("cannot run {c:?}"))?;
     if out.status.success() {
         Ok(())
     } else {

@@ -57,21 +57,6 @@ pub struct Workloads {
     pub keep_busy: bool,
 }
 
-impl Workloads {
-    pub fn of(o: &crate::compare::options::CompareOptions) -> Workloads {
-        Workloads {
-            dataset: o.dataset.clone(),
-            spec: o.dataset_spec,
-            repeat: o.repeat,
-            large_requests: o.large_requests,
-            large_concurrency: o.large_concurrency,
-            small_seconds: o.small_seconds,
-            small_concurrency: o.small_concurrency,
-            keep_busy: o.keep_busy,
-        }
-    }
-}
-
 impl ContainerArgs {
     /// True when any part of this module was asked for.
     pub fn wanted(&self) -> bool {

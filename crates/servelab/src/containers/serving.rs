@@ -1,11 +1,8 @@
-//! Which processes serve each (place, scenario) cell of the container comparison — the
-//! host's httpd process trees, the LXD instance's cgroup, the Docker containers' cgroups
-//! and the rustnfs container behind scenario A — so each run's CPU per request covers
-//! the whole serving stack, wherever it runs.
+//! Where the parts of a container's serving stack are, for the probe: a Docker
+//! container's or the LXD instance's cgroup (v2), or its first process (v1 hosts) — so
+//! each run's CPU per request covers the whole serving stack, wherever it runs.
 
 use std::path::PathBuf;
-
-use lab::sampler::{Sampler, Target};
 
 use super::docker::docker;
 
@@ -53,29 +50,4 @@ pub fn lxd_pid(instance: &str) -> Option<u32> {
 pub fn lxd_cgroup(instance: &str) -> Option<PathBuf> {
     let p = PathBuf::from(format!("/sys/fs/cgroup/lxc.payload.{instance}"));
     p.join("cpu.stat").is_file().then_some(p)
-}
-
-/// What one cell's serving stack is: named sampling targets.
-pub type Serving = Vec<(String, Target)>;
-
-/// Samples every target of a cell over one run.
-pub struct CellSampler(Vec<Sampler>);
-
-impl CellSampler {
-    pub fn start(serving: &Serving) -> Self {
-        CellSampler(
-            serving
-                .iter()
-                .map(|(_, t)| Sampler::start(t.clone()))
-                .collect(),
-        )
-    }
-
-    /// CPU seconds of the whole stack since `start`; `None` with no targets.
-    pub fn finish(self) -> Option<f64> {
-        if self.0.is_empty() {
-            return None;
-        }
-        Some(self.0.into_iter().map(|s| s.finish().cpu_s()).sum())
-    }
 }

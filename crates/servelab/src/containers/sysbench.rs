@@ -7,12 +7,16 @@
 //! bundled loader (`ld.so --library-path /opt/sysbench sysbench ...`). The same binary
 //! and libraries run everywhere, so the ratios compare the isolation, not two builds.
 
+use anyhow::Context as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use super::model::{ContainerReport, SysbenchRow};
 use super::options::{ContainerArgs, Workloads};
-use super::report::{ContainerReport, SysbenchRow};
 use super::{docker, lxd};
+use crate::experiment::interrupt::Interrupted;
+use crate::experiment::load::interleaved;
+use crate::experiment::progress::Progress;
 use crate::stats::median;
 
 /// One sysbench test: its label, its arguments, and the unit of its figure.
@@ -85,7 +89,7 @@ pub fn bundle(dir: &Path) -> anyhow::Result<PathBuf> {
         .arg(&bin)
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| anyhow::anyhow!("ldd: {e}"))?;
+        .context("cannot run ldd")?;
     let text = String::from_utf8_lossy(&out.stdout);
     std::fs::create_dir_all(dir)?;
     let mut loader = false;
@@ -102,7 +106,7 @@ pub fn bundle(dir: &Path) -> anyhow::Result<PathBuf> {
             continue; // linux-vdso
         }
         loader |= name == "ld.so";
-        std::fs::copy(path, dir.join(&name)).map_err(|e| anyhow::anyhow!("copy {path}: {e}"))?;
+        std::fs::copy(path, dir.join(&name)).with_context(|| format!("cannot copy {path}"))?;
     }
     if !loader {
         anyhow::bail!("ldd {} named no dynamic loader", bin.display());
@@ -137,15 +141,27 @@ pub fn measure(
     instance: &Option<lxd::Instance>,
     with_docker: bool,
     rep: &mut ContainerReport,
-) {
+    progress: &mut Progress,
+) -> Result<(), Interrupted> {
+    let planned =
+        TESTS.len() * w.repeat * (1 + usize::from(instance.is_some()) + usize::from(with_docker));
+    let each = std::time::Duration::from_secs(u64::from(args.sysbench_seconds));
     let dir = match tempfile::tempdir() {
         Ok(d) => d,
-        Err(e) => return rep.skipped.push(format!("sysbench: {e}")),
+        Err(e) => {
+            progress.unplan(planned, each);
+            rep.skipped.push(format!("sysbench: {e:#}"));
+            return Ok(());
+        }
     };
     let bundle_dir = dir.path().join("bundle");
     let host_bin = match bundle(&bundle_dir) {
         Ok(b) => b,
-        Err(e) => return rep.skipped.push(format!("sysbench: {e}")),
+        Err(e) => {
+            progress.unplan(planned, each);
+            rep.skipped.push(format!("sysbench: {e:#}"));
+            return Ok(());
+        }
     };
     // The sysbench image is removed again when this function returns.
     struct RemoveImage(Option<String>);
@@ -175,7 +191,10 @@ pub fn measure(
                 "LXD",
                 Box::new(move |a: &[String]| i.exec(&bundled_command(a))),
             )),
-            Err(e) => rep.skipped.push(format!("sysbench in LXD: {e}")),
+            Err(e) => {
+                progress.unplan(TESTS.len() * w.repeat, each);
+                rep.skipped.push(format!("sysbench in LXD: {e:#}"))
+            }
         }
     }
     if with_docker {
@@ -198,7 +217,10 @@ pub fn measure(
                     }),
                 ));
             }
-            Err(e) => rep.skipped.push(format!("sysbench in Docker: {e}")),
+            Err(e) => {
+                progress.unplan(TESTS.len() * w.repeat, each);
+                rep.skipped.push(format!("sysbench in Docker: {e:#}"))
+            }
         }
     }
     rep.notes.push(format!(
@@ -211,18 +233,18 @@ pub fn measure(
     for test in &TESTS {
         let mut values: Vec<Vec<f64>> = vec![Vec::new(); places.len()];
         let numbered: Vec<usize> = (0..places.len()).collect();
-        crate::measure::interleave(w.repeat, &numbered, |_, &pi| {
+        for (_, &pi) in interleaved(w.repeat, &numbered) {
             let (place, f) = &places[pi];
-            eprintln!("servelab compare: sysbench {} {place}", test.label);
+            progress.step(each, format!("sysbench {} {place}", test.label))?;
             let figure = f(&self::args(test, args.sysbench_seconds))
-                .and_then(|o| parse(&o).ok_or_else(|| anyhow::anyhow!("no figure in: {o:.300}")));
+                .and_then(|o| parse(&o).ok_or_else(|| anyhow::anyhow!("no figure in: {:.300}", o)));
             match figure {
                 Ok(v) => values[pi].push(v),
                 Err(e) => rep
                     .failures
-                    .push(format!("sysbench {} {place}: {e}", test.label)),
+                    .push(format!("sysbench {} {place}: {e:#}", test.label)),
             }
-        });
+        }
         for (pi, (place, _)) in places.iter().enumerate() {
             if let Some(m) = median(&mut values[pi]) {
                 rep.sysbench.push(SysbenchRow {
@@ -235,6 +257,7 @@ pub fn measure(
             }
         }
     }
+    Ok(())
 }
 
 #[cfg(test)]

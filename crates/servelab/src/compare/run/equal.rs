@@ -6,14 +6,14 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use lab::environment::Noise;
 use loadgen::Schedule;
 
 use super::RunContext;
-use crate::compare::markdown::REFERENCE_SCENARIO;
-use crate::compare::model::{EqualLoadRow, RunNoise};
-use crate::compare::scenarios::{A_SCENARIO, HttpScenario};
-use crate::measure::{Load, rotation};
+use crate::compare::model::{A_SCENARIO, EqualLoadRow, REFERENCE_SCENARIO};
+use crate::experiment::interrupt::Interrupted;
+use crate::experiment::load::{Load, rotation};
+use crate::experiment::probe::NoiseProbe;
+use crate::experiment::stack::Stack;
 use crate::stats;
 
 /// The offered rates, as shares of the lower capacity.
@@ -29,49 +29,34 @@ struct Point {
 }
 
 impl RunContext<'_> {
-    pub(super) fn measure_equal_load(&mut self, scenarios: &[HttpScenario]) {
+    pub(super) fn measure_equal_load(&mut self, scenarios: &[Stack]) -> Result<(), Interrupted> {
         let secs = self.opts.equal_load_seconds;
         if secs <= 0.0 {
-            return;
+            return Ok(());
         }
-        let find = |name: &str| scenarios.iter().position(|s| s.name == name);
-        let (Some(b), Some(a)) = (find(REFERENCE_SCENARIO), find(A_SCENARIO)) else {
-            return;
+        let planned = self.opts.repeat * FRACTIONS.len() * 2;
+        let Some((pair, lower)) = self.equal_load_pair(scenarios) else {
+            self.progress.unplan(planned, Duration::from_secs_f64(secs));
+            return Ok(());
         };
-        let capacity = |name: &str| {
-            self.report
-                .http
-                .iter()
-                .find(|r| r.workload == "large" && r.scenario == name)
-                .map(|r| r.median.requests_per_sec)
-        };
-        let (Some(cb), Some(ca)) = (capacity(REFERENCE_SCENARIO), capacity(A_SCENARIO)) else {
-            return;
-        };
-        let lower = cb.min(ca);
-        if lower <= 0.0 {
-            return;
-        }
-        let path = format!("/{}", self.info.large_file);
+        let path = format!("/{}", self.data.info.large_file);
         let mut points: BTreeMap<(usize, usize), Point> = BTreeMap::new();
-        let pair = [b, a];
         for rep in 0..self.opts.repeat {
             for fi in rotation(rep, FRACTIONS.len()) {
                 let rate = lower * FRACTIONS[fi];
                 for k in rotation(rep + fi, pair.len()) {
                     let sc = &scenarios[pair[k]];
-                    eprintln!(
-                        "servelab compare: equal load {}/{} {:>4.0} req/s {}",
+                    let what = format!(
+                        "equal load {}/{} {:>4.0} req/s {}",
                         rep + 1,
                         self.opts.repeat,
                         rate,
                         sc.name
                     );
-                    let before = Noise::now();
-                    let pids: Vec<u32> = sc.serving.iter().map(|(_, pid)| *pid).collect();
-                    let other_work = lab::affinity::OtherWork::start(&pids);
+                    self.progress.step(Duration::from_secs_f64(secs), what)?;
+                    let probe = NoiseProbe::start(&sc.parts);
                     let result = Load::new(
-                        format!("http://{}{path}", sc.addr),
+                        sc.url(&path),
                         Schedule::Rate {
                             per_second: rate,
                             count: None,
@@ -82,7 +67,7 @@ impl RunContext<'_> {
                     .keepalive(false)
                     .threads(self.opts.client_threads)
                     .run();
-                    let busy = RunNoise::judge(before, Noise::now(), other_work.finish()).busy;
+                    let busy = probe.finish().busy;
                     match result {
                         Ok(r) => {
                             let p = points.entry((fi, k)).or_default();
@@ -100,6 +85,28 @@ impl RunContext<'_> {
                 }
             }
         }
+        self.equal_load_rows(&points, lower);
+        Ok(())
+    }
+
+    /// B's and A's places in `scenarios` and the lower of their closed-loop capacities
+    /// on the large file; `None` when either is missing.
+    fn equal_load_pair(&self, scenarios: &[Stack]) -> Option<([usize; 2], f64)> {
+        let find = |name: &str| scenarios.iter().position(|s| s.name == name);
+        let (b, a) = (find(REFERENCE_SCENARIO)?, find(A_SCENARIO)?);
+        let capacity = |name: &str| {
+            self.report
+                .http
+                .iter()
+                .find(|r| r.workload == "large" && r.scenario == name)
+                .map(|r| r.median.requests_per_sec)
+        };
+        let lower = capacity(REFERENCE_SCENARIO)?.min(capacity(A_SCENARIO)?);
+        (lower > 0.0).then_some(([b, a], lower))
+    }
+
+    /// The report's rows: medians per point, A's p50 against B's with its interval.
+    fn equal_load_rows(&mut self, points: &BTreeMap<(usize, usize), Point>, lower: f64) {
         for (fi, fraction) in FRACTIONS.iter().enumerate() {
             let b_p50 = points.get(&(fi, 0)).map(|p| p.p50_ms.clone());
             for (k, name) in [REFERENCE_SCENARIO, A_SCENARIO].iter().enumerate() {

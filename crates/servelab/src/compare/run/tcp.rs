@@ -5,14 +5,16 @@
 //! at.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use anyhow::Context as _;
 
 use super::RunContext;
-use crate::compare::link::{self, Link, LinkPath, LinkSpec};
-use crate::compare::netns;
 use crate::compare::rows;
-use crate::measure::{Load, interleave};
+use crate::experiment::interrupt::Interrupted;
+use crate::experiment::link::{self, Link, LinkPath, LinkSpec};
+use crate::experiment::load::{Load, interleaved};
+use crate::experiment::netns;
 
 /// One path the stream runs over.
 struct TcpPath {
@@ -28,10 +30,16 @@ struct TcpPath {
 impl RunContext<'_> {
     /// Raw TCP throughput on loopback and, with `--link`, through the control relay and
     /// the shaped link.
-    pub(super) fn measure_tcp(&mut self) {
+    pub(super) fn measure_tcp(&mut self) -> Result<(), Interrupted> {
+        let planned = self.opts.repeat * (1 + self.opts.link.map_or(0, |_| 2));
+        let expected = Duration::from_secs_f64(self.opts.tcp_seconds);
         let (sink, stop) = match self.rt.block_on(start_tcp_sink()) {
             Ok(s) => s,
-            Err(e) => return self.fail("tcp ceiling", "tcp", e),
+            Err(e) => {
+                self.progress.unplan(planned, expected);
+                self.fail("tcp ceiling", "tcp", e);
+                return Ok(());
+            }
         };
         let mut paths = vec![TcpPath {
             label: "loopback".into(),
@@ -63,25 +71,24 @@ impl RunContext<'_> {
                         link: Some(l),
                         _stop: stop,
                     }),
-                    Err(e) => self.fail(&format!("link {s}"), "tcp", e),
+                    Err(e) => {
+                        self.progress.unplan(self.opts.repeat, expected);
+                        self.fail(&format!("link {s}"), "tcp", e)
+                    }
                 }
             }
         }
         let mut bits: Vec<Vec<f64>> = vec![Vec::new(); paths.len()];
         let numbered: Vec<(usize, &TcpPath)> = paths.iter().enumerate().collect();
-        interleave(self.opts.repeat, &numbered, |rep, &(i, path)| {
-            eprintln!(
-                "servelab compare: run {}/{} tcp {}",
-                rep + 1,
-                self.opts.repeat,
-                path.label
-            );
+        for (rep, &(i, path)) in interleaved(self.opts.repeat, &numbered) {
+            let what = format!("run {}/{} tcp {}", rep + 1, self.opts.repeat, path.label);
+            self.progress.step(expected, what)?;
             let url = format!("tcp://{}", path.addr);
             match Load::for_seconds(url, self.opts.tcp_seconds, 1).run() {
                 Ok(r) => bits[i].push(r.bytes_per_sec() * 8.0),
                 Err(e) => self.fail(&path.label, "tcp", e),
             }
-        });
+        }
         for (path, bits) in paths.iter().zip(bits) {
             if !bits.is_empty() {
                 let expected = path
@@ -95,6 +102,7 @@ impl RunContext<'_> {
             }
         }
         let _ = stop.send(());
+        Ok(())
     }
 }
 

@@ -1,5 +1,5 @@
-//! The one way `compare` and `bench` drive the load generator and order their runs: a
-//! [`Load`] description run under one failure policy, and [`interleave`], which rotates
+//! The one way the experiments drive the load generator and order their runs: a
+//! [`Load`] description run under one failure policy, and [`interleaved`], which rotates
 //! the order of the things measured in every repeat.
 
 use std::time::Duration;
@@ -104,10 +104,11 @@ impl Load {
     }
 }
 
-/// An error as one line: each cause once (library errors often repeat their source in
-/// their own text), no backtrace — what a CSV cell, a report row and the CLI print.
+/// An error as one line, its causes after it (`a: b: c`, the workspace's one way:
+/// `service::Chain`), no backtrace — what a CSV cell, a report row and the command line
+/// print.
 pub fn error_text(e: &anyhow::Error) -> String {
-    httpd::cli::error_line(e.as_ref())
+    service::Chain(e.as_ref()).to_string()
 }
 
 /// Indices `0..n` rotated by `rep`: repeat 0 runs 0,1,2; repeat 1 runs 1,2,0; … so no
@@ -116,13 +117,9 @@ pub fn rotation(rep: usize, n: usize) -> impl Iterator<Item = usize> {
     (0..n).map(move |k| (k + rep) % n.max(1))
 }
 
-/// Calls `f(repeat, item)` for every item in every repeat, in rotating order.
-pub fn interleave<T>(repeat: usize, items: &[T], mut f: impl FnMut(usize, &T)) {
-    for rep in 0..repeat {
-        for i in rotation(rep, items.len()) {
-            f(rep, &items[i]);
-        }
-    }
+/// Every item in every repeat, as (repeat, item), in rotating order.
+pub fn interleaved<T>(repeat: usize, items: &[T]) -> impl Iterator<Item = (usize, &T)> {
+    (0..repeat).flat_map(move |rep| rotation(rep, items.len()).map(move |i| (rep, &items[i])))
 }
 
 #[cfg(test)]
@@ -130,12 +127,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn interleave_rotates() {
-        let mut seen = Vec::new();
-        interleave(3, &['a', 'b', 'c'], |rep, c| seen.push((rep, *c)));
+    fn interleaved_rotates() {
+        let seen: Vec<(usize, char)> = interleaved(3, &['a', 'b', 'c'])
+            .map(|(rep, c)| (rep, *c))
+            .collect();
         let order: String = seen.iter().map(|x| x.1).collect();
         assert_eq!(order, "abcbcacab");
         assert_eq!(seen.iter().filter(|x| x.0 == 2).count(), 3);
-        interleave(2, &[] as &[u8], |_, _| panic!("nothing to run"));
+        assert_eq!(interleaved(2, &[] as &[u8]).count(), 0);
     }
 }

@@ -91,39 +91,42 @@ impl ServerProcess {
         self.child.pid()
     }
 
+    /// Its metrics endpoint.
+    pub fn metrics(&self) -> Metrics {
+        Metrics {
+            name: self.name.clone(),
+            addr: self.metrics,
+        }
+    }
+}
+
+/// One of our servers' metrics endpoints, scraped for the histograms it keeps (httpd's
+/// request phases, rustnfs's procedures).
+#[derive(Debug, Clone)]
+pub struct Metrics {
+    pub name: String,
+    pub addr: SocketAddr,
+}
+
+impl Metrics {
     /// The server's cumulative histograms from `/metrics.json`.
     pub fn scrape(&self) -> anyhow::Result<latency::Snapshot> {
-        let (status, body) =
-            lab::http::get(self.metrics, "/metrics.json", Duration::from_secs(10))?;
+        let (status, body) = lab::http::get(self.addr, "/metrics.json", Duration::from_secs(10))?;
         if status != 200 {
             bail!("{}: /metrics.json answered {status}", self.name);
         }
         let value: serde_json::Value = serde_json::from_slice(&body)
             .with_context(|| format!("{}: /metrics.json is not JSON", self.name))?;
-        latency::Snapshot::from_json(&value).map_err(|e| anyhow::anyhow!("{}: {e}", self.name))
+        latency::Snapshot::from_json(&value)
+            .with_context(|| format!("{}: /metrics.json holds no histograms", self.name))
     }
 
-    /// What the server recorded since `before` (an earlier [`ServerProcess::scrape`]).
+    /// What the server recorded since `before` (an earlier [`Metrics::scrape`]).
     pub fn scrape_since(&self, before: &latency::Snapshot) -> anyhow::Result<latency::Snapshot> {
         self.scrape()?
             .since(before)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", self.name))
+            .with_context(|| format!("{}: the histograms went back in time", self.name))
     }
-}
-
-/// Stops every child and exits when the user presses Ctrl-C or the run gets SIGTERM.
-pub fn stop_children_on_signal(rt: &tokio::runtime::Runtime) {
-    rt.spawn(async {
-        let mut term =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending::<()>().await } } => {}
-        }
-        eprintln!("servelab: interrupted — stopping the servers this run started");
-        lab::process::terminate_all();
-        std::process::exit(130);
-    });
 }
 
 /// `A (NFS: rustnfs)` → `a-nfs-rustnfs`: a scenario name as a log file name.
