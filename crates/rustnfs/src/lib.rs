@@ -293,7 +293,8 @@ fn reload_on_hangup(exports: Exports) -> Result<(), Error> {
                     }
                 }
                 Ok(Err(e)) => tracing::error!(
-                    "SIGHUP: exports not reloaded, still serving the previous ones: {e}"
+                    "SIGHUP: exports not reloaded, still serving the previous ones: {}",
+                    service::Chain(&e)
                 ),
                 Err(e) => tracing::error!("SIGHUP: the reload failed: {e}"),
             }

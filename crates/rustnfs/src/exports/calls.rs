@@ -105,7 +105,7 @@ impl Exports {
             Ok(At::Pseudo(_)) => (true, crate::identity::Squash::Root),
             Err(_) => return 0,
         };
-        crate::nfs::read::allowed(attr, &caller.clone().squashed(squash), read_only)
+        crate::fs::allowed(attr, &caller.clone().squashed(squash), read_only)
     }
 
     /// Whether the calling client may change nothing where `fh` is.

@@ -66,12 +66,15 @@ pub enum ExportsError {
         path: String,
         what: &'static str,
     },
-    #[error("{}:{line}: {}", file.display(), crate::with_causes(source.as_ref()))]
+    #[error("{}:{line}", file.display())]
     Open {
         file: PathBuf,
         line: usize,
-        source: Box<crate::Error>,
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// The one-export flags' directory cannot be opened.
+    #[error(transparent)]
+    Flags(Box<dyn std::error::Error + Send + Sync>),
     #[error(
         "{}:{line}: {path} is the same directory as {other} on line {other_line}; export it once",
         file.display()
@@ -134,7 +137,7 @@ pub struct Reloaded {
 
 impl Exports {
     /// The exports `config` names: its exports file, or the one `--export` directory.
-    pub fn open(config: &Config, registry: Arc<Registry>) -> Result<Exports, crate::Error> {
+    pub fn open(config: &Config, registry: Arc<Registry>) -> Result<Exports, ExportsError> {
         let table = match &config.exports_file {
             Some(file) => read_file(file, None, config, &registry)?,
             None => Table::from_flags(config, registry.clone())?,

@@ -93,8 +93,8 @@ pub struct Table {
 impl Table {
     /// The one export of the `--export` flags (`config.export`, `read_only`, `allow`,
     /// `squash`), as served before exports files.
-    pub fn from_flags(config: &Config, registry: Arc<Registry>) -> Result<Table, crate::Error> {
-        let fs = DirFs::open(config, registry)?;
+    pub fn from_flags(config: &Config, registry: Arc<Registry>) -> Result<Table, ExportsError> {
+        let fs = DirFs::open(config, registry).map_err(|e| ExportsError::Flags(Box::new(e)))?;
         Ok(Table::single(fs, &config.allow))
     }
 

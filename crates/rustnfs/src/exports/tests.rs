@@ -57,7 +57,7 @@ impl Fixture {
         self.tmp.path().join(d).to_str().unwrap().to_string()
     }
 
-    fn open(&self) -> Result<Exports, crate::Error> {
+    fn open(&self) -> Result<Exports, ExportsError> {
         let mut c = Config::new("/");
         c.exports_file = Some(self.file.clone());
         Exports::open(&c, Registry::new("t"))

@@ -33,6 +33,7 @@ use nfs3_types::nfs3::nfsstat3;
 use crate::config::Config;
 use crate::error::{Error, nfsstat_from_io, status_label};
 use crate::sys::{self, Stat};
+pub use attr::allowed;
 pub use handle::Fh;
 use nodes::{FdCache, Nodes};
 pub use readdir::{DirIter, Entry};

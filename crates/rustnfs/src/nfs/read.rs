@@ -4,13 +4,12 @@
 use std::time::Instant;
 
 use nfs3_types::nfs3::{
-    ACCESS3_DELETE, ACCESS3_EXECUTE, ACCESS3_EXTEND, ACCESS3_LOOKUP, ACCESS3_MODIFY, ACCESS3_READ,
     ACCESS3res, ACCESS3resfail, ACCESS3resok, FSINFO3res, FSINFO3resfail, FSSTAT3res,
     FSSTAT3resfail, GETATTR3res, GETATTR3resok, LOOKUP3res, LOOKUP3resfail, LOOKUP3resok,
     Nfs3Result, PATHCONF3res, PATHCONF3resfail, READDIR3res, READDIR3resfail, READDIR3resok,
     READDIRPLUS3res, READDIRPLUS3resfail, READDIRPLUS3resok, READLINK3res, READLINK3resfail,
-    READLINK3resok, cookieverf3, dirlist3, dirlistplus3, entry3, entryplus3, fattr3, filename3,
-    ftype3, nfspath3, nfsstat3, post_op_attr, post_op_fh3,
+    READLINK3resok, cookieverf3, dirlist3, dirlistplus3, entry3, entryplus3, filename3, nfspath3,
+    nfsstat3, post_op_attr, post_op_fh3,
 };
 use nfs3_types::xdr_codec::{List, Opaque, Void};
 
@@ -308,36 +307,4 @@ fn fill<E>(
         size += add;
         entries.push(entry);
     }
-}
-
-/// The ACCESS3 bits `caller` has on an object with attributes `attr`.
-pub(crate) fn allowed(attr: &fattr3, caller: &Caller, read_only: bool) -> u32 {
-    let dir = attr.type_ == ftype3::NF3DIR;
-    let bits = if caller.uid == 0 {
-        // Root: read and write anything; execute only what some execute bit allows.
-        0o6 | u32::from(dir || attr.mode & 0o111 != 0)
-    } else if caller.uid == attr.uid {
-        (attr.mode >> 6) & 7
-    } else if caller.in_group(attr.gid) {
-        (attr.mode >> 3) & 7
-    } else {
-        attr.mode & 7
-    };
-    let mut ok = 0;
-    if bits & 4 != 0 {
-        ok |= ACCESS3_READ;
-    }
-    if bits & 2 != 0 {
-        ok |= ACCESS3_MODIFY | ACCESS3_EXTEND;
-        if dir {
-            ok |= ACCESS3_DELETE;
-        }
-    }
-    if bits & 1 != 0 {
-        ok |= if dir { ACCESS3_LOOKUP } else { ACCESS3_EXECUTE };
-    }
-    if read_only {
-        ok &= !(ACCESS3_MODIFY | ACCESS3_EXTEND | ACCESS3_DELETE);
-    }
-    ok
 }

@@ -157,17 +157,17 @@ fn access_follows_the_mode_bits_of_the_caller() {
     };
     let all = u32::MAX;
     let rw = ACCESS3_READ | ACCESS3_MODIFY | nfs3_types::nfs3::ACCESS3_EXTEND;
-    assert_eq!(read::allowed(&attr, &who(1000, 1), false) & all, rw);
-    assert_eq!(read::allowed(&attr, &who(5, 100), false), ACCESS3_READ);
-    assert_eq!(read::allowed(&attr, &who(5, 5), false), 0);
-    assert_eq!(read::allowed(&attr, &who(0, 0), false), rw);
-    assert_eq!(read::allowed(&attr, &who(0, 0), true), ACCESS3_READ);
+    assert_eq!(crate::fs::allowed(&attr, &who(1000, 1), false) & all, rw);
+    assert_eq!(crate::fs::allowed(&attr, &who(5, 100), false), ACCESS3_READ);
+    assert_eq!(crate::fs::allowed(&attr, &who(5, 5), false), 0);
+    assert_eq!(crate::fs::allowed(&attr, &who(0, 0), false), rw);
+    assert_eq!(crate::fs::allowed(&attr, &who(0, 0), true), ACCESS3_READ);
     let exe = fattr3 {
         mode: 0o755,
         ..attr
     };
     assert_eq!(
-        read::allowed(&exe, &who(5, 5), false),
+        crate::fs::allowed(&exe, &who(5, 5), false),
         ACCESS3_READ | ACCESS3_EXECUTE
     );
 }
