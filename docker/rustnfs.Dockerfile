@@ -1,15 +1,23 @@
-# rustnfs: the userspace NFSv3 server as an image FROM scratch — one static binary, no
-# shell, no kernel nfsd, no --privileged. Built by docker/build.sh (no registry needed).
+# rustnfs: the userspace NFS server (v3, v4) as an image FROM scratch — one static
+# binary, no shell, no kernel nfsd, no --privileged. Built by docker/build.sh (no
+# registry needed).
 #
 #   docker run -d --name nfs-server -p 2049:2049 -v ~/nfs-data:/nfs-share \
 #     -e SHARED_DIRECTORY=/nfs-share rustnfs
+#   docker run -d --name nfs-server -p 2049:2049 -v ./exports:/etc/exports:ro \
+#     -v /srv/media:/srv/media -v /srv/backup:/srv/backup rustnfs
+#
+# What is exported: SHARED_DIRECTORY (with READ_ONLY, PERMITTED, SQUASH, NO_ROOT_SQUASH:
+# the names of the kernel-nfsd images users know, itsthenetwork/nfs-server-alpine);
+# else an exports(5) file mounted at /etc/exports (or named by RUSTNFS_EXPORTS), several
+# exports each with its clients and options, reloaded by `docker kill -s HUP`; else
+# /nfs-share (RUSTNFS_DEFAULT_EXPORT).
 FROM scratch
 COPY rustnfs /rustnfs
-# The same names as the kernel-nfsd images (itsthenetwork/nfs-server-alpine) users know.
-ENV SHARED_DIRECTORY=/nfs-share \
+ENV RUSTNFS_DEFAULT_EXPORT=/nfs-share \
     RUSTNFS_LISTEN=0.0.0.0:2049 \
     RUSTNFS_METRICS=0.0.0.0:9102
-# NFSv3, MOUNT and the portmapper all answer on this one TCP port.
+# NFS (v3, v4), MOUNT and the portmapper all answer on this one TCP port.
 EXPOSE 2049/tcp
 # Prometheus text at /metrics, JSON at /metrics.json.
 EXPOSE 9102/tcp

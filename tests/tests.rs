@@ -10,6 +10,7 @@ mod common;
 mod crash;
 mod deploy;
 mod docs;
+mod exports;
 mod faults;
 mod http_conformance;
 mod httpd;

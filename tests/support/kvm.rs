@@ -27,6 +27,9 @@ const INIT: &str = include_str!("vm-init.sh");
 const LOCKHOLD: &str = include_str!("lockhold.c");
 /// The utimensat helper (exact UTIME_NOW / UTIME_OMIT / 64-bit times), built statically.
 const UTIMES: &str = include_str!("utimes.c");
+/// Scripts a test runs instead of the battery (`Vm::run_script`), by name: the VM's
+/// `/init` runs `/NAME.sh` when the kernel command line says `servelab_script=NAME`.
+const SCRIPTS: &[(&str, &str)] = &[("exports", include_str!("vm-exports.sh"))];
 /// The NFSv3 and NFSv4 clients and what they need, in the order the battery needs
 /// them; their dependencies (from `modules.dep`) are loaded first whatever this order
 /// says. `nfsv4` needs `dns_resolver` (`modinfo -F depends nfsv4`).
@@ -134,6 +137,29 @@ impl Vm {
              servelab_path={} servelab_entries={dir_entries} servelab_vers={}",
             mount.nfs_port, mount.mount_port, mount.path, mount.vers
         );
+        self.boot(&append, timeout)
+    }
+
+    /// Boots the VM to run script `name` of [`SCRIPTS`] (after the modules and the
+    /// network are up) with `params` as `servelab_KEY=VALUE` on the kernel command line
+    /// (no spaces in values); returns the console as [`Vm::run_battery`] does.
+    pub fn run_script(&self, name: &str, params: &[(&str, String)], timeout: Duration) -> VmRun {
+        assert!(
+            SCRIPTS.iter().any(|(n, _)| *n == name),
+            "no VM script {name}"
+        );
+        let mut append = format!("console=ttyS0 quiet panic=-1 servelab_script={name}");
+        for (k, v) in params {
+            assert!(
+                !v.contains(char::is_whitespace),
+                "{k}={v}: a space in a value"
+            );
+            append.push_str(&format!(" servelab_{k}={v}"));
+        }
+        self.boot(&append, timeout)
+    }
+
+    fn boot(&self, append: &str, timeout: Duration) -> VmRun {
         // KVM is opt-in: a /dev/kvm that opens is no proof that guests run (on this
         // machine qemu -accel kvm hangs before the kernel starts).
         let accel = std::env::var("SERVELAB_QEMU_ACCEL").unwrap_or_else(|_| "tcg".into());
@@ -151,7 +177,7 @@ impl Vm {
                 .arg("-initrd")
                 .arg(&self.initramfs)
                 .arg("-append")
-                .arg(&append)
+                .arg(append)
                 .args(["-netdev", "user,id=n0", "-device", "e1000,netdev=n0"])
                 .stdin(Stdio::null())
                 .stdout(out_file.reopen().unwrap())
@@ -444,7 +470,16 @@ fn build_initramfs(kernel: &Kernel) -> Result<PathBuf, String> {
     let order = load_order(&deps)?;
     let busybox_meta = std::fs::metadata(BUSYBOX).map_err(|e| format!("{BUSYBOX}: {e}"))?;
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    (INIT, BATTERY, LOCKHOLD, UTIMES, &order, busybox_meta.len()).hash(&mut h);
+    (
+        INIT,
+        BATTERY,
+        LOCKHOLD,
+        UTIMES,
+        SCRIPTS,
+        &order,
+        busybox_meta.len(),
+    )
+        .hash(&mut h);
     busybox_meta.modified().ok().hash(&mut h);
     let cache = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join("kernel-vm")
@@ -505,6 +540,10 @@ fn build_initramfs(kernel: &Kernel) -> Result<PathBuf, String> {
     }
     std::fs::write(root.join("modules.order"), names).map_err(|e| io("modules.order", e))?;
     std::fs::write(root.join("battery.sh"), BATTERY).map_err(|e| io("battery.sh", e))?;
+    for (name, text) in SCRIPTS {
+        let file = format!("{name}.sh");
+        std::fs::write(root.join(&file), text).map_err(|e| io(&file, e))?;
+    }
     for (name, source) in [("lockhold", LOCKHOLD), ("utimes", UTIMES)] {
         let src = stage.path().join(format!("{name}.c"));
         std::fs::write(&src, source).map_err(|e| io(name, e))?;

@@ -28,6 +28,8 @@ pub struct Spec {
     /// Where stdout and stderr go (appended); discarded when `None`.
     log: Option<PathBuf>,
     rust_log: &'static str,
+    /// Environment variables removed from the child's (after the defaults).
+    env_removed: Vec<&'static str>,
 }
 
 impl Spec {
@@ -55,6 +57,13 @@ impl Spec {
 
     pub fn log(mut self, path: &Path) -> Spec {
         self.log = Some(path.to_path_buf());
+        self
+    }
+
+    /// Removes `name` from the child's environment (`NO_ROOT_SQUASH`, which the
+    /// harness sets for one-export servers, is refused beside `--exports`).
+    pub fn env_remove(mut self, name: &'static str) -> Spec {
+        self.env_removed.push(name);
         self
     }
 
@@ -93,6 +102,7 @@ impl ServerProc {
             netns: None,
             log: None,
             rust_log: "warn",
+            env_removed: Vec::new(),
         }
     }
 
@@ -128,6 +138,9 @@ impl ServerProc {
             // passes `--no-root-squash false` (a flag overrides the environment).
             .env("NO_ROOT_SQUASH", "true")
             .stdin(Stdio::null());
+        for name in &spec.env_removed {
+            cmd.env_remove(name);
+        }
         match &spec.log {
             Some(path) => {
                 let log = std::fs::OpenOptions::new()

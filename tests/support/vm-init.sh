@@ -22,6 +22,7 @@ for kv in $(cat /proc/cmdline); do
 	servelab_path=*) EXPATH=${kv#*=} ;;
 	servelab_entries=*) export DIR_ENTRIES=${kv#*=} ;;
 	servelab_vers=*) VERS=${kv#*=} ;;
+	servelab_script=*) SCRIPT=${kv#*=} ;;
 	esac
 done
 
@@ -35,6 +36,12 @@ ip link set lo up
 ip link set eth0 up
 ip addr add 10.0.2.15/24 dev eth0
 ip route add default via 10.0.2.2
+
+# A test's own script instead of the battery (tests/support/kvm.rs: Vm::run_script).
+if [ -n "$SCRIPT" ]; then
+	sh "/$SCRIPT.sh"
+	poweroff -f
+fi
 
 # Version 4 negotiated as nfs-utils' mount.nfs does it: busybox's mount hands the
 # options to the kernel as they are, and the kernel does not negotiate, so ask 4.2, then

@@ -11,8 +11,12 @@ pub use crate::identity::Squash;
 /// How one export is served. Build with [`Config::new`] and adjust the fields.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// The directory exported as `/`; nothing outside it is reachable.
+    /// The directory exported as `/`; nothing outside it is reachable. Not used when
+    /// `exports_file` is set.
     pub export: PathBuf,
+    /// `--exports FILE`: the exports, their clients and options, from an exports(5)
+    /// file (reloaded on SIGHUP) instead of `export`, `read_only`, `allow` and `squash`.
+    pub exports_file: Option<PathBuf>,
     /// Refuse every change with `NFS3ERR_ROFS`.
     pub read_only: bool,
     /// Client networks allowed to connect; empty means everyone. Checked at accept.
@@ -27,10 +31,19 @@ pub struct Config {
     /// Let MKNOD create character and block devices (refused with `NFS3ERR_PERM`
     /// otherwise: a device node in an export is a way into the host).
     pub allow_device_nodes: bool,
+    /// Serve NFS calls made with AUTH_NONE, as nobody (65534). Off: they get
+    /// `AUTH_ERROR AUTH_TOOWEAK`, as from NFS-Ganesha with `SecType = sys` (an anonymous
+    /// client could otherwise make files in every world-writable directory). The NULL
+    /// procedure, MOUNT and the portmapper take AUTH_NONE either way: clients probe
+    /// with it.
+    pub allow_auth_none: bool,
     /// `--sync`: every WRITE reaches stable storage before its reply (FILE_SYNC), whatever
     /// the client asked; otherwise UNSTABLE writes are answered from the page cache and
     /// made stable by COMMIT (RFC 1813 §3.3.7).
     pub sync_writes: bool,
+    /// `--rpcbind`: register NFS and MOUNT with the host's rpcbind while serving (the
+    /// binary's `run`; `serve` registers nothing).
+    pub register_rpcbind: bool,
     /// Connections served at once; at the cap the oldest idle one is closed to make
     /// room, and a newcomer is closed at accept only when none is idle.
     pub max_connections: usize,
@@ -53,17 +66,20 @@ pub struct Config {
 
 impl Config {
     /// Defaults: read-write, everyone allowed, no squash, acting as the caller when the
-    /// process can, no device nodes, UNSTABLE writes honoured, 4096 connections, 5 min
-    /// idle.
+    /// process can, no device nodes, AUTH_NONE refused, UNSTABLE writes honoured, 4096
+    /// connections, 5 min idle.
     pub fn new(export: impl Into<PathBuf>) -> Self {
         Config {
             export: export.into(),
+            exports_file: None,
             read_only: false,
             allow: Vec::new(),
             squash: Squash::None,
             act_as_caller: true,
             allow_device_nodes: false,
+            allow_auth_none: false,
             sync_writes: false,
+            register_rpcbind: false,
             max_connections: 4096,
             idle_timeout: Duration::from_secs(300),
             request_timeout: Duration::from_secs(30),

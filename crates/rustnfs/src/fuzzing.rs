@@ -116,9 +116,9 @@ impl Export {
         let budget = oncrpc::Budget::new(config.max_buffer_bytes.max(2 * config.max_record));
         let (_tx, stopping) = tokio::sync::watch::channel(false);
         let guard = Guard {
-            nfs: crate::nfs::Dispatcher::new(fs.clone(), registry.clone(), 2049, config.squash),
+            nfs: crate::nfs::Dispatcher::new(fs.clone(), registry.clone(), 2049),
             config: Arc::new(config),
-            fs,
+            fs: fs.into(),
             registry,
             permits: Arc::new(tokio::sync::Semaphore::new(1)),
             stopping,
@@ -369,22 +369,30 @@ fn open_session(guard: &Guard) -> std::io::Result<[u8; 16]> {
     Ok(id)
 }
 
+/// Where the fuzzed calls come from (a client on loopback, from an unprivileged port).
+const FUZZ_PEER: std::net::SocketAddr =
+    std::net::SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 40000);
+
 /// One record through the guard's own per-record path ([`guard::step`]), each step
 /// answered as the guard answers it (READ on the copy path: the sendfile path differs
 /// only in how the data bytes leave); `None`: the guard closes the connection.
 fn answer_record(guard: &Guard, record: &[u8]) -> Option<(Option<u32>, Vec<u8>)> {
-    match guard::step(record) {
+    match guard::step(record, guard.config.allow_auth_none) {
         Step::Close => None,
         Step::Refuse { xid, rejection, .. } => Some((Some(xid), rejection.record(xid))),
         Step::Read { header, args } => {
             let mut reply = Vec::with_capacity(read3::reply_capacity(&args));
+            let _call = crate::exports::CallScope::enter(crate::exports::CallFrom {
+                peer: Some(FUZZ_PEER),
+                v4: false,
+            });
             let _scope = crate::identity::Scope::enter(guard.nfs.caller(&header));
             read3::reply(&guard.fs, header.xid, &args, &mut reply);
             Some((Some(header.xid), reply))
         }
         Step::Dispatch(header) => {
             let mut reply = Vec::new();
-            guard.nfs.dispatch(&header, record, &mut reply);
+            guard.nfs.dispatch(&header, record, &mut reply, FUZZ_PEER);
             Some((Some(header.xid), reply))
         }
     }
@@ -995,7 +1003,8 @@ pub fn seeds() -> Vec<(String, Vec<u8>)> {
         },
     );
     none.extend_from_slice(&x().fh(0).0);
-    out.push(("nfs_auth_none".into(), oncrpc::record::frame(&none)));
+    // Refused (AUTH_TOOWEAK) unless `--allow-auth-none`.
+    out.push(("rpc_auth_none".into(), oncrpc::record::frame(&none)));
     // One call in two fragments (the first without the last-fragment bit).
     let whole = call(0x600, NFS, 3, 3, 0, x().dirop(0, "dir"));
     let body = &whole[4..];

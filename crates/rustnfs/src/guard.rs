@@ -28,14 +28,15 @@ use tracing::{debug, warn};
 
 use crate::buffers::{ReplyBuffers, trim_allocator, tune_allocator};
 use crate::config::Config;
-use crate::fs::DirFs;
+use crate::exports::{CallFrom, CallScope, Exports};
 use crate::nfs::read3::{self, ReadArgs};
 use crate::rpc::{self, NFS_PROG, PROGRAMS};
 
 /// Shared state of the guard.
 pub(crate) struct Guard {
     pub config: Arc<Config>,
-    pub fs: DirFs,
+    /// The exports (reloaded in place on SIGHUP): who is admitted, what READ reaches.
+    pub fs: Exports,
     pub registry: Arc<Registry>,
     /// Answers every call the guard does not answer itself.
     pub nfs: crate::nfs::Dispatcher,
@@ -188,8 +189,8 @@ pub(crate) async fn accept_loop(
             _ = &mut shutdown => break,
             r = listener.accept() => match r {
                 Ok((sock, peer)) => {
-                    if !guard.config.allows(peer.ip()) {
-                        warn!(%peer, "connection refused: address not in --allow");
+                    if !guard.fs.admits(peer.ip()) {
+                        warn!(%peer, "connection refused: not a client of any export (--allow or the exports file)");
                         drop(sock);
                         continue;
                     }
@@ -353,7 +354,7 @@ async fn connection(
             };
             let start = Instant::now();
             // RFC 5531: every call gets an answer, a refused one included.
-            let header = match step(&record) {
+            let header = match step(&record, cfg.allow_auth_none) {
                 Step::Close => return Err(Close::Garbage),
                 Step::Refuse { xid, op, rejection } => {
                     debug!(%peer, op, "call refused: {}", rejection.label());
@@ -365,7 +366,7 @@ async fn connection(
                 }
                 Step::Read { header, args } => {
                     let caller = guard.nfs.caller(&header);
-                    read(&guard, header.xid, &caller, &args, start, &out).await?;
+                    read(&guard, header.xid, (&caller, peer), &args, start, &out).await?;
                     continue;
                 }
                 Step::Dispatch(header) => header,
@@ -410,9 +411,10 @@ async fn connection(
             } else {
                 None
             };
-            let conn = crate::nfs4::Conn::new(peer.ip(), slot_id);
             off_the_workers(slow, || {
-                guard.nfs.dispatch_on(&header, &record, reply, conn)
+                guard
+                    .nfs
+                    .dispatch_on(&header, &record, reply, peer, slot_id)
             });
             drop(turn);
             spare = keep_spare(record);
@@ -510,8 +512,14 @@ pub(crate) enum Refusal {
 
 /// The front door's checks, made here and only here for every call: a header `oncrpc`
 /// can read, RPC version 2, a credential and verifier this server accepts, a program
-/// and version it speaks. A header that passes is one the procedures may run.
-pub(crate) fn admit(record: &[u8]) -> Result<rpcmsg::CallHeader<'_>, Refusal> {
+/// and version it speaks, and — unless `allow_auth_none` (`--allow-auth-none`) — no NFS
+/// procedure but NULL under AUTH_NONE (`AUTH_TOOWEAK`, as NFS-Ganesha with `SecType =
+/// sys`; MOUNT and the portmapper, which clients probe with AUTH_NONE, take it). A
+/// header that passes is one the procedures may run.
+pub(crate) fn admit(
+    record: &[u8],
+    allow_auth_none: bool,
+) -> Result<rpcmsg::CallHeader<'_>, Refusal> {
     let header = rpcmsg::decode_call(record).map_err(|e| match e.rejection() {
         Some((xid, rejection)) => Refusal::Reply {
             xid,
@@ -527,6 +535,17 @@ pub(crate) fn admit(record: &[u8]) -> Result<rpcmsg::CallHeader<'_>, Refusal> {
             op: rpc::call_name(header.prog, header.vers, header.proc_),
             rejection,
         })?;
+    if !allow_auth_none
+        && header.cred.flavor == rpcmsg::flavor::AUTH_NONE
+        && header.prog == NFS_PROG
+        && header.proc_ != 0
+    {
+        return Err(Refusal::Reply {
+            xid: header.xid,
+            op: rpc::call_name(header.prog, header.vers, header.proc_),
+            rejection: rpcmsg::Rejection::Auth(rpcmsg::AuthStat::TooWeak),
+        });
+    }
     Ok(header)
 }
 
@@ -553,8 +572,8 @@ pub(crate) enum Step<'r> {
 /// The per-record path, in order: [`admit`]'s header checks, then READ (its arguments
 /// decoded here, GARBAGE_ARGS when they do not), then every other call. The guard and
 /// the fuzzing entry both take it, so the order exists once.
-pub(crate) fn step(record: &[u8]) -> Step<'_> {
-    let header = match admit(record) {
+pub(crate) fn step(record: &[u8], allow_auth_none: bool) -> Step<'_> {
+    let header = match admit(record, allow_auth_none) {
         Ok(h) => h,
         Err(Refusal::Garbage) => return Step::Close,
         Err(Refusal::Reply { xid, op, rejection }) => return Step::Refuse { xid, op, rejection },
@@ -596,22 +615,33 @@ async fn send(out: &ClientWriter, record: &[u8], limit: Duration) -> Result<(), 
 async fn read(
     guard: &Guard,
     xid: u32,
-    caller: &crate::identity::Caller,
+    (caller, peer): (&crate::identity::Caller, SocketAddr),
     a: &ReadArgs<'_>,
     start: Instant,
     out: &ClientWriter,
 ) -> Result<(), Close> {
     let limit = guard.config.request_timeout;
+    // Who is calling, for the calls below (never across an `.await`).
+    let calling = || {
+        (
+            CallScope::enter(CallFrom {
+                peer: Some(peer),
+                v4: false,
+            }),
+            crate::identity::Scope::enter(caller.clone()),
+        )
+    };
     let opened = sendfile_enabled()
         .then(|| {
-            let _scope = crate::identity::Scope::enter(caller.clone());
+            let _call = calling();
             let fh = guard.fs.decode(a.fh).ok()?;
-            guard.fs.open_read(&fh).ok()
+            let (attr, file) = guard.fs.open_read(&fh).ok()?;
+            Some((fh, attr, file))
         })
         .flatten();
-    if let Some((attr, file)) = opened {
+    if let Some((fh, attr, file)) = opened {
         // Errors fall through to the copy path below, which builds their replies.
-        return read_sendfile(guard, xid, a, attr, &file, start, out).await;
+        return read_sendfile(guard, xid, a, (&fh, attr), &file, start, out).await;
     }
     let mut reply =
         match tokio::time::timeout(limit, guard.buffers.get(read3::reply_capacity(a))).await {
@@ -620,7 +650,7 @@ async fn read(
             Err(_) => return Err(Close::NoBudget(limit)),
         };
     let status = {
-        let _scope = crate::identity::Scope::enter(caller.clone());
+        let _call = calling();
         read3::reply(&guard.fs, xid, a, &mut reply.buf)
     };
     let bytes = reply.buf.len() as u64;
@@ -649,7 +679,7 @@ async fn read_sendfile(
     guard: &Guard,
     xid: u32,
     a: &ReadArgs<'_>,
-    attr: fattr3,
+    (fh, attr): (&crate::fs::Fh, fattr3),
     file: &std::fs::File,
     start: Instant,
     out: &ClientWriter,
@@ -671,7 +701,7 @@ async fn read_sendfile(
         Err(Close::Io(e)) if !client_gone(e) => Err(nfsstat3::NFS3ERR_IO),
         _ => Ok(n),
     };
-    guard.fs.record_read(vfs_start, vfs);
+    guard.fs.record_read(fh, vfs_start, vfs);
     sent?;
     let bytes = (head.len() + n as usize + pad) as u64;
     guard
@@ -779,7 +809,15 @@ mod tests {
 
     /// The refusal of `rec` and its reply record's words after the mark.
     fn refused(rec: &[u8]) -> (rpcmsg::Rejection, &'static str, Vec<u32>) {
-        let Err(Refusal::Reply { xid, op, rejection }) = admit(rec) else {
+        refused_with(rec, true)
+    }
+
+    /// [`refused`], AUTH_NONE allowed or not.
+    fn refused_with(
+        rec: &[u8],
+        allow_auth_none: bool,
+    ) -> (rpcmsg::Rejection, &'static str, Vec<u32>) {
+        let Err(Refusal::Reply { xid, op, rejection }) = admit(rec, allow_auth_none) else {
             panic!("admitted")
         };
         assert_eq!(xid, 9);
@@ -801,11 +839,12 @@ mod tests {
         use rpcmsg::Rejection;
         let none = [0, 0];
         let root = [1, 20, 0, 0, 0, 0, 0]; // AUTH_SYS: stamp, no name, uid 0, gid 0, no gids
-        // AUTH_NONE and AUTH_SYS, to every program and version offered.
+        // AUTH_NONE and AUTH_SYS, to every program and version offered (NULL: `call`
+        // makes procedure 0, which AUTH_NONE may always call).
         for (prog, vers) in [(NFS_PROG, 3), (rpc::MOUNT_PROG, 3), (rpc::PMAP_PROG, 2)] {
             for cred in [&none[..], &root[..]] {
                 let rec = call(2, prog, vers, cred, &none);
-                let h = admit(&rec).unwrap();
+                let h = admit(&rec, false).unwrap();
                 assert_eq!((h.xid, h.prog, h.vers, h.args), (9, prog, vers, rec.len()));
             }
         }
@@ -837,15 +876,52 @@ mod tests {
         assert_eq!(r, Rejection::ProgMismatch { low: 3, high: 4 });
         assert_eq!(&w[5..], &[2, 3, 4][..]);
         // NFS v4 is admitted.
-        assert!(admit(&call(2, NFS_PROG, 4, &root, &none)).is_ok());
+        assert!(admit(&call(2, NFS_PROG, 4, &root, &none), false).is_ok());
         // An authenticator over 400 bytes: AUTH_BADCRED, its procedure unread.
         let (r, op, _) = refused(&call(2, NFS_PROG, 3, &[1, 404], &none));
         assert_eq!((r, op), (Rejection::Auth(AuthStat::BadCred), "OTHER"));
         // Not a call at all: nothing to answer.
-        assert_eq!(admit(b"garbage!").unwrap_err(), Refusal::Garbage);
+        assert_eq!(admit(b"garbage!", false).unwrap_err(), Refusal::Garbage);
         assert_eq!(
-            admit(&call(2, NFS_PROG, 3, &root, &none)[..30]).unwrap_err(),
+            admit(&call(2, NFS_PROG, 3, &root, &none)[..30], false).unwrap_err(),
             Refusal::Garbage
         );
+    }
+
+    /// Issue 31 §2: AUTH_NONE gets AUTH_TOOWEAK for every NFS procedure but NULL, v3
+    /// and v4, unless the operator allows it; MOUNT and the portmapper take it.
+    #[test]
+    fn auth_none_is_too_weak_for_nfs_unless_allowed() {
+        use oncrpc::msg::AuthStat;
+        let with_proc = |prog: u32, vers: u32, proc_: u32| {
+            let mut rec = call(2, prog, vers, &[0, 0], &[0, 0]);
+            rec[20..24].copy_from_slice(&proc_.to_be_bytes());
+            rec
+        };
+        for (vers, proc_) in [(3, 1), (3, 3), (3, 6), (3, 8), (4, 1)] {
+            let rec = with_proc(NFS_PROG, vers, proc_);
+            let (r, op, w) = refused_with(&rec, false);
+            assert_eq!(
+                r,
+                rpcmsg::Rejection::Auth(AuthStat::TooWeak),
+                "v{vers} {op}"
+            );
+            assert_eq!(
+                &w[1..],
+                &[1, 1, 1, 5][..],
+                "MSG_DENIED AUTH_ERROR AUTH_TOOWEAK"
+            );
+            assert!(admit(&rec, true).is_ok(), "--allow-auth-none");
+            assert!(matches!(step(&rec, false), Step::Refuse { .. }));
+        }
+        for rec in [
+            with_proc(NFS_PROG, 3, 0),
+            with_proc(NFS_PROG, 4, 0),
+            with_proc(rpc::MOUNT_PROG, 3, 1),
+            with_proc(rpc::MOUNT_PROG, 3, 5),
+            with_proc(rpc::PMAP_PROG, 2, 3),
+        ] {
+            assert!(admit(&rec, false).is_ok());
+        }
     }
 }

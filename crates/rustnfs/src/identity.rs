@@ -45,6 +45,10 @@ pub enum Squash {
     /// Every caller → this `(uid, gid)` with no other groups (`--squash UID:GID`,
     /// knfsd's `all_squash` with anonuid/anongid).
     All(u32, u32),
+    /// `root_squash` to another anonymous identity (an exports file's `anonuid` and
+    /// `anongid`): uid 0 → the first, gid 0 → the second (groups too). [`Squash::Root`]
+    /// is this with 65534 for both.
+    RootTo(u32, u32),
 }
 
 /// Who is calling, from the AUTH_SYS credential (AUTH_NONE: nobody), after squashing.
@@ -77,12 +81,13 @@ impl Caller {
                 gid,
                 gids: Vec::new(),
             },
-            Squash::Root => {
-                let root = |id: u32| if id == 0 { NOBODY } else { id };
+            Squash::Root => self.squashed(Squash::RootTo(NOBODY, NOBODY)),
+            Squash::RootTo(anon_uid, anon_gid) => {
+                let root = |id: u32, anon: u32| if id == 0 { anon } else { id };
                 Caller {
-                    uid: root(self.uid),
-                    gid: root(self.gid),
-                    gids: self.gids.into_iter().map(root).collect(),
+                    uid: root(self.uid, anon_uid),
+                    gid: root(self.gid, anon_gid),
+                    gids: self.gids.into_iter().map(|g| root(g, anon_gid)).collect(),
                 }
             }
         }
@@ -105,6 +110,32 @@ impl Caller {
         bits & 0o5 != 0
     }
 
+    /// Whether this caller may `want` on a directory with this owner and mode, where the
+    /// mode bits alone decide it as the kernel's `generic_permission` would (knfsd's
+    /// `nfsd_permission` for a directory: no owner override): root (unsquashed: the
+    /// kernel's CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH) always; the owner by the owner
+    /// bits (a POSIX ACL's owner entry is those bits); anyone else by the group or other
+    /// bits when the group class is empty — the kernel consults an ACL only when it is
+    /// not. `None`: an ACL may decide, so the kernel must be asked as the caller.
+    pub fn dir_access_by_mode(&self, uid: u32, gid: u32, mode: u32, want: Access) -> Option<bool> {
+        let want = want.bits();
+        if self.uid == 0 {
+            return Some(true);
+        }
+        if self.uid == uid {
+            return Some((mode >> 6) & want == want);
+        }
+        if mode & 0o070 != 0 {
+            return None;
+        }
+        let bits = if self.in_group(gid) {
+            (mode >> 3) & 0o7
+        } else {
+            mode & 0o7
+        };
+        Some(bits & want == want)
+    }
+
     /// Whether this caller may write an object with this owner and mode, by the mode
     /// bits, with knfsd's owner override: the owner may always write its own file (a
     /// client that opened a file it created 0444 writes through that open, and the
@@ -118,6 +149,27 @@ impl Caller {
         } else {
             mode & 0o002 != 0
         }
+    }
+}
+
+/// What a call needs of a directory it names a child in or lists: the kernel's
+/// `MAY_READ` (4), `MAY_WRITE` (2) and `MAY_EXEC` (1) bits, as knfsd asks them of the
+/// directory handle (`NFSD_MAY_EXEC` to look a name up, `NFSD_MAY_READ` to list,
+/// `NFSD_MAY_CREATE`/`NFSD_MAY_REMOVE` — write and search — to add or remove a name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Access(u32);
+
+impl Access {
+    /// Search (x): LOOKUP, LOOKUPP, OPEN by name, SECINFO, a listing's attributes.
+    pub const SEARCH: Access = Access(1);
+    /// Read (r): READDIR, READDIRPLUS.
+    pub const LIST: Access = Access(4);
+    /// Write and search (wx): a name made, removed or renamed in the directory.
+    pub const CHANGE: Access = Access(3);
+
+    /// The `R_OK | W_OK | X_OK` bits (equal to the kernel's `MAY_*`).
+    pub fn bits(self) -> u32 {
+        self.0
     }
 }
 
@@ -150,9 +202,33 @@ pub fn current() -> Option<Caller> {
     CURRENT.with(|c| c.borrow().clone())
 }
 
-/// Whether this process can act as its callers, and why not when it cannot.
-pub fn capability() -> &'static Result<(), String> {
-    static PROBED: OnceLock<Result<(), String>> = OnceLock::new();
+/// `f` of the caller of the call being answered on this thread (no copy), if any.
+pub fn with_current<R>(f: impl FnOnce(&Caller) -> R) -> Option<R> {
+    CURRENT.with(|c| c.borrow().as_ref().map(f))
+}
+
+/// Why this process cannot act as its callers.
+#[derive(Debug, thiserror::Error)]
+pub enum Unable {
+    #[error(
+        "running as uid {0}, not root (file-system identity switching needs euid 0 \
+         and CAP_SETUID, CAP_SETGID, CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FOWNER)"
+    )]
+    NotRoot(u32),
+    #[error("cannot read capabilities")]
+    Capabilities(#[source] std::io::Error),
+    #[error("missing {}", .0.join(", "))]
+    Missing(Vec<&'static str>),
+    #[error("setgroups")]
+    SetGroups(#[source] std::io::Error),
+    #[error("setfsuid did not take (saw {seen}, then {back})")]
+    NotTaken { seen: u32, back: u32 },
+}
+
+/// Whether this process can act as its callers, and why not when it cannot (probed
+/// once).
+pub fn capability() -> &'static Result<(), Unable> {
+    static PROBED: OnceLock<Result<(), Unable>> = OnceLock::new();
     PROBED.get_or_init(probe)
 }
 
@@ -185,23 +261,19 @@ const NEEDED: [(u32, &str); 5] = [
     (7, "CAP_SETUID"),
 ];
 
-fn probe() -> Result<(), String> {
+fn probe() -> Result<(), Unable> {
     let me = own();
     if me.uid != 0 {
-        return Err(format!(
-            "running as uid {}, not root (file-system identity switching needs euid 0 \
-             and CAP_SETUID, CAP_SETGID, CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FOWNER)",
-            me.uid
-        ));
+        return Err(Unable::NotRoot(me.uid));
     }
-    let effective = effective_caps().map_err(|e| format!("cannot read capabilities: {e}"))?;
-    let missing: Vec<&str> = NEEDED
+    let effective = effective_caps().map_err(Unable::Capabilities)?;
+    let missing: Vec<&'static str> = NEEDED
         .iter()
         .filter(|(bit, _)| effective & (1u64 << bit) == 0)
         .map(|(_, name)| *name)
         .collect();
     if !missing.is_empty() {
-        return Err(format!("missing {}", missing.join(", ")));
+        return Err(Unable::Missing(missing));
     }
     // A real round trip on this thread, checked: the switch and its undo both work.
     let trial = Caller {
@@ -209,14 +281,14 @@ fn probe() -> Result<(), String> {
         gid: NOBODY,
         gids: vec![NOBODY],
     };
-    switch_to(&trial).map_err(|e| format!("setgroups: {e}"))?;
+    switch_to(&trial).map_err(Unable::SetGroups)?;
     // SAFETY: setfsuid(-1) changes nothing and returns the current fsuid.
     let seen = unsafe { libc::syscall(libc::SYS_setfsuid, u32::MAX) } as u32;
     restore();
     // SAFETY: as above.
     let back = unsafe { libc::syscall(libc::SYS_setfsuid, u32::MAX) } as u32;
     if seen != NOBODY || back != me.uid {
-        return Err(format!("setfsuid did not take (saw {seen}, then {back})"));
+        return Err(Unable::NotTaken { seen, back });
     }
     Ok(())
 }
@@ -336,7 +408,7 @@ mod tests {
         let r = root.clone().squashed(Squash::Root);
         assert_eq!((r.uid, r.gid, r.gids), (NOBODY, NOBODY, vec![NOBODY, 5]));
         assert_eq!(root.clone().squashed(Squash::None), root);
-        let a = root.squashed(Squash::All(7, 8));
+        let a = root.clone().squashed(Squash::All(7, 8));
         assert_eq!((a.uid, a.gid, a.gids.len()), (7, 8, 0));
         let u = Caller {
             uid: 1000,
@@ -344,6 +416,10 @@ mod tests {
             gids: vec![],
         };
         assert_eq!(u.clone().squashed(Squash::Root), u);
+        // anonuid/anongid: root maps to them, in the groups too; others stay.
+        let r = root.clone().squashed(Squash::RootTo(150, 100));
+        assert_eq!((r.uid, r.gid, r.gids), (150, 100, vec![100, 5]));
+        assert_eq!(u.clone().squashed(Squash::RootTo(150, 100)), u);
     }
 
     #[test]
@@ -361,6 +437,36 @@ mod tests {
             "the group bits decide for members"
         );
         assert!(u.may_write(0, 0, 0o666));
+    }
+
+    #[test]
+    fn directory_access_by_the_mode_where_it_decides() {
+        let u = Caller {
+            uid: 1000,
+            gid: 100,
+            gids: vec![20],
+        };
+        let (x, r, wx) = (Access::SEARCH, Access::LIST, Access::CHANGE);
+        assert_eq!(u.dir_access_by_mode(0, 0, 0o700, x), Some(false));
+        assert_eq!(u.dir_access_by_mode(0, 0, 0o701, x), Some(true));
+        assert_eq!(u.dir_access_by_mode(0, 0, 0o701, r), Some(false));
+        assert_eq!(u.dir_access_by_mode(0, 0, 0o703, wx), Some(true));
+        // The owner's bits decide for the owner, even against it (no override).
+        assert_eq!(u.dir_access_by_mode(1000, 0, 0o077, x), Some(false));
+        assert_eq!(u.dir_access_by_mode(1000, 0, 0o500, r), Some(true));
+        // A member of a group with no bits is refused even where others may.
+        assert_eq!(u.dir_access_by_mode(0, 20, 0o705, x), Some(false));
+        // Group bits set: an ACL may decide, the kernel is asked.
+        assert_eq!(u.dir_access_by_mode(0, 0, 0o750, x), None);
+        // Root (unsquashed) searches and lists anything.
+        let root = Caller {
+            uid: 0,
+            gid: 0,
+            gids: vec![],
+        };
+        assert_eq!(root.dir_access_by_mode(5, 5, 0o000, wx), Some(true));
+        let squashed = root.squashed(Squash::Root);
+        assert_eq!(squashed.dir_access_by_mode(0, 0, 0o700, x), Some(false));
     }
 
     #[test]

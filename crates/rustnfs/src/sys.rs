@@ -133,6 +133,27 @@ pub fn fstat(fd: BorrowedFd<'_>) -> io::Result<Stat> {
     statx(fd, c"")
 }
 
+/// `faccessat2(fd, "", mode, AT_EACCESS | AT_EMPTY_PATH)`: whether this thread's
+/// file-system identity (fsuid, fsgid, groups, capabilities) may `mode` (`R_OK`,
+/// `W_OK`, `X_OK` bits) the object `fd` is — the kernel's own `inode_permission`, POSIX
+/// ACLs included. Works on `O_PATH` descriptors; EACCES when refused.
+pub fn faccess(fd: BorrowedFd<'_>, mode: u32) -> io::Result<()> {
+    // SAFETY: valid fd and an empty NUL-terminated path.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_faccessat2,
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            mode as libc::c_int,
+            libc::AT_EACCESS | libc::AT_EMPTY_PATH,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// One directory entry as getdents64 returns it.
 #[derive(Debug, Clone)]
 pub struct Dirent {

@@ -6,6 +6,7 @@
 //!   (SIGINT or SIGTERM) — the workspace's one signal installation — which
 //!   [`Stop::on_signal`] turns into a stop, and [`shutdown::on_signal_thread`] hands to a
 //!   program without a runtime (servelab's measuring commands).
+//! - [`reload`]: [`Hangups`], SIGHUP, for a server that reads its configuration again.
 //! - [`metrics`]: `/metrics` (Prometheus text) and `/metrics.json` from a [`Source`]
 //!   (a `latency` registry, plus what a server adds), behind a connection cap.
 //! - [`RunConfig`]: what a server binary's `run(config)` takes: the listening address,
@@ -17,12 +18,14 @@
 
 mod error_chain;
 pub mod metrics;
+pub mod reload;
 pub mod shutdown;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 pub use error_chain::{Chain, io_reason};
 pub use metrics::Source;
+pub use reload::Hangups;
 pub use shutdown::{Stop, signal};
 
 /// What a server's `run(config)` takes: both servers have this shape.

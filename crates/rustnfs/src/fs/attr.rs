@@ -10,6 +10,7 @@ use nfs3_types::nfs3::{
 };
 
 use super::{DirFs, NfsResult, io_err};
+use crate::identity::Caller;
 use crate::sys::{self, Stat};
 
 fn time3(t: (i64, u32)) -> nfstime3 {
@@ -47,7 +48,6 @@ impl DirFs {
             libc::S_IFIFO => ftype3::NF3FIFO,
             _ => ftype3::NF3REG,
         };
-        let (maj, min) = self.inner.root_dev;
         fattr3 {
             type_,
             mode: st.mode & 0o7777,
@@ -60,7 +60,7 @@ impl DirFs {
                 specdata1: st.rdev.0,
                 specdata2: st.rdev.1,
             },
-            fsid: (u64::from(maj) << 32) | u64::from(min),
+            fsid: self.inner.fsid,
             fileid: st.ino,
             atime: time3(st.atime),
             mtime: time3(st.mtime),
@@ -109,4 +109,42 @@ pub(super) fn wcc_of(a: &fattr3) -> wcc_attr {
         mtime: a.mtime,
         ctime: a.ctime,
     }
+}
+
+/// The ACCESS3 bits `caller` (after squashing) has on an object with attributes `attr`
+/// by its mode bits, minus every change when `read_only` — what NFSv3's and NFSv4's
+/// ACCESS answer and NFSv4's OPEN checks.
+pub fn allowed(attr: &fattr3, caller: &Caller, read_only: bool) -> u32 {
+    use nfs3_types::nfs3::{
+        ACCESS3_DELETE, ACCESS3_EXECUTE, ACCESS3_EXTEND, ACCESS3_LOOKUP, ACCESS3_MODIFY,
+        ACCESS3_READ,
+    };
+    let dir = attr.type_ == ftype3::NF3DIR;
+    let bits = if caller.uid == 0 {
+        // Root: read and write anything; execute only what some execute bit allows.
+        0o6 | u32::from(dir || attr.mode & 0o111 != 0)
+    } else if caller.uid == attr.uid {
+        (attr.mode >> 6) & 7
+    } else if caller.in_group(attr.gid) {
+        (attr.mode >> 3) & 7
+    } else {
+        attr.mode & 7
+    };
+    let mut ok = 0;
+    if bits & 4 != 0 {
+        ok |= ACCESS3_READ;
+    }
+    if bits & 2 != 0 {
+        ok |= ACCESS3_MODIFY | ACCESS3_EXTEND;
+        if dir {
+            ok |= ACCESS3_DELETE;
+        }
+    }
+    if bits & 1 != 0 {
+        ok |= if dir { ACCESS3_LOOKUP } else { ACCESS3_EXECUTE };
+    }
+    if read_only {
+        ok &= !(ACCESS3_MODIFY | ACCESS3_EXTEND | ACCESS3_DELETE);
+    }
+    ok
 }

@@ -9,6 +9,7 @@ use std::time::Instant;
 use nfs3_types::nfs3::{FSSTAT3resok, fattr3, nfsstat3, post_op_attr};
 
 use super::{DirFs, Fh, MAX_IO, NfsResult, check_name, io_err};
+use crate::identity::Access;
 use crate::sys::{self, Stat};
 
 impl DirFs {
@@ -36,15 +37,18 @@ impl DirFs {
         Ok(*self.locate(fh)?.stat())
     }
 
-    /// LOOKUP: the object's handle and attributes, and the directory's attributes
-    /// (`None` when the directory itself cannot be reached).
+    /// LOOKUP (and NFSv4's LOOKUPP, OPEN by name, SECINFO): the object's handle and
+    /// attributes, and the directory's attributes (`None` when the directory itself
+    /// cannot be reached). The caller must be able to search the directory (`ACCES`
+    /// otherwise, `..` and `.` included), as with kernel nfsd.
     pub fn lookup(&self, dirfh: &Fh, name: &[u8]) -> (NfsResult<(Fh, fattr3)>, post_op_attr) {
         let (dir, dst) = match self.dir_fd(dirfh) {
             Ok(d) => d,
             Err(s) => return (Err(s), post_op_attr::None),
         };
         let r = self
-            .lookup_in(&dir, &dst, dirfh, name)
+            .may_in_dir(&dir, &dst, Access::SEARCH)
+            .and_then(|()| self.lookup_in(&dir, &dst, dirfh, name))
             .and_then(|(fh, st)| {
                 let attr = match st {
                     Some(st) => self.fattr(&st),
@@ -55,6 +59,20 @@ impl DirFs {
         (r, post_op_attr::Some(self.fattr(&dst)))
     }
 
+    /// The `(inode, birth time)` of `name` in `dirfh` as the server sees it (a file
+    /// system mounted there included, which `lookup` refuses), after the caller's
+    /// search check: NFSv4 compares it with other exports' roots to cross into them.
+    pub fn child_id(&self, dirfh: &Fh, name: &[u8]) -> NfsResult<(u64, u64)> {
+        let (dir, dst) = self.dir_fd(dirfh)?;
+        self.may_in_dir(&dir, &dst, Access::SEARCH)?;
+        let cname = check_name(name)?;
+        let st = sys::statx(dir.as_fd(), &cname).map_err(io_err)?;
+        Ok((st.ino, st.btime))
+    }
+
+    /// A lookup as the server, checking nothing of the caller: MOUNT's walk to the
+    /// directory it mounts (kernel nfsd's `rpc.mountd` resolves the path as root too;
+    /// every call on the handle it gives is checked).
     pub(super) fn lookup_sync(&self, dirfh: &Fh, name: &[u8]) -> NfsResult<Fh> {
         let (dir, dst) = self.dir_fd(dirfh)?;
         self.lookup_in(&dir, &dst, dirfh, name).map(|(fh, _)| fh)
@@ -90,7 +108,7 @@ impl DirFs {
                 .open_rel(&path, libc::O_PATH | libc::O_DIRECTORY)
                 .map_err(io_err)?;
             let st = sys::fstat(fd.as_fd()).map_err(io_err)?;
-            return Ok((Fh::new(st.ino, st.btime), Some(st)));
+            return Ok((self.fh_of(&st), Some(st)));
         }
         let cname = check_name(name)?;
         let st = sys::statx(dir.as_fd(), &cname).map_err(io_err)?;
@@ -99,7 +117,7 @@ impl DirFs {
             return Err(nfsstat3::NFS3ERR_ACCES);
         }
         self.inner.nodes.insert(st.ino, dst.ino, name);
-        Ok((Fh::new(st.ino, st.btime), Some(st)))
+        Ok((self.fh_of(&st), Some(st)))
     }
 
     /// READ's copy path: appends the payload straight into the reply being built

@@ -35,6 +35,7 @@ use nfs3_types::nfs3::nfsstat3;
 use crate::config::Config;
 use crate::error::{Error, nfsstat_from_io, status_label};
 use crate::sys::{self, Stat};
+pub use attr::allowed;
 pub use handle::Fh;
 use nodes::{FdCache, Nodes};
 pub use readdir::{DirIter, Entry};
@@ -49,10 +50,39 @@ fn io_err(e: std::io::Error) -> nfsstat3 {
     nfsstat_from_io(&e)
 }
 
-/// A directory exported over NFSv3. Cheap to clone (shared state behind an `Arc`).
+/// A directory exported over NFS, as seen by one kind of client. Cheap to clone (the
+/// export's state is shared behind an `Arc`); [`DirFs::with_policy`] gives another view
+/// of the same export (the same jail, handles and caches) with other options, as one
+/// export line gives different clients different options.
 #[derive(Clone)]
 pub struct DirFs {
     inner: Arc<Inner>,
+    policy: Policy,
+}
+
+/// Where an export's `fsid` attribute comes from, and how its handle generation is made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FsidSource {
+    /// The root's device, and the generation earlier rustnfs versions gave the one
+    /// export (the one-export shorthand: handles they gave out stay valid). That
+    /// generation mixes the root's inode and birth time so little that two directories
+    /// made together can share it, so exports files use a hash.
+    Device,
+    /// `fsid=` of an exports file.
+    Value(u64),
+    /// The handle generation: stable, and different for two exports on one device (so
+    /// an NFSv4 client sees where one export ends and another begins).
+    Generation,
+}
+
+/// The options of an export that may differ between its clients (exports(5) gives them
+/// per client): read-only, and how callers are squashed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Policy {
+    /// Refuse every change with `NFS3ERR_ROFS`.
+    pub read_only: bool,
+    /// How callers map to the identity they act as.
+    pub squash: crate::identity::Squash,
 }
 
 struct Inner {
@@ -65,10 +95,11 @@ struct Inner {
     export: PathBuf,
     /// Per-export handle generation (from the root's identity): stable across restarts.
     generation: u64,
+    /// The `fsid` every attribute of this export reports (`fsid=` of an exports file, or
+    /// the root's device).
+    fsid: u64,
     nodes: Nodes,
     fds: FdCache,
-    read_only: bool,
-    squash: crate::identity::Squash,
     /// Changes run as the caller (see `identity`): the export asks for it and the
     /// process can. When false the server acts as itself.
     switching: bool,
@@ -99,6 +130,13 @@ impl Loc {
     }
 }
 
+/// splitmix64's finalizer: every input bit reaches every output bit.
+fn mix(mut x: u64) -> u64 {
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
 /// Runs a blocking call (fsync) without stalling the runtime's other tasks.
 fn blocking<R>(f: impl FnOnce() -> R) -> R {
     match tokio::runtime::Handle::try_current() {
@@ -127,13 +165,30 @@ pub fn check_name(name: &[u8]) -> NfsResult<CString> {
 }
 
 impl DirFs {
-    /// Opens `config.export` as the jail root.
+    /// Opens `config.export` as the jail root, with `config`'s read-only and squash.
     pub fn open(config: &Config, registry: Arc<Registry>) -> Result<Self, Error> {
+        let policy = Policy {
+            read_only: config.read_only,
+            squash: config.squash,
+        };
+        Self::open_dir(&config.export, FsidSource::Device, policy, config, registry)
+    }
+
+    /// Opens `dir` as an export's jail root with `policy`, its attributes reporting the
+    /// `fsid` of `fsid`; the server-wide settings (identity switching, device nodes,
+    /// `--sync`, the open-file cache) come from `config`.
+    pub fn open_dir(
+        dir: &Path,
+        fsid: FsidSource,
+        policy: Policy,
+        config: &Config,
+        registry: Arc<Registry>,
+    ) -> Result<Self, Error> {
         let export_err = |source| Error::Export {
-            path: config.export.display().to_string(),
+            path: dir.display().to_string(),
             source,
         };
-        let export = std::fs::canonicalize(&config.export).map_err(export_err)?;
+        let export = std::fs::canonicalize(dir).map_err(export_err)?;
         let path = CString::new(export.as_os_str().as_encoded_bytes())
             .map_err(|_| Error::Config("export path contains NUL".into()))?;
         // SAFETY: a NUL-terminated absolute path.
@@ -149,9 +204,17 @@ impl DirFs {
         // SAFETY: fresh descriptor.
         let root = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
         let st = sys::fstat(root.as_fd()).map_err(export_err)?;
-        let mut generation = st.ino ^ st.btime.rotate_left(17) ^ 0x5255_5354_4e46_5300;
+        let mut generation = match fsid {
+            FsidSource::Device => st.ino ^ st.btime.rotate_left(17) ^ 0x5255_5354_4e46_5300,
+            FsidSource::Value(_) | FsidSource::Generation => {
+                mix(st.ino ^ mix(st.btime ^ 0x5255_5354_4e46_5300))
+            }
+        };
+        // Odd: an even generation is never given (the NFSv4 pseudo-filesystem's is even).
         generation |= 1;
+        let dev_fsid = (u64::from(st.dev.0) << 32) | u64::from(st.dev.1);
         Ok(DirFs {
+            policy,
             inner: Arc::new(Inner {
                 root,
                 root_ino: st.ino,
@@ -159,10 +222,13 @@ impl DirFs {
                 root_dev: st.dev,
                 export,
                 generation,
+                fsid: match fsid {
+                    FsidSource::Device => dev_fsid,
+                    FsidSource::Value(v) => v,
+                    FsidSource::Generation => generation,
+                },
                 nodes: Nodes::new(),
                 fds: FdCache::new(config.fd_cache),
-                read_only: config.read_only,
-                squash: config.squash,
                 switching: config.act_as_caller && crate::identity::capability().is_ok(),
                 allow_device_nodes: config.allow_device_nodes,
                 sync_writes: config.sync_writes,
@@ -177,8 +243,46 @@ impl DirFs {
         self.inner.generation
     }
 
+    /// The `fsid` this export's attributes report.
+    pub fn fsid(&self) -> u64 {
+        self.inner.fsid
+    }
+
+    /// The same export with other per-client options (shares the jail and caches).
+    pub fn with_policy(&self, policy: Policy) -> DirFs {
+        DirFs {
+            inner: self.inner.clone(),
+            policy,
+        }
+    }
+
+    /// This view's per-client options.
+    pub fn policy(&self) -> Policy {
+        self.policy
+    }
+
+    /// Whether `other` is a view of the same export (the same open root).
+    pub fn same_export(&self, other: &DirFs) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// The root's `(inode, birth time)`: where another export's directory is this one's
+    /// root (nested exports), NFSv4 crosses into it.
+    pub fn root_id(&self) -> (u64, u64) {
+        (self.inner.root_ino, self.inner.root_btime)
+    }
+
+    /// The handle of this export's object with this stat's inode and birth time.
+    fn fh_of(&self, st: &Stat) -> Fh {
+        Fh::in_export(self.inner.generation, st.ino, st.btime)
+    }
+
     pub fn root_fh(&self) -> Fh {
-        Fh::new(self.inner.root_ino, self.inner.root_btime)
+        Fh::in_export(
+            self.inner.generation,
+            self.inner.root_ino,
+            self.inner.root_btime,
+        )
     }
 
     /// The export's canonical path.
@@ -219,6 +323,33 @@ impl DirFs {
         crate::identity::current().is_none_or(|c| c.may_write(st.uid, st.gid, st.mode))
     }
 
+    /// Whether the current caller may `want` on the directory `dir` (with stat `st`), as
+    /// kernel nfsd decides for the directory handle of a name-based call
+    /// (`nfsd_permission`: owner, group list, other; root only when not squashed; no
+    /// owner override for directories): by the mode bits where they alone decide, else
+    /// by the kernel itself, as the caller (`faccessat2`: POSIX ACLs included). `ACCES`
+    /// when refused. Always allowed when the server acts as itself (the clients check)
+    /// or no call is being answered on this thread. Both NFSv3 and NFSv4 reach the
+    /// directories they name or list through here: LOOKUP (`lookup`), the changes
+    /// (`in_dir`, `rename`), READDIR (`dir_iter`).
+    pub(super) fn may_in_dir(
+        &self,
+        dir: &OwnedFd,
+        st: &Stat,
+        want: crate::identity::Access,
+    ) -> NfsResult<()> {
+        if !self.inner.switching {
+            return Ok(());
+        }
+        let by_mode =
+            crate::identity::with_current(|c| c.dir_access_by_mode(st.uid, st.gid, st.mode, want));
+        match by_mode {
+            None | Some(Some(true)) => Ok(()),
+            Some(Some(false)) => Err(nfsstat3::NFS3ERR_ACCES),
+            Some(None) => self.act(|| sys::faccess(dir.as_fd(), want.bits()).map_err(io_err)),
+        }
+    }
+
     /// Whether the current caller may READ a file with these attributes (see
     /// [`crate::identity::Caller::may_read`]); always true when the server acts as itself
     /// or no call is being answered on this thread.
@@ -229,25 +360,25 @@ impl DirFs {
         crate::identity::current().is_none_or(|c| c.may_read(attr.uid, attr.gid, attr.mode))
     }
 
-    /// Whether every change is refused (`--read-only`).
+    /// Whether every change is refused (`--read-only`, or `ro` for this client).
     pub fn read_only(&self) -> bool {
-        self.inner.read_only
+        self.policy.read_only
     }
 
     /// The wire form of a handle of this export.
     pub fn wire(&self, fh: &Fh) -> nfs3_types::nfs3::nfs_fh3 {
-        fh.to_nfs(self.inner.generation)
+        fh.to_nfs()
     }
 
     /// Decodes a client's handle for this export.
     pub fn decode(&self, data: &[u8]) -> NfsResult<Fh> {
-        Fh::from_wire(self.inner.generation, data)
+        Fh::from_wire_of(self.inner.generation, data)
     }
 
     /// The handle of an object seen in a listing, or `None` for a mount point inside the
     /// export (not part of it: no crossmnt).
     fn handle_of(&self, st: &Stat) -> Option<Fh> {
-        (st.dev == self.inner.root_dev).then(|| Fh::new(st.ino, st.btime))
+        (st.dev == self.inner.root_dev).then(|| self.fh_of(st))
     }
 
     fn matches(fh: &Fh, st: &Stat) -> bool {
@@ -373,6 +504,201 @@ mod tests {
             fresh.getattr_sync(&file).unwrap_err(),
             nfsstat3::NFS3ERR_STALE
         );
+    }
+
+    /// A POSIX access ACL (`system.posix_acl_access`, version 2) giving `uid` `perm`
+    /// beside `mode`'s owner, group and other bits (the mask is the group bits).
+    fn set_acl(path: &Path, mode: u32, uid: u32, perm: u16) -> std::io::Result<()> {
+        let mut v = 2u32.to_le_bytes().to_vec();
+        let mut entry = |tag: u16, perm: u32, id: u32| {
+            v.extend_from_slice(&tag.to_le_bytes());
+            v.extend_from_slice(&(perm as u16).to_le_bytes());
+            v.extend_from_slice(&id.to_le_bytes());
+        };
+        entry(0x01, (mode >> 6) & 7, u32::MAX);
+        entry(0x02, u32::from(perm), uid);
+        entry(0x04, (mode >> 3) & 7, u32::MAX);
+        entry(0x10, (mode >> 3) & 7, u32::MAX);
+        entry(0x20, mode & 7, u32::MAX);
+        let p = CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: NUL-terminated strings and a live buffer.
+        let r = unsafe {
+            libc::setxattr(
+                p.as_ptr(),
+                c"system.posix_acl_access".as_ptr(),
+                v.as_ptr().cast(),
+                v.len(),
+                0,
+            )
+        };
+        if r < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Issue 31 §1: every name-based call checks the directory it names through as
+    /// kernel nfsd does — search for LOOKUP (`..` too), write and search for changes,
+    /// read for listings — as the caller after squashing; READ by a handle obtained
+    /// legitimately is not a name-based call (no_subtree_check).
+    #[test]
+    fn directories_are_checked_as_knfsd_checks_them() {
+        use crate::identity::{Caller, Scope, Squash};
+        use std::os::unix::fs::{PermissionsExt, chown};
+        if crate::identity::capability().is_err() {
+            eprintln!("SKIP: cannot act as callers here (not root)");
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let export = tmp.path();
+        let mode = |p: &Path, m: u32| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap()
+        };
+        mode(export, 0o755);
+        for (dir, m) in [
+            ("priv", 0o700),
+            ("listonly", 0o744),
+            ("grp", 0o770),
+            ("acl", 0o750),
+        ] {
+            std::fs::create_dir(export.join(dir)).unwrap();
+            std::fs::write(export.join(dir).join("inner.txt"), b"secret").unwrap();
+            mode(&export.join(dir), m);
+        }
+        chown(export.join("grp"), Some(0), Some(2000)).unwrap();
+        let acl = set_acl(&export.join("acl"), 0o750, 1001, 5);
+        let fs = fs_in(export);
+        let root = fs.root_fh();
+        let dir = |name: &[u8]| fs.lookup(&root, name).0.unwrap().0;
+        let (privd, listonly, grp, acld) =
+            (dir(b"priv"), dir(b"listonly"), dir(b"grp"), dir(b"acl"));
+        let (inner, _) = fs.lookup(&privd, b"inner.txt").0.unwrap();
+        let unchecked = nfs3_types::nfs3::createhow3::UNCHECKED(Default::default());
+        let acces = Err(nfsstat3::NFS3ERR_ACCES);
+        let user = |uid: u32, gids: Vec<u32>| Caller {
+            uid,
+            gid: uid,
+            gids,
+        };
+        for who in [user(1000, vec![]), user(0, vec![0]).squashed(Squash::Root)] {
+            let _scope = Scope::enter(who.clone());
+            let look = |d: &Fh, n: &[u8]| fs.lookup(d, n).0.map(|_| ());
+            assert_eq!(look(&privd, b"inner.txt"), acces, "{who:?}");
+            assert_eq!(look(&privd, b"nothing"), acces, "no NOENT either");
+            assert_eq!(look(&privd, b".."), acces);
+            assert_eq!(
+                fs.dir_iter(&privd, 0, false).err(),
+                Some(nfsstat3::NFS3ERR_ACCES)
+            );
+            assert_eq!(
+                fs.dir_iter(&privd, 0, true).err(),
+                Some(nfsstat3::NFS3ERR_ACCES)
+            );
+            assert_eq!(fs.create(&privd, b"new", &unchecked).0.map(drop), acces);
+            assert_eq!(
+                fs.mkdir(&privd, b"d", &Default::default()).0.map(drop),
+                acces
+            );
+            assert_eq!(fs.symlink(&privd, b"l", b"x").0.map(drop), acces);
+            assert_eq!(fs.remove(&privd, b"inner.txt", false).0, acces);
+            assert_eq!(fs.remove(&privd, b"nothing", false).0, acces);
+            assert_eq!(fs.rename(&privd, b"inner.txt", &root, b"out").0, acces);
+            assert_eq!(fs.link(&inner, &privd, b"again").0, acces);
+            // The handle, obtained when it was allowed, still reads (0644).
+            assert_eq!(fs.read_into(&inner, 0, 6, &mut Vec::new()).unwrap().1, 6);
+            // Readable, not searchable: names, no attributes or handles.
+            let mut it = fs.dir_iter(&listonly, 0, true).unwrap();
+            let e = it.next_entry().unwrap().unwrap();
+            assert_eq!(
+                (e.name.as_slice(), e.plus.is_none()),
+                (&b"inner.txt"[..], true)
+            );
+            assert_eq!(look(&listonly, b"inner.txt"), acces);
+            // Group bits set: the kernel decides, as the caller.
+            assert_eq!(look(&grp, b"inner.txt"), acces);
+        }
+        assert!(!export.join("priv/new").exists() && !export.join("priv/d").exists());
+        assert!(export.join("priv/inner.txt").exists() && !export.join("out").exists());
+        {
+            let _scope = Scope::enter(user(1000, vec![2000]));
+            assert!(
+                fs.lookup(&grp, b"inner.txt").0.is_ok(),
+                "a member of the group"
+            );
+            assert!(fs.dir_iter(&grp, 0, true).is_ok());
+        }
+        {
+            let _scope = Scope::enter(user(0, vec![]));
+            assert!(fs.lookup(&privd, b"inner.txt").0.is_ok(), "unsquashed root");
+            assert!(fs.dir_iter(&privd, 0, true).is_ok());
+        }
+        match acl {
+            Ok(()) => {
+                // Other bits are 0, but an ACL entry lets uid 1001 list and search.
+                let _scope = Scope::enter(user(1001, vec![]));
+                assert!(
+                    fs.lookup(&acld, b"inner.txt").0.is_ok(),
+                    "the ACL grants it"
+                );
+                assert!(fs.dir_iter(&acld, 0, false).is_ok());
+                let _scope = Scope::enter(user(1002, vec![]));
+                assert_eq!(fs.lookup(&acld, b"inner.txt").0.map(drop), acces);
+            }
+            Err(e) => eprintln!("SKIP the ACL part: {e}"),
+        }
+    }
+
+    /// Issue 31 §2: a CREATE (MKDIR, MKNOD) whose attributes the caller may not set is
+    /// refused and leaves nothing behind; an existing file (UNCHECKED) stays.
+    #[test]
+    fn a_create_with_refused_attributes_leaves_nothing() {
+        use crate::identity::{Caller, Scope};
+        use nfs3_types::nfs3::{Nfs3Option, createhow3, mknoddata3, sattr3};
+        use std::os::unix::fs::PermissionsExt;
+        if crate::identity::capability().is_err() {
+            eprintln!("SKIP: cannot act as callers here (not root)");
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let export = tmp.path();
+        std::fs::set_permissions(export, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        std::fs::write(export.join("kept"), b"x").unwrap();
+        std::os::unix::fs::chown(export.join("kept"), Some(1000), Some(1000)).unwrap();
+        let fs = fs_in(export);
+        let root = fs.root_fh();
+        let _scope = Scope::enter(Caller {
+            uid: 1000,
+            gid: 1000,
+            gids: vec![],
+        });
+        let to_root = sattr3 {
+            uid: Nfs3Option::Some(0),
+            ..Default::default()
+        };
+        let perm = Err(nfsstat3::NFS3ERR_PERM);
+        for how in [
+            createhow3::UNCHECKED(to_root.clone()),
+            createhow3::GUARDED(to_root.clone()),
+        ] {
+            assert_eq!(fs.create(&root, b"new", &how).0.map(drop), perm);
+            assert!(!export.join("new").exists(), "{how:?} left the file");
+        }
+        let unchecked = createhow3::UNCHECKED(to_root.clone());
+        assert_eq!(fs.create(&root, b"kept", &unchecked).0.map(drop), perm);
+        assert!(export.join("kept").exists(), "an existing file stays");
+        assert_eq!(fs.mkdir(&root, b"d", &to_root).0.map(drop), perm);
+        assert!(!export.join("d").exists());
+        let fifo = mknoddata3::NF3FIFO(to_root.clone());
+        assert_eq!(fs.mknod(&root, b"p", &fifo).0.map(drop), perm);
+        assert!(!export.join("p").exists());
+        // Setting one's own uid is allowed, and applied.
+        let own = sattr3 {
+            uid: Nfs3Option::Some(1000),
+            ..Default::default()
+        };
+        assert!(fs.mkdir(&root, b"mine", &own).0.is_ok());
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(std::fs::metadata(export.join("mine")).unwrap().uid(), 1000);
     }
 
     #[test]

@@ -14,7 +14,7 @@ use nfs3_types::nfs3::{
 
 use super::attr::{set_time, set_time_m, wcc_of};
 use super::{DirFs, Fh, Loc, MAX_IO, NfsResult, blocking, check_name, io_err};
-use crate::identity::Squash;
+use crate::identity::{Access, Squash};
 use crate::sys::{self, Stat};
 
 /// A change's result with the directory's (or file's) before/after attributes.
@@ -25,15 +25,18 @@ pub const NAME_MAX: u32 = 255;
 
 impl DirFs {
     fn check_writable(&self) -> NfsResult<()> {
-        if self.inner.read_only {
+        if self.policy.read_only {
             Err(nfsstat3::NFS3ERR_ROFS)
         } else {
             Ok(())
         }
     }
 
-    /// Runs `f` on an open directory and returns its result with the directory's
-    /// attributes before and after — one resolution of the directory, two `fstat`s.
+    /// Runs `f` on an open directory the caller may change (write and search, as knfsd's
+    /// `NFSD_MAY_CREATE`/`NFSD_MAY_REMOVE`: checked before anything is looked up in it,
+    /// so a refused caller learns nothing of its names) and returns its result with the
+    /// directory's attributes before and after — one resolution of the directory, two
+    /// `fstat`s.
     fn in_dir<T>(&self, dirfh: &Fh, f: impl FnOnce(&OwnedFd, &Stat) -> NfsResult<T>) -> Changed<T> {
         if let Err(s) = self.check_writable() {
             return (Err(s), wcc_data::default());
@@ -43,7 +46,9 @@ impl DirFs {
             Err(s) => return (Err(s), wcc_data::default()),
         };
         let before = pre_op_attr::Some(wcc_of(&self.fattr(&st)));
-        let r = f(&dir, &st);
+        let r = self
+            .may_in_dir(&dir, &st, Access::CHANGE)
+            .and_then(|()| f(&dir, &st));
         let after = sys::fstat(dir.as_fd())
             .map_or(post_op_attr::None, |s| post_op_attr::Some(self.fattr(&s)));
         (r, wcc_data { before, after })
@@ -56,7 +61,7 @@ impl DirFs {
         if self.inner.switching {
             return Ok(());
         }
-        if let Squash::All(uid, gid) = self.inner.squash
+        if let Squash::All(uid, gid) = self.policy.squash
             && let Err(e) = sys::lchownat(dir.as_fd(), name, uid, gid)
         {
             if sys::unlinkat(dir.as_fd(), name, false).is_err() {
@@ -71,7 +76,7 @@ impl DirFs {
     fn new_entry(&self, dir: &OwnedFd, dir_ino: u64, name: &CString) -> NfsResult<(Fh, fattr3)> {
         let st = sys::statx(dir.as_fd(), name).map_err(io_err)?;
         self.inner.nodes.insert(st.ino, dir_ino, name.as_bytes());
-        Ok((Fh::new(st.ino, st.btime), self.fattr(&st)))
+        Ok((self.fh_of(&st), self.fattr(&st)))
     }
 
     /// SETATTR. `guard` is the client's expected ctime (`NFS3ERR_NOT_SYNC` if it differs).
@@ -155,7 +160,7 @@ impl DirFs {
         };
         // Acting as the caller, the kernel decides (a squashed caller may not give a file
         // away, as with knfsd); otherwise the requested owner is mapped to the squash one.
-        if let (Squash::All(su, sg), false) = (self.inner.squash, self.inner.switching) {
+        if let (Squash::All(su, sg), false) = (self.policy.squash, self.inner.switching) {
             if uid != u32::MAX {
                 uid = su;
             }
@@ -279,21 +284,10 @@ impl DirFs {
             Nfs3Option::Some(m) => m & 0o7777,
             Nfs3Option::None => 0o644,
         };
-        let excl = if guarded { libc::O_EXCL } else { 0 };
         // As the caller: the new file is theirs, and an existing one (UNCHECKED) is only
         // opened, and its attributes set, when they may write it.
         self.act(|| {
-            let fd = sys::openat(
-                dir.as_fd(),
-                cname,
-                libc::O_CREAT | excl | libc::O_WRONLY | libc::O_NONBLOCK,
-                mode,
-            )
-            .map_err(|e| match e.raw_os_error() {
-                // An existing directory or symlink under that name.
-                Some(libc::EISDIR) | Some(libc::ELOOP) => nfsstat3::NFS3ERR_EXIST,
-                _ => io_err(e),
-            })?;
+            let (fd, created) = open_or_create(dir, cname, mode, guarded)?;
             let st = sys::fstat(fd.as_fd()).map_err(io_err)?;
             if !st.is_reg() {
                 return Err(nfsstat3::NFS3ERR_EXIST);
@@ -306,7 +300,14 @@ impl DirFs {
                 // The process umask trimmed it; the client already applied its own.
                 rest.mode = Nfs3Option::Some(m & 0o7777);
             }
-            self.apply_sattr(&fd, &st, &rest)?;
+            if let Err(refused) = self.apply_sattr(&fd, &st, &rest) {
+                // A refused call changes nothing: the file this call made goes again
+                // (`sattr uid=0` as uid 1000 left an empty file owned by 1000).
+                if created {
+                    remove_new(dir, cname, &st, false);
+                }
+                return Err(refused);
+            }
             Ok(st)
         })
         .map(|st| self.inner.fds.remove(st.ino))?;
@@ -367,7 +368,8 @@ impl DirFs {
             };
             self.act(|| {
                 sys::mkdirat(dir.as_fd(), &cname, mode).map_err(io_err)?;
-                self.fix_mode(dir, &cname, mode)
+                self.fix_mode(dir, &cname, mode)?;
+                self.set_new_attrs(dir, &cname, attr, true)
             })?;
             self.squash_new(dir, &cname)?;
             self.new_entry(dir, dst.ino, &cname)
@@ -389,6 +391,44 @@ impl DirFs {
             sys::lchmodat(dir.as_fd(), cname, want).map_err(io_err)?;
         }
         Ok(())
+    }
+
+    /// The attributes a MKDIR or MKNOD asks for beyond the mode (owner, group, times),
+    /// set on the new entry by name, as the caller (so the kernel decides who may give
+    /// a file away, as for SETATTR). One refused removes the entry again: a refused call
+    /// leaves nothing, as with Ganesha (knfsd leaves it). A size is not an attribute of
+    /// a directory or a special file (`ISDIR`, `INVAL`).
+    fn set_new_attrs(
+        &self,
+        dir: &OwnedFd,
+        cname: &CString,
+        attr: &sattr3,
+        is_dir: bool,
+    ) -> NfsResult<()> {
+        let r = (|| {
+            if let Nfs3Option::Some(_) = attr.size {
+                return Err(if is_dir {
+                    nfsstat3::NFS3ERR_ISDIR
+                } else {
+                    nfsstat3::NFS3ERR_INVAL
+                });
+            }
+            let (uid, gid) = self.owner_change(attr);
+            if uid != u32::MAX || gid != u32::MAX {
+                sys::lchownat(dir.as_fd(), cname, uid, gid).map_err(io_err)?;
+            }
+            let (a, m) = (set_time(attr.atime), set_time_m(attr.mtime));
+            if a.is_some() || m.is_some() {
+                sys::lutimensat(dir.as_fd(), cname, a, m).map_err(io_err)?;
+            }
+            Ok(())
+        })();
+        if r.is_err()
+            && let Ok(st) = sys::statx(dir.as_fd(), cname)
+        {
+            remove_new(dir, cname, &st, is_dir);
+        }
+        r
     }
 
     /// SYMLINK: the target is stored verbatim; only clients ever resolve it.
@@ -435,7 +475,8 @@ impl DirFs {
             };
             self.act(|| {
                 sys::mknodat(dir.as_fd(), &cname, kind | mode, dev).map_err(io_err)?;
-                self.fix_mode(dir, &cname, mode)
+                self.fix_mode(dir, &cname, mode)?;
+                self.set_new_attrs(dir, &cname, attr, false)
             })?;
             self.squash_new(dir, &cname)?;
             self.new_entry(dir, dst.ino, &cname)
@@ -490,6 +531,9 @@ impl DirFs {
         let fbefore = pre_op_attr::Some(wcc_of(&self.fattr(&fst)));
         let tbefore = pre_op_attr::Some(wcc_of(&self.fattr(&tst)));
         let r = (|| {
+            // Both directories change: write and search on each, as knfsd asks.
+            self.may_in_dir(&fdir, &fst, Access::CHANGE)?;
+            self.may_in_dir(&tdir, &tst, Access::CHANGE)?;
             let st = sys::statx(fdir.as_fd(), &cfrom).map_err(io_err)?;
             let replaced = sys::statx(tdir.as_fd(), &cto).ok();
             self.act(|| sys::renameat(fdir.as_fd(), &cfrom, tdir.as_fd(), &cto).map_err(io_err))?;
@@ -640,6 +684,48 @@ impl DirFs {
             case_insensitive: false,
             case_preserving: true,
         })
+    }
+}
+
+/// Opens `cname` in `dir` for writing: made new with `mode` when absent (`true`), or,
+/// unless `guarded`, the existing file (`false`) — so the caller knows whether it made
+/// it. An existing directory or symlink under that name is `EXIST`.
+fn open_or_create(
+    dir: &OwnedFd,
+    cname: &CString,
+    mode: u32,
+    guarded: bool,
+) -> NfsResult<(OwnedFd, bool)> {
+    let flags = libc::O_WRONLY | libc::O_NONBLOCK;
+    let exist = |e: std::io::Error| match e.raw_os_error() {
+        Some(libc::EISDIR) | Some(libc::ELOOP) => nfsstat3::NFS3ERR_EXIST,
+        _ => io_err(e),
+    };
+    // Twice at most: a name removed between the two opens is made on the second try.
+    for _ in 0..2 {
+        match sys::openat(
+            dir.as_fd(),
+            cname,
+            flags | libc::O_CREAT | libc::O_EXCL,
+            mode,
+        ) {
+            Ok(fd) => return Ok((fd, true)),
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) && !guarded => {}
+            Err(e) => return Err(exist(e)),
+        }
+        match sys::openat(dir.as_fd(), cname, flags, 0) {
+            Ok(fd) => return Ok((fd, false)),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+            Err(e) => return Err(exist(e)),
+        }
+    }
+    Err(nfsstat3::NFS3ERR_JUKEBOX)
+}
+
+/// Removes the entry a refused call made, if `cname` still names it (`made`).
+fn remove_new(dir: &OwnedFd, cname: &CString, made: &Stat, is_dir: bool) {
+    if sys::statx(dir.as_fd(), cname).is_ok_and(|st| st.ino == made.ino) {
+        let _ = sys::unlinkat(dir.as_fd(), cname, is_dir);
     }
 }
 

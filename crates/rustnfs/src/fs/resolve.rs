@@ -344,20 +344,21 @@ mod tests {
         assert_eq!(fs.walks_started(), 1);
         assert_eq!(fs.locate(&gone).err(), Some(nfsstat3::NFS3ERR_STALE));
         // Forged: born in the future, or born long ago: no walk, STALE at once.
-        let future = Fh::new(deep.ino(), u64::MAX);
+        let generation = fs.generation();
+        let future = Fh::in_export(generation, deep.ino(), u64::MAX);
         assert_eq!(fs.locate(&future).err(), Some(nfsstat3::NFS3ERR_STALE));
-        let old = Fh::new(987_654_321, 1);
+        let old = Fh::in_export(generation, 987_654_321, 1);
         assert_eq!(fs.locate(&old).err(), Some(nfsstat3::NFS3ERR_STALE));
         // Born after the last walk: it needs a walk, and walks are rationed: the call
         // waits for the next one allowed (a second after the last), then is answered.
-        let recent = Fh::new(987_654_321, now_ns());
+        let recent = Fh::in_export(generation, 987_654_321, now_ns());
         let t = Instant::now();
         assert_eq!(fs.locate(&recent).err(), Some(nfsstat3::NFS3ERR_STALE));
         assert!(t.elapsed() >= MIN_WALK_GAP / 2, "{:?}", t.elapsed());
         assert_eq!(fs.walks_started(), 2);
         // A gap longer than a call may wait: "try again later".
         fs.inner.walks.state.lock().last.as_mut().unwrap().took = MAX_WAIT;
-        let later = Fh::new(987_654_322, now_ns());
+        let later = Fh::in_export(generation, 987_654_322, now_ns());
         assert_eq!(fs.locate(&later).err(), Some(nfsstat3::NFS3ERR_JUKEBOX));
         assert_eq!(fs.walks_started(), 2);
     }

@@ -29,7 +29,8 @@ use latency::Registry;
 use nfs3_types::nfs3::{Nfs3Result, nfsstat3, writeverf3};
 
 use crate::error::status_label;
-use crate::fs::{DirFs, Fh, NfsResult};
+use crate::exports::{CallFrom, CallScope, Exports};
+use crate::fs::{Fh, NfsResult};
 use crate::rpc::{self, MOUNT_PROG, NFS_PROG, PMAP_PROG};
 use oncrpc::msg::{self as rpcmsg, AcceptStat, CallHeader, Rejection};
 use oncrpc::record;
@@ -50,7 +51,7 @@ impl From<Garbage> for Refused {
 type Answer = Result<&'static str, Refused>;
 
 pub use crate::identity::Caller;
-use crate::identity::{Scope, Squash};
+use crate::identity::Scope;
 
 /// What every reply but READ, READDIR and READDIRPLUS fits in, RPC header aside: the
 /// largest, READLINK, carries attributes and a path of at most 4 KiB; a refusal or
@@ -60,7 +61,8 @@ pub const SMALL_REPLY: usize = 8 * 1024;
 /// Answers every call that reaches it. Cheap to clone.
 #[derive(Clone)]
 pub struct Dispatcher {
-    fs: DirFs,
+    /// The exports; every handle is routed to its own (`crate::exports`).
+    fs: Exports,
     registry: Arc<Registry>,
     /// The public port, for the portmapper's GETPORT and DUMP.
     port: u16,
@@ -68,14 +70,13 @@ pub struct Dispatcher {
     /// restart, which tells a client holding UNSTABLE data that was not committed to
     /// send it again (RFC 1813 §3.3.7).
     verf: writeverf3,
-    /// How callers are mapped before they act (root_squash, all_squash, none).
-    squash: Squash,
     /// NFSv4.0 (program 100003 version 4), on the same file system and verifier.
     nfs4: crate::nfs4::Nfs4,
 }
 
 impl Dispatcher {
-    pub fn new(fs: DirFs, registry: Arc<Registry>, port: u16, squash: Squash) -> Self {
+    pub fn new(fs: impl Into<Exports>, registry: Arc<Registry>, port: u16) -> Self {
+        let fs = fs.into();
         let started = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
@@ -86,7 +87,6 @@ impl Dispatcher {
             registry,
             port,
             verf: writeverf3(verf),
-            squash,
         }
     }
 
@@ -136,23 +136,36 @@ impl Dispatcher {
     /// Answers one call the front door admitted (its header decoded and checked by
     /// `oncrpc`: RPC version, credential, program, version): `record` is the whole call
     /// (header at 0, arguments at `call.args`); `out` receives the whole reply record,
-    /// record mark included. The call is recorded as `op`/`total`/`status`.
-    pub fn dispatch(&self, call: &CallHeader<'_>, record: &[u8], out: &mut Vec<u8>) {
-        self.dispatch_on(call, record, out, crate::nfs4::Conn::LOCAL);
+    /// record mark included; `peer` is the client's address (its exports and options
+    /// follow from it). The call is recorded as `op`/`total`/`status`.
+    pub fn dispatch(
+        &self,
+        call: &CallHeader<'_>,
+        record: &[u8],
+        out: &mut Vec<u8>,
+        peer: std::net::SocketAddr,
+    ) {
+        self.dispatch_on(call, record, out, peer, 0);
     }
 
-    /// [`dispatch`](Self::dispatch) of a call that came on connection `conn` (NFSv4
-    /// state is counted per client address; sessions bind connections).
+    /// [`dispatch`](Self::dispatch) of a call that came on the front door's connection
+    /// `conn_id` (NFSv4 state is counted per client address; sessions bind connections).
     pub fn dispatch_on(
         &self,
         call: &CallHeader<'_>,
         record: &[u8],
         out: &mut Vec<u8>,
-        conn: crate::nfs4::Conn,
+        peer: std::net::SocketAddr,
+        conn_id: u64,
     ) {
         let start = Instant::now();
         out.clear();
         let at = record::begin(out);
+        let _from = CallScope::enter(CallFrom {
+            peer: Some(peer),
+            v4: call.prog == NFS_PROG && call.vers == 4,
+        });
+        let conn = crate::nfs4::Conn::new(peer.ip(), conn_id);
         let status = self.answer(call, record, out, conn);
         record::finish(out, at);
         self.registry.record_op(
@@ -164,10 +177,11 @@ impl Dispatcher {
         );
     }
 
-    /// Who `call` acts as: its AUTH_SYS credential (AUTH_NONE and anything else: nobody)
-    /// after this export's squashing.
+    /// Who `call` is from: its AUTH_SYS credential (AUTH_NONE and anything else:
+    /// nobody) as sent; each export it reaches squashes it by that export's options
+    /// (`crate::exports`).
     pub fn caller(&self, call: &CallHeader<'_>) -> Caller {
-        credential(call.cred.flavor, call.cred.body).squashed(self.squash)
+        credential(call.cred.flavor, call.cred.body)
     }
 
     fn answer(

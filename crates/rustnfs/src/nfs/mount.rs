@@ -1,5 +1,7 @@
 //! MOUNT v3 (RFC 1813 appendix I) and the portmapper v2 (RFC 1833), both on the NFS port:
-//! clients learn that port from GETPORT and mount without rpcbind.
+//! clients learn that port from GETPORT and mount without rpcbind. MNT finds the export
+//! for the calling client (`crate::exports`); EXPORT lists every export with its
+//! clients, as `showmount -e` prints them.
 
 use nfs3_types::mount::{
     dirpath, export_node, exports, fhandle3, mountlist, mountres3, mountres3_ok, mountstat3,
@@ -56,10 +58,23 @@ impl Dispatcher {
             }
             5 => {
                 a.end()?;
-                let list: exports<'_, '_> = List(vec![export_node {
-                    ex_dir: dirpath(Opaque::borrowed(b"/")),
-                    ex_groups: List::default(),
-                }]);
+                let served = self.fs.list();
+                let list: exports<'_, '_> = List(
+                    served
+                        .iter()
+                        .map(|(path, clients)| export_node {
+                            ex_dir: dirpath(Opaque::borrowed(path.as_bytes())),
+                            ex_groups: List(
+                                clients
+                                    .iter()
+                                    .map(|c| {
+                                        nfs3_types::mount::name(Opaque::borrowed(c.as_bytes()))
+                                    })
+                                    .collect(),
+                            ),
+                        })
+                        .collect(),
+                );
                 put(out, &list);
                 Ok("ok")
             }

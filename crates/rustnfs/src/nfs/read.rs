@@ -4,13 +4,12 @@
 use std::time::Instant;
 
 use nfs3_types::nfs3::{
-    ACCESS3_DELETE, ACCESS3_EXECUTE, ACCESS3_EXTEND, ACCESS3_LOOKUP, ACCESS3_MODIFY, ACCESS3_READ,
     ACCESS3res, ACCESS3resfail, ACCESS3resok, FSINFO3res, FSINFO3resfail, FSSTAT3res,
     FSSTAT3resfail, GETATTR3res, GETATTR3resok, LOOKUP3res, LOOKUP3resfail, LOOKUP3resok,
     Nfs3Result, PATHCONF3res, PATHCONF3resfail, READDIR3res, READDIR3resfail, READDIR3resok,
     READDIRPLUS3res, READDIRPLUS3resfail, READDIRPLUS3resok, READLINK3res, READLINK3resfail,
-    READLINK3resok, cookieverf3, dirlist3, dirlistplus3, entry3, entryplus3, fattr3, filename3,
-    ftype3, nfspath3, nfsstat3, post_op_attr, post_op_fh3,
+    READLINK3resok, cookieverf3, dirlist3, dirlistplus3, entry3, entryplus3, filename3, nfspath3,
+    nfsstat3, post_op_attr, post_op_fh3,
 };
 use nfs3_types::xdr_codec::{List, Opaque, Void};
 
@@ -78,11 +77,12 @@ impl Dispatcher {
         let want = a.u32()?;
         a.end()?;
         let t = Instant::now();
-        let r = self.handle(fh).and_then(|fh| self.fs.attr(&fh));
+        let r = self.handle(fh).and_then(|fh| Ok((self.fs.attr(&fh)?, fh)));
         self.vfs("ACCESS", t, &r);
         let res: ACCESS3res = match r {
-            Ok(attr) => {
-                let access = want & allowed(&attr, caller, self.fs.read_only());
+            Ok((attr, fh)) => {
+                // After the export's squashing for this client, and its read-only.
+                let access = want & self.fs.allowed(&fh, &attr, caller);
                 Nfs3Result::Ok(ACCESS3resok {
                     obj_attributes: post_op_attr::Some(attr),
                     access,
@@ -137,7 +137,7 @@ impl Dispatcher {
         {
             Err(s) => fail::<READDIR3resok<'_>, READDIR3resfail>(s),
             Ok(mut it) => {
-                let dir_attributes = post_op_attr::Some(self.fs.fattr(&it.stat));
+                let dir_attributes = post_op_attr::Some(it.attr());
                 let listed = fill(&mut it, count, |e| {
                     let size = 4 + 8 + opaque_size(e.name.len()) + 8;
                     let entry = entry3 {
@@ -182,10 +182,14 @@ impl Dispatcher {
         {
             Err(s) => fail::<READDIRPLUS3resok<'_>, READDIRPLUS3resfail>(s),
             Ok(mut it) => {
-                let dir_attributes = post_op_attr::Some(self.fs.fattr(&it.stat));
+                let dir_attributes = post_op_attr::Some(it.attr());
                 let listed = fill(&mut it, maxcount, |e| {
-                    // A READDIRPLUS listing stats every entry it yields.
-                    let (attr, fh) = e.plus?;
+                    // A READDIRPLUS listing stats every entry it yields, unless the caller
+                    // may not search the directory: then names only, as kernel nfsd.
+                    let (name_attributes, fh) = match e.plus {
+                        Some((attr, fh)) => (post_op_attr::Some(attr), fh),
+                        None => (post_op_attr::None, None),
+                    };
                     let name_handle = match fh {
                         Some(fh) => post_op_fh3::Some(self.fs.wire(&fh)),
                         None => post_op_fh3::None,
@@ -194,12 +198,16 @@ impl Dispatcher {
                         post_op_fh3::Some(h) => 4 + opaque_size(h.data.len()),
                         post_op_fh3::None => 4,
                     };
-                    let size = 4 + 8 + opaque_size(e.name.len()) + 8 + POST_OP_ATTR + fh_size;
+                    let attr_size = match &name_attributes {
+                        post_op_attr::Some(_) => POST_OP_ATTR,
+                        post_op_attr::None => 4,
+                    };
+                    let size = 4 + 8 + opaque_size(e.name.len()) + 8 + attr_size + fh_size;
                     let entry = entryplus3 {
                         fileid: e.fileid,
                         name: filename3(Opaque::owned(e.name)),
                         cookie: e.cookie,
-                        name_attributes: post_op_attr::Some(attr),
+                        name_attributes,
                         name_handle,
                     };
                     Some((size, entry))
@@ -299,36 +307,4 @@ fn fill<E>(
         size += add;
         entries.push(entry);
     }
-}
-
-/// The ACCESS3 bits `caller` has on an object with attributes `attr`.
-pub(crate) fn allowed(attr: &fattr3, caller: &Caller, read_only: bool) -> u32 {
-    let dir = attr.type_ == ftype3::NF3DIR;
-    let bits = if caller.uid == 0 {
-        // Root: read and write anything; execute only what some execute bit allows.
-        0o6 | u32::from(dir || attr.mode & 0o111 != 0)
-    } else if caller.uid == attr.uid {
-        (attr.mode >> 6) & 7
-    } else if caller.in_group(attr.gid) {
-        (attr.mode >> 3) & 7
-    } else {
-        attr.mode & 7
-    };
-    let mut ok = 0;
-    if bits & 4 != 0 {
-        ok |= ACCESS3_READ;
-    }
-    if bits & 2 != 0 {
-        ok |= ACCESS3_MODIFY | ACCESS3_EXTEND;
-        if dir {
-            ok |= ACCESS3_DELETE;
-        }
-    }
-    if bits & 1 != 0 {
-        ok |= if dir { ACCESS3_LOOKUP } else { ACCESS3_EXECUTE };
-    }
-    if read_only {
-        ok &= !(ACCESS3_MODIFY | ACCESS3_EXTEND | ACCESS3_DELETE);
-    }
-    ok
 }

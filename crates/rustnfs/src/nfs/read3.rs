@@ -10,7 +10,8 @@ use oncrpc::record;
 
 use super::xdr::{Args, Decoded};
 use crate::error::status_label;
-use crate::fs::{DirFs, MAX_IO};
+use crate::exports::Exports;
+use crate::fs::MAX_IO;
 
 /// READ3args, the handle borrowed from the call's record. Decoded bounded: the handle
 /// is at most 64 bytes and must be in the record (`nfs3_types`' `READ3args::unpack`
@@ -112,7 +113,7 @@ fn pack_ok_head(
 /// Appends the READ3res for `a` to `out` (after the accepted reply header): the data is
 /// read in place after a head of known size, and the head is packed over it afterwards.
 /// Returns the status label for the metrics.
-pub(crate) fn put_result(fs: &DirFs, a: &ReadArgs<'_>, out: &mut Vec<u8>) -> &'static str {
+pub(crate) fn put_result(fs: &Exports, a: &ReadArgs<'_>, out: &mut Vec<u8>) -> &'static str {
     let res_at = out.len();
     let fail = |out: &mut Vec<u8>, s: nfsstat3, attr: Option<fattr3>| {
         out.truncate(res_at);
@@ -145,7 +146,7 @@ pub(crate) fn put_result(fs: &DirFs, a: &ReadArgs<'_>, out: &mut Vec<u8>) -> &'s
 
 /// The whole READ reply record for `a` into `rec` (cleared first): mark, accepted
 /// header, [`put_result`]. The copy path's reply.
-pub(crate) fn reply(fs: &DirFs, xid: u32, a: &ReadArgs<'_>, rec: &mut Vec<u8>) -> &'static str {
+pub(crate) fn reply(fs: &Exports, xid: u32, a: &ReadArgs<'_>, rec: &mut Vec<u8>) -> &'static str {
     rec.clear();
     let at = record::begin(rec);
     rpcmsg::accepted(rec, xid, AcceptStat::Success);
@@ -221,7 +222,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let data: Vec<u8> = (0..10_001u32).map(|i| (i * 7) as u8).collect();
         std::fs::write(dir.path().join("f"), &data).unwrap();
-        let fs = DirFs::open(&Config::new(dir.path()), Registry::new("t")).unwrap();
+        let fs = crate::fs::DirFs::open(&Config::new(dir.path()), Registry::new("t")).unwrap();
+        let exports = Exports::from(fs.clone());
         let fh = fs.lookup(&fs.root_fh(), b"f").0.unwrap().0;
         let wire = fs.wire(&fh).data.as_ref().to_vec();
         let args = |offset, count, fh| ReadArgs { fh, offset, count };
@@ -229,7 +231,7 @@ mod tests {
         // Every padding length, a short read at EOF, and a read past the end.
         for (offset, count) in [(0, 4096), (1, 4095), (2, 4094), (3, 4093), (9_000, 4096)] {
             let a = args(offset, count, &wire[..]);
-            assert_eq!(reply(&fs, 9, &a, &mut rec), "ok");
+            assert_eq!(reply(&exports, 9, &a, &mut rec), "ok");
             let READ3res::Ok(ok) = decode(&rec, 9) else {
                 panic!("READ at {offset} failed")
             };
@@ -252,7 +254,7 @@ mod tests {
         let mut bad = wire.clone();
         bad[9] ^= 0xff;
         assert_eq!(
-            reply(&fs, 10, &args(0, 10, &bad), &mut rec),
+            reply(&exports, 10, &args(0, 10, &bad), &mut rec),
             "NFS3ERR_STALE"
         );
         let READ3res::Err((status, fail)) = decode(&rec, 10) else {
@@ -260,7 +262,7 @@ mod tests {
         };
         assert_eq!(status, nfsstat3::NFS3ERR_STALE);
         assert!(matches!(fail.file_attributes, post_op_attr::None));
-        reply(&fs, 11, &args(0, 10, &[1, 2, 3]), &mut rec);
+        reply(&exports, 11, &args(0, 10, &[1, 2, 3]), &mut rec);
         assert!(matches!(
             decode(&rec, 11),
             READ3res::Err((nfsstat3::NFS3ERR_BADHANDLE, _))

@@ -9,11 +9,17 @@ use nfs3_types::xdr_codec::Unpack;
 use super::xdr::word;
 use super::*;
 use crate::config::Config;
+use crate::fs::DirFs;
+use crate::identity::Squash;
+
+/// Where the test calls come from.
+const PEER: std::net::SocketAddr =
+    std::net::SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 40000);
 
 fn server(dir: &std::path::Path) -> Dispatcher {
     let registry = Registry::new("t");
     let fs = DirFs::open(&Config::new(dir), registry.clone()).unwrap();
-    Dispatcher::new(fs, registry, 2049, crate::identity::Squash::None)
+    Dispatcher::new(fs, registry, 2049)
 }
 
 /// A call record: header (RPC version `rpcvers`), credential `cred` (flavour + body),
@@ -48,7 +54,7 @@ fn root_cred() -> Vec<u8> {
 fn run(d: &Dispatcher, rec: &[u8]) -> (u32, u32, Vec<u8>) {
     let call = rpcmsg::decode_call(rec).unwrap();
     let mut out = Vec::new();
-    d.dispatch(&call, rec, &mut out);
+    d.dispatch(&call, rec, &mut out, PEER);
     // One whole record, as a client reads it.
     let mut wire = &out[..];
     let reply = record::read_blocking(&mut wire, out.len()).unwrap();
@@ -63,7 +69,7 @@ fn run(d: &Dispatcher, rec: &[u8]) -> (u32, u32, Vec<u8>) {
 
 fn fh_args(d: &Dispatcher) -> Vec<u8> {
     let mut a = Vec::new();
-    let wire = d.fs.root_fh().to_wire(d.fs.generation());
+    let wire = d.fs.root_fh().to_wire();
     word(&mut a, wire.len() as u32);
     a.extend_from_slice(&wire);
     a
@@ -104,7 +110,7 @@ fn read_reply_decodes_with_nfs3_types() {
     std::fs::write(tmp.path().join("f"), b"hello world").unwrap();
     let d = server(tmp.path());
     let (fh, _) = d.fs.lookup(&d.fs.root_fh(), b"f").0.unwrap();
-    let wire = fh.to_wire(d.fs.generation());
+    let wire = fh.to_wire();
     let mut a = Vec::new();
     word(&mut a, 24);
     a.extend_from_slice(&wire);
@@ -151,17 +157,17 @@ fn access_follows_the_mode_bits_of_the_caller() {
     };
     let all = u32::MAX;
     let rw = ACCESS3_READ | ACCESS3_MODIFY | nfs3_types::nfs3::ACCESS3_EXTEND;
-    assert_eq!(read::allowed(&attr, &who(1000, 1), false) & all, rw);
-    assert_eq!(read::allowed(&attr, &who(5, 100), false), ACCESS3_READ);
-    assert_eq!(read::allowed(&attr, &who(5, 5), false), 0);
-    assert_eq!(read::allowed(&attr, &who(0, 0), false), rw);
-    assert_eq!(read::allowed(&attr, &who(0, 0), true), ACCESS3_READ);
+    assert_eq!(crate::fs::allowed(&attr, &who(1000, 1), false) & all, rw);
+    assert_eq!(crate::fs::allowed(&attr, &who(5, 100), false), ACCESS3_READ);
+    assert_eq!(crate::fs::allowed(&attr, &who(5, 5), false), 0);
+    assert_eq!(crate::fs::allowed(&attr, &who(0, 0), false), rw);
+    assert_eq!(crate::fs::allowed(&attr, &who(0, 0), true), ACCESS3_READ);
     let exe = fattr3 {
         mode: 0o755,
         ..attr
     };
     assert_eq!(
-        read::allowed(&exe, &who(5, 5), false),
+        crate::fs::allowed(&exe, &who(5, 5), false),
         ACCESS3_READ | ACCESS3_EXECUTE
     );
 }
@@ -232,9 +238,11 @@ fn acting_server(squash: Squash) -> Option<(tempfile::TempDir, Dispatcher)> {
     std::fs::write(p.join("rootfile"), b"r").unwrap();
     mode(&p.join("rootfile"), 0o644);
     let registry = Registry::new("t");
-    let fs = DirFs::open(&Config::new(p), registry.clone()).unwrap();
+    let mut config = Config::new(p);
+    config.squash = squash;
+    let fs = DirFs::open(&config, registry.clone()).unwrap();
     assert!(fs.acts_as_caller());
-    Some((tmp, Dispatcher::new(fs, registry, 2049, squash)))
+    Some((tmp, Dispatcher::new(fs, registry, 2049)))
 }
 
 fn dirop(d: &Dispatcher, dir: &[u8], name: &str) -> Vec<u8> {
@@ -259,7 +267,7 @@ fn wire(d: &Dispatcher, path: &str) -> Vec<u8> {
     for c in path.split('/').filter(|c| !c.is_empty()) {
         fh = d.fs.lookup(&fh, c.as_bytes()).0.unwrap().0;
     }
-    fh.to_wire(d.fs.generation()).to_vec()
+    fh.to_wire().to_vec()
 }
 
 /// The nfsstat3 of a reply body.

@@ -1,10 +1,12 @@
 //! NFSv4 — 4.0 (RFC 7530), 4.1 (RFC 8881) and 4.2 (RFC 7862) — beside NFSv3, on the
-//! same port: program 100003 version 4, NULL and COMPOUND. The export is the
-//! pseudo-root `/` (so `mount -t nfs host:/ /mnt` mounts it, at 4.2), served by the
-//! same [`DirFs`] — the same jail, handles, identity switching and root squash — and
-//! reached through the same front door (`crate::guard`: allowlist, byte budget, bounded
-//! records), which hands version-4 calls to the dispatcher (`crate::nfs`), which enters
-//! the caller's `identity::Scope` and calls [`Nfs4::call`].
+//! same port: program 100003 version 4, NULL and COMPOUND. The root is the `--export`
+//! directory (so `mount -t nfs host:/ /mnt` mounts it, at 4.2), or an exports file's
+//! `fsid=0` export or pseudo-filesystem, served through the same [`Exports`] as v3 —
+//! the same jails, handles, identity switching and squashing — and reached through the
+//! same front door (`crate::guard`: allowlist, byte budget, bounded records), which
+//! hands version-4 calls to the dispatcher (`crate::nfs`), which enters the caller's
+//! `identity::Scope` and the calling client's `exports::CallScope` and calls
+//! [`Nfs4::call`].
 //!
 //! - `xdr`: the bounded XDR cursor (why our own: see there).
 //! - `proto`: operation and status numbers, the v3 → v4 status mapping.
@@ -37,14 +39,15 @@ mod space;
 mod state;
 pub mod xdr;
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use latency::Registry;
 use parking_lot::Mutex;
 
-use crate::fs::{DirFs, Fh, MAX_IO};
+use crate::exports::Exports;
+use crate::fs::{Fh, MAX_IO};
 use crate::identity::Caller;
 use args::{Op, Refused};
 use proto::{Status, op};
@@ -95,9 +98,10 @@ impl Conn {
         Conn { addr, id }
     }
 
-    /// A call made in process (tests, the fuzzing entry): loopback, connection 0.
+    /// A call made in process (tests): loopback, connection 0.
+    #[cfg(test)]
     pub const LOCAL: Conn = Conn {
-        addr: IpAddr::V4(Ipv4Addr::LOCALHOST),
+        addr: IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
         id: 0,
     };
 }
@@ -134,7 +138,8 @@ pub fn limits_help() -> String {
 /// The NFSv4 server. Cheap to clone.
 #[derive(Clone)]
 pub struct Nfs4 {
-    fs: DirFs,
+    /// The exports, and the pseudo-filesystem joining them (`crate::exports`).
+    fs: Exports,
     registry: Arc<Registry>,
     state: Arc<Mutex<State>>,
     /// The WRITE/COMMIT verifier (the v3 dispatcher's: this instance's start).
@@ -184,7 +189,13 @@ struct Ctx<'c> {
 }
 
 impl Nfs4 {
-    pub fn new(fs: DirFs, registry: Arc<Registry>, verf: [u8; 8], settings: Settings) -> Self {
+    pub fn new(
+        fs: impl Into<Exports>,
+        registry: Arc<Registry>,
+        verf: [u8; 8],
+        settings: Settings,
+    ) -> Self {
+        let fs = fs.into();
         // The instance's start in microseconds (wrapping every 71 minutes): two starts
         // within one second still tell their client ids and stateids apart.
         let epoch = (u64::from_be_bytes(verf) / 1_000) as u32;
@@ -453,7 +464,7 @@ impl Nfs4 {
             }
             Op::Getfh => {
                 let fh = cur(cx)?;
-                xdr::opaque(out, &fh.to_wire(self.fs.generation()));
+                xdr::opaque(out, &fh.to_wire());
                 Ok(())
             }
             Op::Savefh => {

@@ -220,7 +220,7 @@ impl Nfs4 {
             }
             Claim::Fh if a.create.is_none() => {
                 let fa = self.fs.attr(&here).map_err(proto::from_v3)?;
-                self.may_open(cx, &fa, access)?;
+                self.may_open(cx, &here, &fa, access)?;
                 (here, unchanged(&fa), 0)
             }
             Claim::Fh => return Err(proto::INVAL),
@@ -251,17 +251,17 @@ impl Nfs4 {
     /// Whether the caller may open a file with these attributes for `access`: a
     /// regular file (`ISDIR`, `SYMLINK`, `INVAL` otherwise), not written on a read-only
     /// export, with the permission the access needs.
-    fn may_open(&self, cx: &Ctx<'_>, fa: &fattr3, access: u32) -> Result<(), Status> {
+    fn may_open(&self, cx: &Ctx<'_>, fh: &Fh, fa: &fattr3, access: u32) -> Result<(), Status> {
         match fa.type_ {
             ftype3::NF3REG => {}
             ftype3::NF3DIR => return Err(proto::ISDIR),
             ftype3::NF3LNK => return Err(proto::SYMLINK),
             _ => return Err(proto::INVAL),
         }
-        if access & ACCESS_WRITE != 0 && self.fs.read_only() {
+        if access & ACCESS_WRITE != 0 && self.fs.read_only_at(fh) {
             return Err(proto::ROFS);
         }
-        let ok = crate::nfs::read::allowed(fa, cx.caller, self.fs.read_only());
+        let ok = self.fs.allowed(fh, fa, cx.caller);
         let need = (if access & ACCESS_READ != 0 { 1 } else { 0 })
             | (if access & ACCESS_WRITE != 0 { 4 } else { 0 });
         if ok & need != need {
@@ -298,7 +298,7 @@ impl Nfs4 {
         match (a.create, existing) {
             (None, None) => Err(proto::NOENT),
             (None | Some(How::Unchecked(_)), Some((fh, fa))) => {
-                self.may_open(cx, &fa, access)?;
+                self.may_open(cx, &fh, &fa, access)?;
                 let mut attrset = 0;
                 if let Some(How::Unchecked(f)) = a.create {
                     let set = attr::decode_settable(f.mask, f.vals)?;

@@ -64,7 +64,7 @@ impl Nfs4 {
     fn obj<'a>(&self, cx: &Ctx<'_>, attr: &'a fattr3, fh: &Fh) -> Obj<'a> {
         Obj {
             attr,
-            fh: Some(fh.to_wire(self.fs.generation())),
+            fh: Some(fh.to_wire()),
             lease: self.lease_secs,
             minor: cx.minor,
             times: self.whole_times(attr, fh),
@@ -117,7 +117,7 @@ impl Nfs4 {
         let fh = cur(cx)?;
         let a = v3(self.fs.attr(&fh))?;
         let supported = want & 0x3f;
-        let ok = crate::nfs::read::allowed(&a, cx.caller, self.fs.read_only());
+        let ok = self.fs.allowed(&fh, &a, cx.caller);
         xdr::u32(out, supported);
         xdr::u32(out, supported & ok);
         Ok(())
@@ -240,7 +240,6 @@ impl Nfs4 {
         let mut it = v3(self.fs.dir_iter(&fh, cookie, true))?;
         let base = out.len();
         xdr::fixed(out, &[0u8; 8]);
-        let generation = self.fs.generation();
         let mut entries = 0usize;
         let mut eof = true;
         let mut ent = Vec::with_capacity(512);
@@ -256,14 +255,18 @@ impl Nfs4 {
             if e.name == b"." || e.name == b".." {
                 continue;
             }
-            let Some((a, efh)) = e.plus else { continue };
+            // No attributes: the caller may read the directory but not search it, and
+            // knfsd fails the whole READDIR then (RFC 7530 §16.24.4 without rdattr_error).
+            let Some((a, efh)) = e.plus else {
+                return Err(proto::ACCESS);
+            };
             ent.clear();
             xdr::bool(&mut ent, true);
             xdr::u64(&mut ent, e.cookie);
             xdr::opaque(&mut ent, &e.name);
             let obj = Obj {
                 attr: &a,
-                fh: efh.map(|f| f.to_wire(generation)),
+                fh: efh.map(|f| f.to_wire()),
                 lease: self.lease_secs,
                 minor: cx.minor,
                 times: efh.and_then(|f| self.whole_times(&a, &f)),
@@ -430,8 +433,8 @@ impl Nfs4 {
         Ok(())
     }
 
-    /// SECINFO: AUTH_SYS is the flavour every object is served with (AUTH_NONE calls are
-    /// answered too, as nobody).
+    /// SECINFO: AUTH_SYS is the flavour every object is served with (AUTH_NONE calls
+    /// only with `--allow-auth-none`, as nobody).
     pub(super) fn secinfo(
         &self,
         cx: &Ctx<'_>,

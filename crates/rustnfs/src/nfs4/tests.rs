@@ -14,7 +14,7 @@ pub(super) fn server(dir: &std::path::Path) -> Nfs4 {
 /// A server instance that started at `nanos` (its verifier).
 fn server_started(dir: &std::path::Path, nanos: u64) -> Nfs4 {
     let registry = Registry::new("t");
-    let fs = DirFs::open(&Config::new(dir), registry.clone()).unwrap();
+    let fs = crate::fs::DirFs::open(&Config::new(dir), registry.clone()).unwrap();
     Nfs4::new(fs, registry, nanos.to_be_bytes(), Settings::default())
 }
 
