@@ -605,3 +605,5 @@ fn resolve(cx: &Ctx<'_>, sid: &Stateid) -> Result<Stateid, Status> {
 mod tests;
 #[cfg(test)]
 mod tests41;
+#[cfg(test)]
+mod tests_exports;

@@ -9,7 +9,7 @@ use super::xdr;
 use super::*;
 
 /// A session: its client, id, and the next sequence id of slot 0.
-struct Sess {
+pub(super) struct Sess {
     cid: u64,
     id: [u8; 16],
     next: u32,
@@ -52,7 +52,7 @@ fn sequence(id: [u8; 16], seq: u32, slot: u32, cache: bool) -> Vec<u8> {
 }
 
 /// EXCHANGE_ID + CREATE_SESSION at `minor`.
-fn session(s: &Nfs4, minor: u32, owner: &[u8]) -> Sess {
+pub(super) fn session(s: &Nfs4, minor: u32, owner: &[u8]) -> Sess {
     let mut r = run(s, &compound(minor, &[exchange_id(owner, [1; 8], 0)]));
     assert_eq!(r.op(op::EXCHANGE_ID), proto::OK);
     let cid = r.u64();
@@ -68,7 +68,7 @@ fn session(s: &Nfs4, minor: u32, owner: &[u8]) -> Sess {
 
 impl Sess {
     /// A COMPOUND on slot 0: SEQUENCE, then `ops`.
-    fn call(&mut self, minor: u32, ops: &[Vec<u8>]) -> Vec<u8> {
+    pub(super) fn call(&mut self, minor: u32, ops: &[Vec<u8>]) -> Vec<u8> {
         let mut all = vec![sequence(self.id, self.next, 0, true)];
         all.extend_from_slice(ops);
         self.next += 1;
@@ -77,7 +77,7 @@ impl Sess {
 }
 
 /// The reply after its SEQUENCE result.
-fn after_sequence(s: &Nfs4, args: &[u8]) -> Reply {
+pub(super) fn after_sequence(s: &Nfs4, args: &[u8]) -> Reply {
     let mut r = run(s, args);
     assert_eq!(r.op(op::SEQUENCE), proto::OK, "SEQUENCE");
     r.skip(16 + 4 * 5);
