@@ -65,10 +65,16 @@ impl Three {
 
     /// The rustnfs binary serving the file on loopback, logging at info.
     fn serve(&self) -> ServerProc {
+        self.serve_with(&[])
+    }
+
+    /// [`serve`](Self::serve) with more options.
+    fn serve_with(&self, more: &[String]) -> ServerProc {
         let addr: SocketAddr = format!("127.0.0.1:{}", common::free_port())
             .parse()
             .unwrap();
         ServerProc::binary("rustnfs", "rustnfs", addr)
+            .args(more.iter().cloned())
             .args(["--exports".into(), self.file.display().to_string()])
             .args(["--listen".to_string(), addr.to_string()])
             .env_remove("NO_ROOT_SQUASH")
@@ -246,10 +252,10 @@ fn a_sighup_that_removes_an_export_leaves_the_others_reading() {
 }
 
 /// Issue 35 §3, with the Linux kernel client (qemu): two exports of one file mounted at
-/// once — `a` (ro) over NFSv3, `b` (all_squash to 1234:1234) over NFSv4 through the
-/// pseudo-filesystem — with their options honoured; both read from the server (page
-/// cache dropped) while a SIGHUP removes `c`, without an error, after which `c` mounts
-/// over neither version. The choreography: the VM says it is reading by writing
+/// once — `a` (ro) over NFSv3, `b` (all_squash to 1234:1234) over NFSv4.0 and over
+/// NFSv4.2 through the pseudo-filesystem (4.2's ALLOCATE reaching it, squashed) — with
+/// their options honoured; all read from the server (page cache dropped) while a SIGHUP
+/// removes `c`, without an error, after which `c` mounts over neither version. The choreography: the VM says it is reading by writing
 /// `b/.reading`; the host reloads 2 s later and then answers with `a/.reloaded`.
 #[test]
 fn kernel_client_mounts_two_exports_with_their_options_through_a_reload() {
@@ -260,7 +266,10 @@ fn kernel_client_mounts_two_exports_with_their_options_through_a_reload() {
     let t = Three::new(
         "{a} 127.0.0.1(ro)\n{b} 127.0.0.0/8(rw,all_squash,anonuid=1234,anongid=1234)\n{c} *(rw)\n",
     );
-    let mut server = t.serve();
+    let metrics: SocketAddr = format!("127.0.0.1:{}", common::free_port())
+        .parse()
+        .unwrap();
+    let mut server = t.serve_with(&["--metrics".into(), metrics.to_string()]);
     let addr = server.addr();
     let md5 = |d: &str| {
         let out = common::run_ok(Command::new("md5sum").arg(Path::new(&t.path(d)).join("data")));
@@ -307,8 +316,12 @@ fn kernel_client_mounts_two_exports_with_their_options_through_a_reload() {
     let want = [
         "mount-a-v3",
         "mount-b-v4",
+        "mount-b-v42",
+        "vers-b-v42",
         "read-a",
         "read-b",
+        "read-b-v42",
+        "allocate-b-v42",
         "ro-a",
         "squash-by-root",
         "squash-by-u1",
@@ -336,6 +349,20 @@ fn kernel_client_mounts_two_exports_with_their_options_through_a_reload() {
         );
     }
     assert!(vm_run.console.contains("VMXDONE"), "{report}");
+    // The 4.2 mount's fallocate came as ALLOCATE (not written out by the C library's
+    // fallback), in a session.
+    let text = lab::http::request(
+        metrics,
+        b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n",
+        Duration::from_secs(5),
+        Duration::from_secs(20),
+    )
+    .map(|r| String::from_utf8_lossy(&r.body).into_owned())
+    .unwrap_or_default();
+    for op in ["NFS4_ALLOCATE", "NFS4_SEQUENCE"] {
+        let ok = format!("{{op=\"{op}\",phase=\"total\",status=\"ok\"");
+        assert!(text.contains(&ok), "{op} ok not in the server's metrics");
+    }
     // On the server's disk too: nothing in a, b's new files owned by the anonymous id.
     assert!(!Path::new(&t.path("a")).join("new").exists());
     for f in ["by-root", "by-u1"] {
