@@ -1,0 +1,147 @@
+//! `ladder.md`: the answer in sentences, every rung's figures, every layer's added cost
+//! with its interval, what did not run — each a small section over the [`Ladder`].
+
+use super::model::{Ladder, Rung, Step};
+use crate::doc::{Block, Doc, Section};
+use crate::stats::Comparison;
+use crate::table::Table;
+
+/// ladder.md, top to bottom.
+pub const SECTIONS: &[Section<Ladder>] = &[answer, rungs, steps, missing];
+
+pub fn render(l: &Ladder) -> String {
+    Doc::of(l, SECTIONS).to_markdown()
+}
+
+fn median(v: &[f64], decimals: usize) -> String {
+    crate::stats::median_of(v).map_or("—".into(), |m| format!("{m:.decimals$}"))
+}
+
+fn difference(c: &Option<Comparison>) -> String {
+    c.map_or("—".into(), |c| {
+        format!("{:+.3} ({:+.3} to {:+.3})", c.estimate, c.ci.low, c.ci.high)
+    })
+}
+
+fn answer(l: &Ladder) -> Vec<Block> {
+    vec![
+        Block::Heading(
+            1,
+            "servelab compare --ladder: where the cost comes from".into(),
+        ),
+        Block::text(format!(
+            "The same serving stack with one network layer added at a time, for B (httpd \
+             inside the layer, the HTTP hop crosses it) and for A's NFS hop (httpd on the host, \
+             rustnfs inside the layer). Each rung: {} closed-loop runs of {} requests of the \
+             large file at concurrency {} (CPU per request), then {} open-loop runs of {:.1} s \
+             at {:.1} req/s, the same for every rung (median latency at equal load); rungs in \
+             rotating order. The ladder took {:.0} s. Programs: {}.",
+            l.rounds,
+            l.requests,
+            l.concurrency,
+            l.rounds,
+            l.seconds_each,
+            l.offered_per_sec,
+            l.elapsed_s,
+            l.programs
+        )),
+        Block::h2("The answer"),
+        Block::List(super::sentences::sentences(l)),
+    ]
+}
+
+fn rung_row(r: &Rung) -> [String; 9] {
+    let x = &r.runs;
+    [
+        r.side.clone(),
+        r.layer.clone(),
+        median(&x.process_ms, 3),
+        median(&x.machine_ms, 3),
+        median(&x.softirq_ms, 3),
+        median(&x.capacity_per_sec, 1),
+        median(&x.p50_ms, 2),
+        format!(
+            "{} / {} ({} busy, {} failed)",
+            x.process_ms.len(),
+            x.machine_ms.len(),
+            x.busy_runs,
+            x.failed
+        ),
+        r.description.clone(),
+    ]
+}
+
+fn rungs(l: &Ladder) -> Vec<Block> {
+    let mut t = Table::new([
+        "Side",
+        "Layer",
+        "CPU ms/request, serving processes",
+        "CPU ms/request, whole machine − client",
+        "of which softirq",
+        "Capacity req/s",
+        "p50 ms at equal load",
+        "Runs (process / machine)",
+        "What runs",
+    ])
+    .left(2);
+    for r in &l.rungs {
+        t.row(rung_row(r));
+    }
+    vec![
+        Block::h2("Every rung"),
+        Block::text(
+            "Serving processes: utime + stime of each serving process tree (`/proc/PID/stat`) or \
+             container cgroup (`cpu.stat`) per request. Whole machine − client: every CPU's busy \
+             time in `/proc/stat` (user, nice, system, irq, softirq, steal) minus servelab's own \
+             (the load generator and the samplers), per request — it also holds the kernel's \
+             packet work that no process is charged for, and any neighbour's work, so it is taken \
+             only from runs on a quiet machine (other work under 20 %) unless `--keep-busy`. \
+             Medians over the runs.",
+        ),
+        Block::Table(t),
+    ]
+}
+
+fn step_row(s: &Step) -> [String; 6] {
+    [
+        s.side.clone(),
+        format!("{} → {}", s.from, s.to),
+        difference(&s.process_ms),
+        difference(&s.machine_ms),
+        s.only_machine_ms.map_or("—".into(), |o| format!("{o:+.3}")),
+        difference(&s.p50_ms),
+    ]
+}
+
+fn steps(l: &Ladder) -> Vec<Block> {
+    let mut t = Table::new([
+        "Side",
+        "Layer added",
+        "Δ CPU ms/request, processes (interval)",
+        "Δ CPU ms/request, whole machine (interval)",
+        "Seen only by the whole machine, ms",
+        "Δ p50 ms at equal load (interval)",
+    ])
+    .left(2);
+    for s in &l.steps {
+        t.row(step_row(s));
+    }
+    vec![
+        Block::h2("What each layer adds"),
+        Block::text(
+            "Each host rung against the one below it on its side; a container against loopback. \
+             Differences of medians with their bootstrap intervals (two runs a side or more).",
+        ),
+        Block::Table(t),
+    ]
+}
+
+fn missing(l: &Ladder) -> Vec<Block> {
+    if l.missing.is_empty() {
+        return Vec::new();
+    }
+    vec![
+        Block::h2("Rungs that did not run"),
+        Block::List(l.missing.clone()),
+    ]
+}
