@@ -372,7 +372,8 @@ pub fn run(mut args: CompareArgs) -> anyhow::Result<()> {
         print!("\n{}", crate::ladder::markdown::render(&ladder));
         println!("\nWritten: {}/ladder.md, ladder.json.", dir.display());
     }
-    if containers.wanted() || containers.containers_only {
+    // `--containers-only --ladder` without containers: the ladder alone.
+    if containers.wanted() || (containers.containers_only && !containers.ladder) {
         let c = crate::containers::run(&containers, &workloads(&options), &dir)
             .context("servelab compare --containers failed")?;
         print!("\n{}", crate::containers::markdown::render(&c));

@@ -34,7 +34,8 @@ pub struct ContainerArgs {
     /// Tag of docker/build.sh's images (rustnfs, httpd) for the Docker column.
     #[arg(long, default_value = "latest")]
     pub image_tag: String,
-    /// Run only the container comparison and sweeps, not compare's main tables.
+    /// Run only the container comparison and sweeps (with --ladder and no containers:
+    /// only the ladder), not compare's main tables.
     #[arg(long)]
     pub containers_only: bool,
     /// File-system workloads (sequential read, metadata mix) on the host, in a Docker

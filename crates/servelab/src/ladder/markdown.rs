@@ -4,7 +4,7 @@
 use super::model::{Ladder, Rung, Step};
 use crate::doc::{Block, Doc, Section};
 use crate::stats::Comparison;
-use crate::table::Table;
+use crate::table::{Align, Table};
 
 /// ladder.md, top to bottom.
 pub const SECTIONS: &[Section<Ladder>] = &[answer, rungs, steps, missing];
@@ -83,7 +83,8 @@ fn rungs(l: &Ladder) -> Vec<Block> {
         "Runs (process / machine)",
         "What runs",
     ])
-    .left(2);
+    .left(2)
+    .align(8, Align::Left);
     for r in &l.rungs {
         t.row(rung_row(r));
     }

@@ -52,7 +52,20 @@ fn attribution_sentence(a: &Attribution) -> String {
 }
 
 fn step_sentence(s: &Step) -> Option<String> {
-    let m = s.machine_ms?;
+    let p50 = s
+        .p50_ms
+        .map(|p| format!("; median latency at equal load {:+.2} ms", p.estimate))
+        .unwrap_or_default();
+    let layer = layer_words(&s.to);
+    let Some(m) = s.machine_ms else {
+        let p = s.process_ms?;
+        return Some(format!(
+            "{}: {layer} over {} adds {:+.3} ms of CPU per request in the serving processes' own \
+             counters (interval {:+.3} to {:+.3}); the whole-machine figure is withheld (too few \
+             runs on a quiet machine){p50}.",
+            s.side, s.from, p.estimate, p.ci.low, p.ci.high
+        ));
+    };
     let process = s
         .process_ms
         .map(|p| {
@@ -68,18 +81,9 @@ fn step_sentence(s: &Step) -> Option<String> {
             format!(", so {o:+.3} ms is seen only by the whole-machine figure (softirq, ksoftirqd)")
         })
         .unwrap_or_default();
-    let p50 = s
-        .p50_ms
-        .map(|p| format!("; median latency at equal load {:+.2} ms", p.estimate))
-        .unwrap_or_default();
     Some(format!(
-        "{}: {} over {} adds {:+.3} ms of CPU per request on the whole machine (interval {:+.3} to {:+.3}) against {process}{only}{p50}.",
-        s.side,
-        layer_words(&s.to),
-        s.from,
-        m.estimate,
-        m.ci.low,
-        m.ci.high
+        "{}: {layer} over {} adds {:+.3} ms of CPU per request on the whole machine (interval {:+.3} to {:+.3}) against {process}{only}{p50}.",
+        s.side, s.from, m.estimate, m.ci.low, m.ci.high
     ))
 }
 
