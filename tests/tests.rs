@@ -19,6 +19,7 @@ mod kernel_nfs;
 mod loadgen;
 mod nfs4_state;
 mod nfsclient;
+mod readme_figures;
 mod rustnfs;
 mod rustnfs_hostile;
 mod soak;
