@@ -95,7 +95,8 @@ pub fn section(report: &Report) -> Vec<Block> {
         Block::text(format!(
             "Scenario A with its NFS hop across the emulated link, {what}: httpd on the host, \
              rustnfs behind a veth pair limited by `tc tbf`, the round trip added by the relay \
-             (half each way). Every point and B were offered {:.1} req/s of the {} file open-loop \
+             (half each way; the relay runs in servelab's process, so the emulated wire's own CPU \
+             is not counted as the stack's). Every point and B were offered {:.1} req/s of the {} file open-loop \
              ({:.0} % of the lowest of A's and B's capacities and of what the slowest link carries), \
              {:.1} s per run, {} rounds in rotating order; medians, bootstrap intervals against B; \
              CPU per request from every run, latency only from runs on a quiet machine (other \
