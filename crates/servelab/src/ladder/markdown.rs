@@ -50,7 +50,7 @@ fn answer(l: &Ladder) -> Vec<Block> {
     ]
 }
 
-fn rung_row(r: &Rung) -> [String; 9] {
+fn rung_row(r: &Rung) -> [String; 10] {
     let x = &r.runs;
     [
         r.side.clone(),
@@ -58,12 +58,13 @@ fn rung_row(r: &Rung) -> [String; 9] {
         median(&x.process_ms, 3),
         median(&x.machine_ms, 3),
         median(&x.softirq_ms, 3),
+        median(&x.other_ms, 3),
         median(&x.capacity_per_sec, 1),
         median(&x.p50_ms, 2),
         format!(
-            "{} / {} ({} busy, {} failed)",
+            "{} closed, {} equal-load ({} busy, {} failed)",
             x.process_ms.len(),
-            x.machine_ms.len(),
+            x.p50_ms.len(),
             x.busy_runs,
             x.failed
         ),
@@ -76,15 +77,16 @@ fn rungs(l: &Ladder) -> Vec<Block> {
         "Side",
         "Layer",
         "CPU ms/request, serving processes",
-        "CPU ms/request, whole machine − client",
+        "CPU ms/request, whole machine − client − other processes",
         "of which softirq",
+        "Other processes ms/request (taken out)",
         "Capacity req/s",
         "p50 ms at equal load",
-        "Runs (process / machine)",
+        "Runs",
         "What runs",
     ])
     .left(2)
-    .align(8, Align::Left);
+    .align(9, Align::Left);
     for r in &l.rungs {
         t.row(rung_row(r));
     }
@@ -92,12 +94,13 @@ fn rungs(l: &Ladder) -> Vec<Block> {
         Block::h2("Every rung"),
         Block::text(
             "Serving processes: utime + stime of each serving process tree (`/proc/PID/stat`) or \
-             container cgroup (`cpu.stat`) per request. Whole machine − client: every CPU's busy \
-             time in `/proc/stat` (user, nice, system, irq, softirq, steal) minus servelab's own \
-             (the load generator and the samplers), per request — it also holds the kernel's \
-             packet work that no process is charged for, and any neighbour's work, so it is taken \
-             only from runs on a quiet machine (other work under 20 %) unless `--keep-busy`. \
-             Medians over the runs.",
+             container cgroup (`cpu.stat`) per request. Whole machine: every CPU's busy time in \
+             `/proc/stat` (user, nice, system, irq, softirq, steal) minus servelab's own (the load \
+             generator, the samplers) and minus every other user-space process's (own and reaped \
+             children's — the neighbours on a shared machine), per request: the serving processes \
+             plus the kernel's work that no serving process is charged for (softirq, ksoftirqd, \
+             kworkers). Medians over the runs; latency only from runs on a quiet machine (other \
+             work under 20 %) unless `--keep-busy`.",
         ),
         Block::Table(t),
     ]

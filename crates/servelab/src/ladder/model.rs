@@ -11,8 +11,13 @@ use crate::stats::{self, Comparison};
 pub struct RungRuns {
     /// CPU per request of the serving processes (or cgroups), `/proc/PID/stat`, ms.
     pub process_ms: Vec<f64>,
-    /// Whole-machine CPU minus the client's own per request (`/proc/stat`), ms.
+    /// Whole-machine CPU (`/proc/stat`) minus the client's own and every other user
+    /// process's, per request, ms: the serving processes plus the kernel's work.
     pub machine_ms: Vec<f64>,
+    /// Other user processes' CPU per request over the same runs (the neighbours taken
+    /// out), ms.
+    #[serde(default)]
+    pub other_ms: Vec<f64>,
     /// Softirq time per request over every CPU, ms.
     pub softirq_ms: Vec<f64>,
     /// Closed-loop requests per second (the capacity the equal load is a share of).

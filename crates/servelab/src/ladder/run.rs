@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use loadgen::Schedule;
 
-use super::kernel::MachineCpu;
+use super::kernel::{MachineCpu, serving_pids};
 use super::model::{Ladder, Rung, RungRuns, attributions, steps};
 use crate::experiment::interrupt::Interrupted;
 use crate::experiment::load::{Load, rotation};
@@ -120,8 +120,10 @@ pub fn measure(
 
 /// One closed-loop run: capacity, CPU per request by process and by the whole machine.
 fn closed_run(stack: &Stack, s: &Settings, runs: &mut RungRuns) {
+    let targets: Vec<_> = stack.parts.iter().map(|p| p.target.clone()).collect();
+    let serving = serving_pids(&targets);
     let probe = Probe::start(&stack.parts, s.cpus.as_ref());
-    let machine = MachineCpu::now();
+    let machine = MachineCpu::now(&serving);
     let result = Load::new(
         stack.url(&s.path),
         Schedule::Count(s.requests),
@@ -129,7 +131,7 @@ fn closed_run(stack: &Stack, s: &Settings, runs: &mut RungRuns) {
     )
     .keepalive(false)
     .run();
-    let used = MachineCpu::now().since(&machine);
+    let used = MachineCpu::now(&serving).since(&machine);
     let seen = probe.finish();
     let Ok(r) = result else {
         runs.failed += s.requests;
@@ -144,11 +146,11 @@ fn closed_run(stack: &Stack, s: &Settings, runs: &mut RungRuns) {
     if let Some(cpu) = seen.cpu_s() {
         runs.process_ms.push(per(cpu));
     }
-    // The whole machine's figure holds every neighbour's work too: only quiet runs.
-    if !seen.noise.busy || s.keep_busy {
-        runs.machine_ms.push(per(used.besides_client_s));
-        runs.softirq_ms.push(per(used.softirq_s));
-    }
+    // The neighbours' processes are taken out of the whole machine's figure, so it is
+    // kept from busy runs too (their share is in `other_ms`).
+    runs.machine_ms.push(per(used.besides_client_s));
+    runs.softirq_ms.push(per(used.softirq_s));
+    runs.other_ms.push(per(used.others_s));
 }
 
 /// One open-loop run at `rate`: the median latency (quiet runs only).

@@ -41,7 +41,7 @@ fn attribution_sentence(a: &Attribution) -> String {
         .map(|ms| format!("; a published port (DNAT), which this run's containers do not use, would add {ms:+.3} ms more"))
         .unwrap_or_default();
     format!(
-        "{}: of {}'s {:.2} × the host's CPU per request ({:+.3} ms, whole machine minus the client), {}, the rest — cgroups and the container's own stack, not measured layer by layer — {}{nat}.",
+        "{}: of {}'s {:.2} × the host's CPU per request ({:+.3} ms, whole machine minus the client and other processes), {}, the rest — cgroups and the container's own stack, not measured layer by layer — {}{nat}.",
         a.side,
         a.container,
         a.times_host,
