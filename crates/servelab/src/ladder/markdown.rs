@@ -78,7 +78,7 @@ fn rungs(l: &Ladder) -> Vec<Block> {
         "Layer",
         "CPU ms/request, serving processes",
         "CPU ms/request, whole machine − client − other processes",
-        "of which softirq",
+        "Softirq on every CPU ms/request (also in whichever task it interrupted)",
         "Other processes ms/request (taken out)",
         "Capacity req/s",
         "p50 ms at equal load",
@@ -99,9 +99,17 @@ fn rungs(l: &Ladder) -> Vec<Block> {
              generator, the samplers) and minus every other user-space process's (own and reaped \
              children's — the neighbours on a shared machine), per request: the serving processes \
              plus the kernel's work that no serving process is charged for (softirq, ksoftirqd, \
-             kworkers). Medians over the runs; latency only from runs on a quiet machine (other \
-             work under 20 %) unless `--keep-busy`.",
+             kworkers). Softirq is the `/proc/stat` column: a tick spent in softirq is also \
+             charged to the task it interrupted, so it overlaps the other columns. Medians over \
+             the runs.",
         ),
+        Block::text(if l.keep_busy {
+            "Latency at equal load: from every run, those taken on a busy machine included \
+             (`--keep-busy`): neighbours distort it."
+        } else {
+            "Latency at equal load: only from runs on a quiet machine (other work under 20 % of \
+             the CPU time); `--keep-busy` keeps the others."
+        }),
         Block::Table(t),
     ]
 }

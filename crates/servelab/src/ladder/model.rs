@@ -18,7 +18,8 @@ pub struct RungRuns {
     /// out), ms.
     #[serde(default)]
     pub other_ms: Vec<f64>,
-    /// Softirq time per request over every CPU, ms.
+    /// Softirq time per request over every CPU, ms (a softirq tick is also charged to
+    /// the task it interrupted).
     pub softirq_ms: Vec<f64>,
     /// Closed-loop requests per second (the capacity the equal load is a share of).
     pub capacity_per_sec: Vec<f64>,
@@ -91,6 +92,9 @@ pub struct Ladder {
     /// The programs the host rungs ran.
     #[serde(default)]
     pub programs: String,
+    /// Runs on a busy machine were kept for latency (`--keep-busy`).
+    #[serde(default)]
+    pub keep_busy: bool,
 }
 
 /// The host layers each container's traffic also crosses (both reach the container by

@@ -115,6 +115,7 @@ pub fn measure(
         elapsed_s: started.elapsed().as_secs_f64(),
         missing: Vec::new(),
         programs: String::new(),
+        keep_busy: s.keep_busy,
     })
 }
 
