@@ -83,8 +83,18 @@ fn point_sentence(d: &Distance, p: &DistancePoint) -> String {
             )
         })
         .unwrap_or_default();
+    let wire = p
+        .spec
+        .ceiling_per_sec(d.file_bytes)
+        .map(|per_sec| {
+            format!(
+                " (the file alone takes {:.0} ms on this wire)",
+                1e3 / per_sec
+            )
+        })
+        .unwrap_or_default();
     let mut s = format!(
-        "{} {latency}{p99}, both offered {:.1} req/s{cpu}.",
+        "{} {latency}{p99}{wire}, both offered {:.1} req/s{cpu}.",
         place(&p.spec),
         d.offered_per_sec
     );
@@ -141,6 +151,8 @@ mod tests {
         );
         assert!(s[0].contains("3.00 × B's CPU per request"), "{}", s[0]);
         assert!(s[0].contains("6.0 req/s"), "{}", s[0]);
+        // 10 MiB = 83.9 Mbit: 84 ms on a 1 Gbit/s wire.
+        assert!(s[0].contains("the file alone takes 84 ms on this wire"), "{}", s[0]);
         assert_eq!(sentences(&Distance::default()), Vec::<String>::new());
     }
 }
