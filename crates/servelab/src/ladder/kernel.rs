@@ -41,7 +41,7 @@ pub struct MachineCpu {
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct MachineUse {
     /// Every CPU's busy time minus the client's and every other user process's: the
-    /// serving processes plus the kernel's own work.
+    /// serving processes plus the kernel's own work (noise can make one run's negative).
     pub besides_client_s: f64,
     /// Other user processes' CPU over the span (the neighbours taken out).
     pub others_s: f64,
@@ -140,7 +140,10 @@ impl MachineCpu {
             .map(|(pid, now)| (now - earlier.others.get(pid).copied().unwrap_or(0.0)).max(0.0))
             .sum();
         MachineUse {
-            besides_client_s: (busy_s - client - others).max(0.0),
+            // Not clamped at 0: per-process and per-CPU counters are sampled apart, and
+            // a run whose neighbours' counters ran ahead must pull the median down as
+            // much as one whose counters lagged pushes it up.
+            besides_client_s: busy_s - client - others,
             others_s: others,
             softirq_s: self.softirq.saturating_sub(earlier.softirq) as f64 / hz,
         }
