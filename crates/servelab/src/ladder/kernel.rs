@@ -4,9 +4,11 @@
 //! read as whole-machine CPU minus the client's own, beside the per-process figure.
 //!
 //! On a shared machine the whole machine also holds every neighbour's work, so the
-//! figure also subtracts every other user-space process's CPU (own and reaped
-//! children's, so a compiler that came and went under a living parent counts): what is
-//! left is the serving processes plus the kernel's work, which is what a layer adds.
+//! figure also subtracts every other user-space process's own CPU over the span (not its
+//! reaped children's: a compiler that ran for minutes and is reaped during a run would
+//! land all its CPU in its parent's within the span — runs of −369 and +2076 ms per
+//! request came from that). A neighbour that starts and exits within a run is missed and
+//! stays in the figure: that noise only adds, so read medians.
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -63,15 +65,14 @@ pub fn parse_stat(text: &str) -> Option<(u64, u64)> {
     Some((busy, at(6)))
 }
 
-/// From one `/proc/PID/stat`: `None` for a kernel thread, else utime + stime + cutime +
-/// cstime in ticks.
+/// From one `/proc/PID/stat`: `None` for a kernel thread, else utime + stime in ticks.
 pub fn parse_process(text: &str) -> Option<u64> {
     let rest: Vec<&str> = text.rsplit_once(')')?.1.split_whitespace().collect();
     let field = |n: usize| rest.get(n - 3).and_then(|x| x.parse::<u64>().ok());
     if field(9)? & PF_KTHREAD != 0 {
         return None;
     }
-    Some(field(14)? + field(15)? + field(16)? + field(17)?)
+    Some(field(14)? + field(15)?)
 }
 
 /// The pids serving `parts` (a process tree, or every process in a cgroup).
@@ -163,11 +164,11 @@ mod tests {
     }
 
     #[test]
-    fn a_process_counts_with_its_reaped_children_a_kernel_thread_not_at_all() {
+    fn a_process_counts_without_its_reaped_children_a_kernel_thread_not_at_all() {
         // pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt
         // cmajflt utime stime cutime cstime …
         let user = "42 (cargo build) S 1 42 42 0 -1 4194560 10 0 0 0 30 10 500 100 20 0";
-        assert_eq!(parse_process(user), Some(640));
+        assert_eq!(parse_process(user), Some(40));
         let kthread = "15 (ksoftirqd/1) S 2 0 0 0 -1 69238848 0 0 0 0 7 90 0 0 20 0";
         assert_eq!(parse_process(kthread), None);
     }

@@ -96,8 +96,8 @@ fn rungs(l: &Ladder) -> Vec<Block> {
             "Serving processes: utime + stime of each serving process tree (`/proc/PID/stat`) or \
              container cgroup (`cpu.stat`) per request. Whole machine: every CPU's busy time in \
              `/proc/stat` (user, nice, system, irq, softirq, steal) minus servelab's own (the load \
-             generator, the samplers) and minus every other user-space process's (own and reaped \
-             children's — the neighbours on a shared machine), per request: the serving processes \
+             generator, the samplers) and minus every other user-space process's own (the neighbours \
+             on a shared machine; one that starts and exits within a run is missed), per request: the serving processes \
              plus the kernel's work that no serving process is charged for (softirq, ksoftirqd, \
              kworkers). Softirq is the `/proc/stat` column: a tick spent in softirq is also \
              charged to the task it interrupted, so it overlaps the other columns. Medians over \
