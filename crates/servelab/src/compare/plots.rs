@@ -166,7 +166,9 @@ fn equal_load_latency(report: &Report, workload: &str) -> Option<LineChart> {
     let rows: Vec<_> = report
         .equal_load
         .iter()
-        .filter(|r| r.workload == workload)
+        // A point with no quiet run has no figures: the table says so, the plot leaves
+        // it out rather than drawing 0 on the axis floor.
+        .filter(|r| r.workload == workload && !r.runs_p50_ms.is_empty())
         .collect();
     if rows.is_empty() {
         return None;
