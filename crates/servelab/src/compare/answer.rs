@@ -542,6 +542,16 @@ pub fn latency_words(row: &EqualLoadRow, b: Option<&EqualLoadRow>) -> String {
             row.p50_ms,
             row.p50_ms - d.estimate
         ),
+        _ => difference_words(&d),
+    }
+}
+
+/// A difference in ms and its interval in words, labelled with its confidence: "+1.20
+/// ms (95 % CI +0.80 to +1.60)", no measurable difference, or not resolved.
+pub fn difference_words(d: &Comparison) -> String {
+    let (label, lo, hi) = (d.ci_label(), d.ci.low, d.ci.high);
+    match d.verdict() {
+        Verdict::Differs => format!("{:+.2} ms ({label} {lo:+.2} to {hi:+.2})", d.estimate),
         Verdict::NoDifference => format!(
             "no measurable difference ({:+.2} ms, {label} {lo:+.2} to {hi:+.2})",
             d.estimate
