@@ -234,7 +234,7 @@ fn http(report: &Report) -> Vec<Block> {
             .filter(|r| r.workload == workload)
             .collect();
         out.push(Block::h2(http_heading(report, workload)));
-        out.push(Block::Table(http_table(&rows)));
+        out.push(Block::Table(http_table(&rows, report.settings.keep_busy)));
         out.extend(cross_check(&rows));
     }
     out
@@ -251,7 +251,7 @@ fn delta_cell(value: f64, reference: Option<f64>, is_b: bool, missing: &str) -> 
     }
 }
 
-fn http_table(rows: &[&HttpRow]) -> Table {
+fn http_table(rows: &[&HttpRow], keep_busy: bool) -> Table {
     let b = rows.iter().find(|r| r.scenario == REFERENCE_SCENARIO);
     let reference = b.map(|r| r.median.requests_per_sec);
     let tool = rows
@@ -287,10 +287,15 @@ fn http_table(rows: &[&HttpRow]) -> Table {
         let (m, is_b) = (&r.median, r.scenario == REFERENCE_SCENARIO);
         let mut cells = vec![
             format!(
-                "{}{}",
+                "{}{}{}",
                 r.scenario,
                 if r.client_bound {
                     " **(client-bound)**"
+                } else {
+                    ""
+                },
+                if r.busy_only(keep_busy) {
+                    " **(busy runs only: neighbours distort these figures)**"
                 } else {
                     ""
                 }

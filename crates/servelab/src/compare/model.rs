@@ -391,6 +391,14 @@ pub fn median(values: &mut [f64]) -> f64 {
 }
 
 impl HttpRow {
+    /// Every run was taken on a busy machine (and `keep_busy` was off): the row's
+    /// throughput and latency are the busy runs', which neighbours distort.
+    pub fn busy_only(&self, keep_busy: bool) -> bool {
+        !keep_busy
+            && !self.runs.is_empty()
+            && self.runs.iter().all(|r| r.noise.is_some_and(|n| n.busy))
+    }
+
     /// The NFS protocol the row's httpd reads with, as its name or description names it
     /// (`NFSv3`, `NFSv4.2`); `None` for a row that reads no NFS (B, the peers).
     pub fn protocol(&self) -> Option<String> {

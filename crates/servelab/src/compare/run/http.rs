@@ -143,7 +143,14 @@ impl RunContext<'_> {
         self.narrow_headline(&workloads, scenarios, &mut acc)?;
         for ((wi, si), a) in acc {
             let (w, sc) = (&workloads[wi], &scenarios[si]);
-            let row = rows::http_row(w.name, &sc.name, &sc.description, w.reference.as_ref(), a);
+            let row = rows::http_row(
+                w.name,
+                &sc.name,
+                &sc.description,
+                w.reference.as_ref(),
+                a,
+                self.opts.keep_busy,
+            );
             if let Some((row, phases)) = row {
                 self.report.http.push(row);
                 self.report.server_phases.extend(phases);
