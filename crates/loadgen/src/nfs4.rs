@@ -42,7 +42,9 @@ const OP_SETCLIENTID: u32 = 35;
 const OP_SETCLIENTID_CONFIRM: u32 = 36;
 const OP_EXCHANGE_ID: u32 = 42;
 const OP_CREATE_SESSION: u32 = 43;
+const OP_DESTROY_SESSION: u32 = 44;
 const OP_SEQUENCE: u32 = 53;
+const OP_DESTROY_CLIENTID: u32 = 57;
 const OP_RECLAIM_COMPLETE: u32 = 58;
 const NFS4ERR_COMPLETE_ALREADY: u32 = 10054;
 
@@ -526,6 +528,26 @@ impl Conn {
         Ok((fh, sid))
     }
 
+    /// 4.1 and 4.2: DESTROY_SESSION and DESTROY_CLIENTID, each alone in its COMPOUND,
+    /// so a server's per-address caps on sessions and client ids see the worker leave
+    /// (many short runs from one address would otherwise reach them before the lease
+    /// frees what they left).
+    async fn end_session(&mut self, timeout: Duration) -> Result<(), OpError> {
+        let Some((id, _)) = self.session.take() else {
+            return Ok(());
+        };
+        let mut o = Ops::default();
+        o.op(OP_DESTROY_SESSION).fixed(&id);
+        self.call(&o, "CLOSE", timeout)
+            .await?
+            .ok(OP_DESTROY_SESSION)?;
+        let mut o = Ops::default();
+        o.op(OP_DESTROY_CLIENTID).u64(self.clientid);
+        self.call(&o, "CLOSE", timeout)
+            .await?
+            .ok(OP_DESTROY_CLIENTID)
+    }
+
     async fn close(&mut self, fh: &[u8], sid: &Stateid, timeout: Duration) -> Result<(), OpError> {
         let mut o = Ops::default();
         o.op(OP_PUTFH).opaque(fh);
@@ -779,6 +801,7 @@ impl Worker for Nfs4Worker {
             State::Read { fh, sid, .. } => {
                 let (fh, sid) = (fh.clone(), *sid);
                 let _ = self.conn.close(&fh, &sid, t).await;
+                let _ = self.conn.end_session(t).await;
                 return None;
             }
             State::Metadata { dir, files, .. } => (dir.clone(), files.clone()),
@@ -793,6 +816,7 @@ impl Worker for Nfs4Worker {
             o.op(OP_REMOVE).opaque(self.meta_name(i as u64).as_bytes());
             let _ = self.conn.call(&o, "REMOVE", t).await;
         }
+        let _ = self.conn.end_session(t).await;
         None
     }
 }
