@@ -135,11 +135,9 @@ impl Dispatcher {
         HEAD + body.unwrap_or(SMALL_REPLY).max(SMALL_REPLY)
     }
 
-    /// Answers one call the front door admitted (its header decoded and checked by
-    /// `oncrpc`: RPC version, credential, program, version): `record` is the whole call
-    /// (header at 0, arguments at `call.args`); `out` receives the whole reply record,
-    /// record mark included; `peer` is the client's address (its exports and options
-    /// follow from it). The call is recorded as `op`/`total`/`status`.
+    /// [`dispatch_tailed`](Self::dispatch_tailed) without tails, on connection 0 (the
+    /// tests' entry).
+    #[cfg(test)]
     pub fn dispatch(
         &self,
         call: &CallHeader<'_>,
@@ -151,12 +149,16 @@ impl Dispatcher {
         debug_assert!(tail.is_none(), "a tail nobody asked for");
     }
 
-    /// [`dispatch`](Self::dispatch) of a call that came on the front door's connection
-    /// `conn_id` (NFSv4 state is counted per client address; sessions bind
-    /// connections), from a caller that can send READ data after the reply (`tails`,
-    /// see [`crate::nfs4::ReadTail`]): an NFSv4 COMPOUND ending in a large READ has
-    /// `out` hold the reply up to the data, its record mark counting the data and pad
-    /// of the returned tail, to be sent right after it.
+    /// Answers one call the front door admitted (its header decoded and checked by
+    /// `oncrpc`: RPC version, credential, program, version): `record` is the whole call
+    /// (header at 0, arguments at `call.args`); `out` receives the whole reply record,
+    /// record mark included; `peer` is the client's address (its exports and options
+    /// follow from it) and `conn_id` the front door's connection (NFSv4 state is counted
+    /// per client address; sessions bind connections). The call is recorded as
+    /// `op`/`total`/`status`. With `tails` (a caller that can send READ data after the
+    /// reply, see [`crate::nfs4::ReadTail`]), an NFSv4 COMPOUND ending in a large READ
+    /// has `out` hold the reply up to the data, its record mark counting the data and
+    /// pad of the returned tail, to be sent right after it.
     pub fn dispatch_tailed(
         &self,
         call: &CallHeader<'_>,
