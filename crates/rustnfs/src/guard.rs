@@ -377,7 +377,9 @@ async fn connection(
             // connection's share (READDIR, READDIRPLUS) has its budget granted before it
             // is built, at its bound: built first, 200 unread READDIRPLUS replies held
             // 166 MB against a 4 MiB budget.
-            let bound = crate::nfs::Dispatcher::reply_bound(&header, &record);
+            // An NFSv4 READ that ends its COMPOUND leaves its data for `send_reply`.
+            let tails = sendfile_enabled();
+            let bound = crate::nfs::Dispatcher::reply_bound(&header, &record, tails);
             // A large reply's buffer comes from the warm set READ replies use (with its
             // budget): NFSv4 READs are COMPOUND replies, and a fresh 1 MiB buffer per
             // call (mapped, faulted in, unmapped) held v4 READ at 0.6 × Ganesha.
@@ -411,10 +413,10 @@ async fn connection(
             } else {
                 None
             };
-            off_the_workers(slow, || {
+            let tail = off_the_workers(slow, || {
                 guard
                     .nfs
-                    .dispatch_on(&header, &record, reply, peer, slot_id)
+                    .dispatch_tailed(&header, &record, reply, (peer, slot_id), tails)
             });
             drop(turn);
             spare = keep_spare(record);
@@ -425,7 +427,7 @@ async fn connection(
             if reply.len() > bound {
                 warn!(%peer, "reply of {} bytes over its bound of {bound}", reply.len());
             }
-            send(&out, reply, cfg.request_timeout).await?;
+            send_reply(&guard, &out, reply, tail).await?;
             if let Some(b) = large {
                 guard.buffers.put(b);
             }
@@ -602,6 +604,29 @@ async fn send(out: &ClientWriter, record: &[u8], limit: Duration) -> Result<(), 
         Err(_) => Err(Close::Slow(limit)),
         Ok(r) => Ok(r?),
     }
+}
+
+/// Sends a dispatcher's reply record, and then the data of the NFSv4 READ that ends
+/// it (`tail`, counted by the record's mark) from the file with `sendfile`, as v3 READ
+/// data leaves ([`read_sendfile`]).
+async fn send_reply(
+    guard: &Guard,
+    out: &ClientWriter,
+    reply: &[u8],
+    tail: Option<crate::nfs4::ReadTail>,
+) -> Result<(), Close> {
+    let limit = guard.config.request_timeout;
+    let Some(t) = tail else {
+        return send(out, reply, limit).await;
+    };
+    let sent = send_file(out, reply, &t.file, t.offset, t.len, t.pad(), limit).await;
+    // As `read_sendfile` records it: a client gone is not the file's failure.
+    let vfs = match &sent {
+        Err(Close::Io(e)) if !client_gone(e) => Err(nfsstat3::NFS3ERR_IO),
+        _ => Ok(t.len as u64),
+    };
+    guard.fs.record_read(&t.fh, t.vfs_start, vfs);
+    sent
 }
 
 /// READ, answered here rather than by the dispatcher: the data is sent from the file
