@@ -20,6 +20,7 @@ mod loadgen;
 mod nfs4_state;
 mod nfsclient;
 mod raw_vs_ganesha;
+mod readme_figures;
 mod rustnfs;
 mod rustnfs_hostile;
 mod soak;
