@@ -56,6 +56,63 @@ pub(crate) struct Guard {
     /// Slow calls in progress at once ([`SLOW_CALLS_AT_ONCE`]); the rest wait their turn
     /// in arrival order, on no thread.
     pub slow_calls: Semaphore,
+    /// Where connections that send large slow calls (1 MiB WRITEs) are served.
+    pub bulk: BulkLane,
+}
+
+/// A runtime of its own for connections that send large slow calls (see [`is_bulk`]):
+/// such a connection moves there after its first one, so its records are read and its
+/// calls answered by other workers than everyone else's. Issue 31 §5: beside 1,000
+/// clients writing 1 MiB FILE_SYNC blocks, another client's 10 MiB read spent its time
+/// waiting for its connection's turn on the two workers (each READ took under 1 ms
+/// once read; the victim's calls waited 1–140 ms each for it to be read), behind the
+/// writers' tasks reading their records.
+pub(crate) struct BulkLane(Option<tokio::runtime::Runtime>);
+
+impl BulkLane {
+    /// Starts the lane with as many workers as the main runtime's default (one per
+    /// core). Without one (the runtime cannot be built) large calls stay where they are.
+    pub(crate) fn start() -> BulkLane {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .thread_name("rustnfs-bulk")
+            .enable_all()
+            .build();
+        match rt {
+            Ok(rt) => BulkLane(Some(rt)),
+            Err(e) => {
+                warn!("no bulk lane (large WRITEs share the workers with every call): {e}");
+                BulkLane(None)
+            }
+        }
+    }
+
+    /// No lane: every connection stays on the runtime that accepted it (the fuzzing
+    /// entry, which serves one record at a time).
+    pub(crate) fn none() -> BulkLane {
+        BulkLane(None)
+    }
+
+    fn handle(&self) -> Option<&tokio::runtime::Handle> {
+        self.0.as_ref().map(|rt| rt.handle())
+    }
+}
+
+impl Drop for BulkLane {
+    fn drop(&mut self) {
+        // Dropped from async code (the last connection's task): never block there.
+        if let Some(rt) = self.0.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// Records at least this large, of a slow call (a WRITE of 64 KiB or more, in v3 or in a
+/// COMPOUND), move their connection to the [`BulkLane`].
+const BULK_RECORD: usize = 64 * 1024;
+
+/// Whether a call moves its connection to the bulk lane.
+fn is_bulk(slow: bool, record: &[u8]) -> bool {
+    slow && record.len() >= BULK_RECORD
 }
 
 /// Slow calls (see [`slow_call`]) run at most this many at once, as kernel nfsd serves
@@ -206,7 +263,7 @@ pub(crate) async fn accept_loop(
                             }
                         },
                     };
-                    tokio::spawn(connection(guard.clone(), sock, peer, permit));
+                    tokio::spawn(main_lane(guard.clone(), sock, peer, permit));
                 }
                 Err(e) => {
                     // EMFILE and friends: back off instead of spinning.
@@ -279,12 +336,43 @@ pub(crate) fn record_reader(guard: &Guard) -> RecordReader {
     }
 }
 
+/// A connection accepted on the main runtime: served there until it sends a large
+/// slow call, then, if there is a bulk lane, moved to it for the rest of its life.
+async fn main_lane(
+    guard: Arc<Guard>,
+    sock: TcpStream,
+    peer: SocketAddr,
+    permit: OwnedSemaphorePermit,
+) {
+    let Some((sock, permit)) = connection(guard.clone(), sock, peer, permit, false).await else {
+        return;
+    };
+    let Some(bulk) = guard.bulk.handle().cloned() else {
+        return;
+    };
+    bulk.spawn(async move {
+        // Registered again with the lane's own reactor, so its readiness wakes the
+        // lane's workers.
+        match TcpStream::from_std(sock) {
+            Ok(sock) => {
+                connection(guard, sock, peer, permit, true).await;
+            }
+            Err(e) => debug!(%peer, "cannot move the connection to the bulk lane: {e}"),
+        }
+    });
+}
+
+/// Serves one connection until it closes — or, when `bulk` is false and the lane
+/// exists, until it has been answered a large slow call: then it returns the socket
+/// (and its permit) for [`main_lane`] to move.
 async fn connection(
     guard: Arc<Guard>,
     sock: TcpStream,
     peer: SocketAddr,
-    _permit: OwnedSemaphorePermit,
-) {
+    permit: OwnedSemaphorePermit,
+    bulk: bool,
+) -> Option<(std::net::TcpStream, OwnedSemaphorePermit)> {
+    let movable = !bulk && guard.bulk.handle().is_some();
     debug!(%peer, "connection accepted");
     let (slot_id, slot) = guard.slots.open(peer.ip());
     // Leaves the cap's view however the task ends (an unwinding panic included).
@@ -319,7 +407,7 @@ async fn connection(
     let cfg = guard.config.clone();
     // The last large call's record, kept for the next one (see `keep_spare`).
     let mut spare: Option<oncrpc::record::Record> = None;
-    let result: Result<(), Close> = async {
+    let result: Result<Ended, Close> = async {
         loop {
             // Waiting for a call: idle, the first to be closed at the cap.
             guard.slots.set_idle(&slot, true);
@@ -336,7 +424,7 @@ async fn connection(
                     r = tokio::time::timeout_at(idle_until, rd.read(&mut mark)) => match r {
                         Err(_) => return Err(Close::Record(RecordError::Idle(cfg.idle_timeout))),
                         // A clean end between calls.
-                        Ok(Ok(0)) => return Ok(()),
+                        Ok(Ok(0)) => return Ok(Ended::Closed),
                         Ok(r) => break r?,
                     },
                     // The spare goes back as soon as anyone waits for budget, and after
@@ -344,13 +432,13 @@ async fn connection(
                     _ = guard.budget.wanted(), if kept => spare = None,
                     _ = tokio::time::sleep(SPARE_KEEP), if kept => spare = None,
                     _ = slot.evict.notified() => return Err(Close::Evicted),
-                    _ = stopping.wait_for(|s| *s) => return Ok(()),
+                    _ = stopping.wait_for(|s| *s) => return Ok(Ended::Closed),
                 }
             };
             guard.slots.set_idle(&slot, false);
             let record = tokio::select! {
                 r = reader.read_after(&mut rd, (mark, have), peer_gone, spare.take()) => r?,
-                _ = stopping.wait_for(|s| *s) => return Ok(()),
+                _ = stopping.wait_for(|s| *s) => return Ok(Ended::Closed),
             };
             let start = Instant::now();
             // RFC 5531: every call gets an answer, a refused one included.
@@ -406,7 +494,7 @@ async fn connection(
             let turn = if slow {
                 tokio::select! {
                     p = guard.slow_calls.acquire() => p.ok(),
-                    _ = stopping.wait_for(|s| *s) => return Ok(()),
+                    _ = stopping.wait_for(|s| *s) => return Ok(Ended::Closed),
                 }
             } else {
                 None
@@ -417,6 +505,7 @@ async fn connection(
                     .dispatch_on(&header, &record, reply, peer, slot_id)
             });
             drop(turn);
+            let to_bulk = movable && is_bulk(slow, &record.data);
             spare = keep_spare(record);
             if let Some(b) = large.as_mut() {
                 b.settle();
@@ -429,11 +518,17 @@ async fn connection(
             if let Some(b) = large {
                 guard.buffers.put(b);
             }
+            if to_bulk {
+                return Ok(Ended::ToBulk);
+            }
         }
     }
     .await;
+    if let Ok(Ended::ToBulk) = result {
+        return detach(rd, out, peer).map(|sock| (sock, permit));
+    }
     match &result {
-        Ok(()) => debug!(%peer, "connection closed"),
+        Ok(_) => debug!(%peer, "connection closed"),
         Err(e @ (Close::Record(RecordError::Idle(_) | RecordError::Truncated) | Close::Io(_))) => {
             debug!(%peer, "connection closed: {e}")
         }
@@ -448,6 +543,36 @@ async fn connection(
     guard
         .closed
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    drop(permit);
+    None
+}
+
+/// The socket of a connection leaving for the bulk lane, its halves joined again and
+/// out of this runtime's reactor; `None` (the connection is closed) if that fails.
+fn detach(
+    rd: tokio::net::tcp::OwnedReadHalf,
+    out: ClientWriter,
+    peer: SocketAddr,
+) -> Option<std::net::TcpStream> {
+    // Nothing else holds the writer: replies are written by the connection's task alone.
+    let moved = Arc::try_unwrap(out)
+        .ok()
+        .map(tokio::sync::Mutex::into_inner)
+        .and_then(|wr| rd.reunite(wr).ok())
+        .and_then(|sock| sock.into_std().ok());
+    match moved {
+        Some(_) => debug!(%peer, "connection moved to the bulk lane"),
+        None => warn!(%peer, "connection closed: it could not be moved to the bulk lane"),
+    }
+    moved
+}
+
+/// How a connection's loop ended without an error.
+enum Ended {
+    /// The client closed it, or the server is stopping.
+    Closed,
+    /// It was answered a large slow call and goes to the bulk lane.
+    ToBulk,
 }
 
 /// How long a connection keeps its last large record's buffer while it waits for the
