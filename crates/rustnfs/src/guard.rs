@@ -56,13 +56,13 @@ pub(crate) struct Guard {
     /// Slow calls in progress at once ([`SLOW_CALLS_AT_ONCE`]); the rest wait their turn
     /// in arrival order, on no thread.
     pub slow_calls: Semaphore,
-    /// Where connections that send large slow calls (1 MiB WRITEs) are served.
+    /// Where connections that send large records (1 MiB WRITEs) are served.
     pub bulk: BulkLane,
 }
 
-/// A runtime of its own for connections that send large slow calls (see [`is_bulk`]):
-/// such a connection moves there after its first one, so its records are read and its
-/// calls answered by other workers than everyone else's. Issue 31 §5: beside 1,000
+/// A runtime of its own for connections that send large records (see [`starts_bulk`]):
+/// such a connection moves there as soon as the first one's record mark arrives, so its
+/// records are read and its calls answered by other workers than everyone else's. Issue 31 §5: beside 1,000
 /// clients writing 1 MiB FILE_SYNC blocks, another client's 10 MiB read spent its time
 /// waiting for its connection's turn on the two workers (each READ took under 1 ms
 /// once read; the victim's calls waited 1–140 ms each for it to be read), behind the
@@ -106,13 +106,18 @@ impl Drop for BulkLane {
     }
 }
 
-/// Records at least this large, of a slow call (a WRITE of 64 KiB or more, in v3 or in a
-/// COMPOUND), move their connection to the [`BulkLane`].
+/// A record whose first fragment is at least this large moves its connection to the
+/// [`BulkLane`]: only data carries that much (a WRITE of 64 KiB or more, in v3 or in a
+/// COMPOUND), or a client that claims it does.
 const BULK_RECORD: usize = 64 * 1024;
 
-/// Whether a call moves its connection to the bulk lane.
-fn is_bulk(slow: bool, record: &[u8]) -> bool {
-    slow && record.len() >= BULK_RECORD
+/// Whether the record `mark` (all of it read) starts moves its connection to the bulk
+/// lane.
+fn starts_bulk(mark: &[u8]) -> bool {
+    let Ok(mark) = <[u8; oncrpc::record::MARK_LEN]>::try_from(mark) else {
+        return false;
+    };
+    (u32::from_be_bytes(mark) & !oncrpc::record::LAST_FRAGMENT) as usize >= BULK_RECORD
 }
 
 /// Slow calls (see [`slow_call`]) run at most this many at once, as kernel nfsd serves
@@ -337,14 +342,15 @@ pub(crate) fn record_reader(guard: &Guard) -> RecordReader {
 }
 
 /// A connection accepted on the main runtime: served there until it sends a large
-/// slow call, then, if there is a bulk lane, moved to it for the rest of its life.
+/// record, then, if there is a bulk lane, moved to it for the rest of its life.
 async fn main_lane(
     guard: Arc<Guard>,
     sock: TcpStream,
     peer: SocketAddr,
     permit: OwnedSemaphorePermit,
 ) {
-    let Some((sock, permit)) = connection(guard.clone(), sock, peer, permit, false).await else {
+    let Some((sock, permit, mark)) = connection(guard.clone(), sock, peer, permit, None).await
+    else {
         return;
     };
     let Some(bulk) = guard.bulk.handle().cloned() else {
@@ -355,24 +361,25 @@ async fn main_lane(
         // lane's workers.
         match TcpStream::from_std(sock) {
             Ok(sock) => {
-                connection(guard, sock, peer, permit, true).await;
+                connection(guard, sock, peer, permit, Some(mark)).await;
             }
             Err(e) => debug!(%peer, "cannot move the connection to the bulk lane: {e}"),
         }
     });
 }
 
-/// Serves one connection until it closes — or, when `bulk` is false and the lane
-/// exists, until it has been answered a large slow call: then it returns the socket
-/// (and its permit) for [`main_lane`] to move.
+/// Serves one connection until it closes. On the main runtime (`pending` is `None`),
+/// when there is a bulk lane, only until a large record's mark arrives: then it returns
+/// the socket, its permit and that mark for [`main_lane`] to move; on the lane, that
+/// mark is `pending`, the first record's.
 async fn connection(
     guard: Arc<Guard>,
     sock: TcpStream,
     peer: SocketAddr,
     permit: OwnedSemaphorePermit,
-    bulk: bool,
-) -> Option<(std::net::TcpStream, OwnedSemaphorePermit)> {
-    let movable = !bulk && guard.bulk.handle().is_some();
+    mut pending: Option<[u8; oncrpc::record::MARK_LEN]>,
+) -> Option<Moved> {
+    let movable = pending.is_none() && guard.bulk.handle().is_some();
     debug!(%peer, "connection accepted");
     let (slot_id, slot) = guard.slots.open(peer.ip());
     // Leaves the cap's view however the task ends (an unwinding panic included).
@@ -413,7 +420,10 @@ async fn connection(
             guard.slots.set_idle(&slot, true);
             let mut mark = [0u8; oncrpc::record::MARK_LEN];
             let idle_until = tokio::time::Instant::now() + cfg.idle_timeout;
-            let have = loop {
+            let have = if let Some(m) = pending.take() {
+                mark = m;
+                mark.len()
+            } else { loop {
                 let kept = spare.is_some();
                 tokio::select! {
                     // The wait reads the next call's mark itself (a `read` is cancel-safe:
@@ -434,7 +444,10 @@ async fn connection(
                     _ = slot.evict.notified() => return Err(Close::Evicted),
                     _ = stopping.wait_for(|s| *s) => return Ok(Ended::Closed),
                 }
-            };
+            }};
+            if movable && starts_bulk(&mark[..have]) {
+                return Ok(Ended::ToBulk(mark));
+            }
             guard.slots.set_idle(&slot, false);
             let record = tokio::select! {
                 r = reader.read_after(&mut rd, (mark, have), peer_gone, spare.take()) => r?,
@@ -505,7 +518,6 @@ async fn connection(
                     .dispatch_on(&header, &record, reply, peer, slot_id)
             });
             drop(turn);
-            let to_bulk = movable && is_bulk(slow, &record.data);
             spare = keep_spare(record);
             if let Some(b) = large.as_mut() {
                 b.settle();
@@ -518,14 +530,11 @@ async fn connection(
             if let Some(b) = large {
                 guard.buffers.put(b);
             }
-            if to_bulk {
-                return Ok(Ended::ToBulk);
-            }
         }
     }
     .await;
-    if let Ok(Ended::ToBulk) = result {
-        return detach(rd, out, peer).map(|sock| (sock, permit));
+    if let Ok(Ended::ToBulk(mark)) = result {
+        return detach(rd, out, peer).map(|sock| (sock, permit, mark));
     }
     match &result {
         Ok(_) => debug!(%peer, "connection closed"),
@@ -571,9 +580,16 @@ fn detach(
 enum Ended {
     /// The client closed it, or the server is stopping.
     Closed,
-    /// It was answered a large slow call and goes to the bulk lane.
-    ToBulk,
+    /// A large record's mark came (read, the record not): to the bulk lane.
+    ToBulk([u8; oncrpc::record::MARK_LEN]),
 }
+
+/// A connection leaving for the bulk lane: its socket, its permit, the mark read.
+type Moved = (
+    std::net::TcpStream,
+    OwnedSemaphorePermit,
+    [u8; oncrpc::record::MARK_LEN],
+);
 
 /// How long a connection keeps its last large record's buffer while it waits for the
 /// next call. A client writing 1 MiB blocks sends its next WRITE within a round trip of
