@@ -446,6 +446,17 @@ fn throughput_sentence(report: &Report, answer: &Answer) -> String {
         .iter()
         .filter_map(|s| demand_of(answer, "large", s))
         .collect();
+    let busy_only: Vec<&str> = rows
+        .iter()
+        .filter(|d| d.busy_runs == d.runs_used && !report.settings.keep_busy)
+        .map(|d| d.scenario.as_str())
+        .collect();
+    if !busy_only.is_empty() {
+        return format!(
+            "Throughput withheld: every run of {} on the large file was taken on a busy machine, and neighbours distort requests/s and latency (not CPU per request). Rerun on a quieter machine for them, or with --keep-busy to see the distorted figures.",
+            busy_only.join(" and ")
+        );
+    }
     let bound: Vec<&str> = rows
         .iter()
         .filter(|d| d.client_bound)
@@ -725,6 +736,43 @@ mod tests {
             k.contains("4.62 ×") && k.contains("httpd 0.033 ms + rustnfs 0.017 ms"),
             "{k}"
         );
+    }
+
+    /// The committed default run as if a neighbour had taken 40 % of the CPU in every
+    /// run: the CPU-per-request answer stands (the same ratios, from the same runs, flagged
+    /// with the other work's share); throughput is withheld, not stated from busy runs.
+    #[test]
+    fn a_busy_machine_still_answers_cpu_per_request() {
+        let mut report: Report = serde_json::from_str(include_str!(
+            "../../../../benches/results/2026-12-02-answer/report.json"
+        ))
+        .unwrap();
+        let quiet = compute(&report);
+        for run in report.http.iter_mut().flat_map(|r| r.runs.iter_mut()) {
+            let n = run.noise.get_or_insert_with(RunNoise::default);
+            n.busy = true;
+            n.other_work = Some(0.4);
+        }
+        let busy = compute(&report);
+        assert!(busy.conclusive);
+        assert_eq!(busy.ratios, quiet.ratios);
+        assert!(
+            busy.sentences[0].contains("5.21 ×"),
+            "{:#?}",
+            busy.sentences
+        );
+        assert!(
+            busy.sentences[1].contains("Taken on a busy machine: 19 of these 19 runs, other work up to 40 % of the CPU time"),
+            "{:#?}",
+            busy.sentences
+        );
+        assert!(
+            busy.sentences.iter().any(|s| s
+                .starts_with("Throughput withheld: every run of A (NFS: rustnfs) and B (local)")),
+            "{:#?}",
+            busy.sentences
+        );
+        assert!(!busy.sentences.iter().any(|s| s.contains("closed-loop")));
     }
 
     /// "No measurable difference" only from enough runs for a 95 % interval; from three

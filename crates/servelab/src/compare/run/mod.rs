@@ -57,6 +57,8 @@ struct RunContext<'a> {
     data_cache_dir: Option<PathBuf>,
     /// The scenarios started, as specified (a restart starts them again).
     specs: Vec<ScenarioSpec>,
+    /// How many times our servers were restarted (each round after the first).
+    restarts: usize,
     // Drop order: the scratch directory goes before the dataset's temporary directory.
     scratch: ScratchDir,
     data: Dataset,
@@ -132,6 +134,7 @@ impl<'a> RunContext<'a> {
             nfs_phases: BTreeMap::new(),
             data_cache_dir,
             specs: Vec::new(),
+            restarts: 0,
             scratch,
             data,
         })

@@ -6,11 +6,14 @@
 //! keeps the first servers for the whole run. A restart that fails keeps the old
 //! servers and is reported as a failure; the run goes on.
 
+use std::path::Path;
+
 use loadgen::Schedule;
 
 use super::RunContext;
 use crate::experiment::load::Load;
 use crate::experiment::nfs::NfsServer;
+use crate::experiment::ours::file_name;
 use crate::experiment::stack::{self, Launch, Stack, StartEnv};
 
 impl RunContext<'_> {
@@ -32,6 +35,9 @@ impl RunContext<'_> {
                 .then(|| (i, spec.launch.clone(), spec.description.clone()))
             })
             .collect();
+        self.restarts += 1;
+        let names = ours.iter().map(|(i, _, _)| scenarios[*i].name.as_str());
+        keep_logs(&self.log_dir, names.chain(["rustnfs"]), self.restarts);
         let nfs = match self.rustnfs.is_some() {
             true => match NfsServer::start_rustnfs(&self.data.info.root, &self.log_dir) {
                 Ok(n) => Some(n),
@@ -71,6 +77,19 @@ impl RunContext<'_> {
         if nfs.is_some() {
             self.rustnfs = nfs;
         }
+    }
+}
+
+/// Renames the logs of the servers about to be restarted (`rustnfs.log` →
+/// `rustnfs.round-1.log`): the old processes keep writing to them until they stop,
+/// and the fresh ones get logs of their own.
+fn keep_logs<'a>(dir: &Path, names: impl Iterator<Item = &'a str>, round: usize) {
+    for name in names {
+        let stem = file_name(name);
+        let _ = std::fs::rename(
+            dir.join(format!("{stem}.log")),
+            dir.join(format!("{stem}.round-{round}.log")),
+        );
     }
 }
 
