@@ -515,7 +515,13 @@ fn equal_load_sentence(report: &Report) -> Option<String> {
         })
         .collect();
     if parts.is_empty() {
-        return None;
+        let busy: usize = report.equal_load.iter().map(|r| r.busy_runs).sum();
+        let quiet: usize = report.equal_load.iter().map(|r| r.runs_p50_ms.len()).sum();
+        return (busy > 0 && quiet == 0).then(|| {
+            format!(
+                "Latency at equal offered load withheld: all {busy} open-loop runs were taken on a busy machine, and neighbours distort latency."
+            )
+        });
     }
     Some(format!(
         "Median latency of a {} request at equal offered load (open loop, each request timed from its intended start), A against B: {}.",
@@ -773,6 +779,22 @@ mod tests {
             busy.sentences
         );
         assert!(!busy.sentences.iter().any(|s| s.contains("closed-loop")));
+        // The stored equal-load rows kept their quiet runs; with none left the answer
+        // says latency was withheld.
+        for r in &mut report.equal_load {
+            r.busy_runs += r.runs_p50_ms.len();
+            r.runs_p50_ms.clear();
+            r.runs_p99_ms.clear();
+            r.p50_minus_b_ms = None;
+        }
+        let withheld = compute(&report);
+        assert!(
+            withheld.sentences.iter().any(|s| s.starts_with(
+                "Latency at equal offered load withheld: all 18 open-loop runs were taken on a busy machine"
+            )),
+            "{:#?}",
+            withheld.sentences
+        );
     }
 
     /// "No measurable difference" only from enough runs for a 95 % interval; from three

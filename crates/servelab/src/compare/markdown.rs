@@ -928,6 +928,23 @@ mod tests {
         assert!(changed > 10, "{changed}");
     }
 
+    /// The committed default run (benches/results/2026-12-03-answer-explained) renders
+    /// from its report.json to its report.md byte for byte, and its answer recomputed
+    /// from its rows (what `servelab report DIR` does) is the one it was written with.
+    #[test]
+    fn the_committed_answer_run_re_renders_byte_for_byte() {
+        let mut report: Report = serde_json::from_str(include_str!(
+            "../../../../benches/results/2026-12-03-answer-explained/report.json"
+        ))
+        .unwrap();
+        let md = include_str!("../../../../benches/results/2026-12-03-answer-explained/report.md");
+        assert_eq!(render(&report), md);
+        let written = report.answer.clone();
+        report.answer = super::super::answer::compute(&report);
+        assert_eq!(report.answer, written);
+        assert_eq!(render(&report), md);
+    }
+
     /// A table row with a ratio interval cell such as `4.39 (3.40–5.20)`.
     fn interval_cell(line: &str) -> bool {
         line.starts_with('|')

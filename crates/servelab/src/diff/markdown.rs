@@ -152,7 +152,7 @@ fn unmatched(d: &Diff) -> Vec<Block> {
         return Vec::new();
     }
     vec![
-        Block::h2("Rows only one run has"),
+        Block::h2("Rows and figures only one run has"),
         Block::List(d.unmatched.clone()),
     ]
 }

@@ -77,7 +77,7 @@ pub struct Diff {
     pub new: (String, String),
     pub changes: Vec<Change>,
     pub refused: Vec<Refused>,
-    /// `HTTP small · nginx: only in OLD`.
+    /// `HTTP small · nginx: only in OLD`, and figures one run has no quiet run for.
     pub unmatched: Vec<String>,
     /// What else differs between the runs: machine, version, settings.
     pub context: Vec<String>,
@@ -219,8 +219,20 @@ fn http_rows(old: &Report, new: &Report, diff: &mut Diff) {
             http_figures(n, new.settings.keep_busy),
         );
         for ((figure, a, worse), (_, b, _)) in fo.iter().zip(&fn_) {
-            diff.changes
-                .extend(change(&group, &o.scenario, figure, a, b, *worse));
+            match (a.is_empty(), b.is_empty()) {
+                (false, false) => diff
+                    .changes
+                    .extend(change(&group, &o.scenario, figure, a, b, *worse)),
+                (old_none, new_none) => diff.unmatched.push(format!(
+                    "{group} · {} · {figure}: no quiet run in {} (taken on a busy machine), not compared",
+                    o.scenario,
+                    match (old_none, new_none) {
+                        (true, true) => "either run",
+                        (true, false) => "OLD",
+                        _ => "NEW",
+                    }
+                )),
+            }
         }
     }
     for n in &new.http {
