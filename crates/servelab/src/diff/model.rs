@@ -259,16 +259,29 @@ fn equal_load_rows(old: &Report, new: &Report, diff: &mut Diff) {
             continue;
         };
         let group = format!("Equal load {:.0} %", o.fraction_of_capacity * 100.0);
-        let (bo, bn) = (old.dataset.large_bytes, new.dataset.large_bytes);
-        if bo != bn {
+        // The open loop drives the large file at the large workload's concurrency, so
+        // its conditions are those of the scenario's large row.
+        let large = |r: &Report| {
+            r.http
+                .iter()
+                .find(|h| h.workload == "large" && h.scenario == o.scenario)
+                .map(|h| http_conditions(r, h))
+        };
+        let reasons = match (large(old), large(new)) {
+            (Some(a), Some(b)) => differing(&a, &b),
+            _ => {
+                let (bo, bn) = (old.dataset.large_bytes, new.dataset.large_bytes);
+                (bo != bn)
+                    .then(|| format!("file size {} → {}", bytes_words(bo), bytes_words(bn)))
+                    .into_iter()
+                    .collect()
+            }
+        };
+        if !reasons.is_empty() {
             diff.refused.push(Refused {
                 group,
                 row: o.scenario.clone(),
-                reasons: vec![format!(
-                    "file size {} → {}",
-                    bytes_words(bo),
-                    bytes_words(bn)
-                )],
+                reasons,
             });
             continue;
         }
