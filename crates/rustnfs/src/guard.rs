@@ -29,8 +29,9 @@ use tracing::{debug, warn};
 use crate::buffers::{ReplyBuffers, trim_allocator, tune_allocator};
 use crate::config::Config;
 use crate::exports::{CallFrom, CallScope, Exports};
+use crate::nfs::procs;
 use crate::nfs::read3::{self, ReadArgs};
-use crate::rpc::{self, NFS_PROG, PROGRAMS};
+use crate::rpc::{NFS_PROG, PROGRAMS};
 
 /// Shared state of the guard.
 pub(crate) struct Guard {
@@ -486,18 +487,10 @@ fn keep_spare(record: oncrpc::record::Record) -> Option<oncrpc::record::Record> 
 /// On the workers, 64 READDIRPLUS of 1 MiB (each ~3,000 entries stat'ed) or a few
 /// hundred 1 MiB FILE_SYNC WRITEs kept both workers busy, and every other client's calls
 /// waited behind them for seconds.
+///
+/// Which calls are slow is each procedure's row's slow-call class (`crate::nfs::procs`).
 fn slow_call(h: &CallHeader<'_>, record: &[u8]) -> bool {
-    if h.prog != NFS_PROG {
-        return false;
-    }
-    match h.vers {
-        // A COMPOUND is slow when it holds a WRITE, COMMIT or READDIR (or does not
-        // decode, which costs nothing to answer either way); READs, walks and opens run
-        // inline, as v3's do: handing every COMPOUND off the workers held 128 KiB v4
-        // reads at 0.83 x Ganesha v4.
-        4 => crate::nfs4::Nfs4::is_slow(record.get(h.args..).unwrap_or_default()),
-        _ => matches!(h.proc_, 7 | 16 | 17 | 21),
-    }
+    procs::of(h).is_some_and(|p| p.is_slow(record.get(h.args..).unwrap_or_default()))
 }
 
 /// Runs `f` with the worker handing its other tasks to another thread while it runs
@@ -548,7 +541,7 @@ pub(crate) fn admit(
         .check(&PROGRAMS)
         .map_err(|rejection| Refusal::Reply {
             xid: header.xid,
-            op: rpc::call_name(header.prog, header.vers, header.proc_),
+            op: procs::call_name(header.prog, header.vers, header.proc_),
             rejection,
         })?;
     if !allow_auth_none
@@ -558,7 +551,7 @@ pub(crate) fn admit(
     {
         return Err(Refusal::Reply {
             xid: header.xid,
-            op: rpc::call_name(header.prog, header.vers, header.proc_),
+            op: procs::call_name(header.prog, header.vers, header.proc_),
             rejection: rpcmsg::Rejection::Auth(rpcmsg::AuthStat::TooWeak),
         });
     }
@@ -594,14 +587,14 @@ pub(crate) fn step(record: &[u8], allow_auth_none: bool) -> Step<'_> {
         Err(Refusal::Garbage) => return Step::Close,
         Err(Refusal::Reply { xid, op, rejection }) => return Step::Refuse { xid, op, rejection },
     };
-    if header.prog != NFS_PROG || header.vers != 3 || header.proc_ != 6 {
+    let Some(read) = procs::of(&header).filter(|p| p.data_path) else {
         return Step::Dispatch(header);
-    }
+    };
     match ReadArgs::parse(&record[header.args..]) {
         Ok(args) => Step::Read { header, args },
         Err(_) => Step::Refuse {
             xid: header.xid,
-            op: "READ",
+            op: read.name,
             rejection: rpcmsg::Rejection::GarbageArgs,
         },
     }
@@ -674,7 +667,7 @@ async fn read(
     guard.buffers.put(reply);
     guard
         .registry
-        .record_op("READ", "total", status, start.elapsed(), bytes);
+        .record_op(procs::READ.name, "total", status, start.elapsed(), bytes);
     Ok(())
 }
 
@@ -722,7 +715,7 @@ async fn read_sendfile(
     let bytes = (head.len() + n as usize + pad) as u64;
     guard
         .registry
-        .record_op("READ", "total", "ok", start.elapsed(), bytes);
+        .record_op(procs::READ.name, "total", "ok", start.elapsed(), bytes);
     Ok(())
 }
 
@@ -811,6 +804,7 @@ async fn send_file(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rpc;
 
     /// A call record: header (RPC version `rpcvers`), credential `cred` (flavour + body),
     /// verifier `verf`, no arguments.
