@@ -384,29 +384,14 @@ async fn connection(
     let (slot_id, slot) = guard.slots.open(peer.ip());
     // Leaves the cap's view however the task ends (an unwinding panic included).
     let _slot_closed = SlotClosed(&guard.slots, slot_id);
-    let _ = sock.set_nodelay(true);
-    {
-        use std::os::fd::AsFd;
-        if let Err(e) = crate::sys::set_send_buffer(sock.as_fd(), 4 << 20) {
-            debug!(%peer, "cannot enlarge the send buffer: {e}");
-        }
-    }
+    tune_socket(&sock, peer);
     // No read buffer of its own: an idle connection holds a socket and a task, nothing
     // more; each record's buffer is drawn from the shared budget and freed after its call
     // (a large one kept for the next call while calls come back to back: `SPARE_KEEP`).
     let (mut rd, wr) = sock.into_split();
     // A record waiting for budget is not reading its socket; this tells it that the peer
     // reset the connection, so its half-read record's budget goes back at once.
-    let sock_fd = {
-        use std::os::fd::{AsFd, AsRawFd};
-        rd.as_ref().as_fd().as_raw_fd()
-    };
-    let peer_gone = move || {
-        // SAFETY: `rd` owns the descriptor and outlives every call (they happen inside
-        // `reader.read_reusing(&mut rd, ..)`).
-        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(sock_fd) };
-        crate::sys::tcp_closed(fd)
-    };
+    let peer_gone = peer_gone(&rd);
     // Replies are written one whole record at a time, by this task: no task hop.
     let out: ClientWriter = Arc::new(tokio::sync::Mutex::new(wr));
     let reader = record_reader(&guard);
@@ -484,17 +469,7 @@ async fn connection(
             // A large reply's buffer comes from the warm set READ replies use (with its
             // budget): NFSv4 READs are COMPOUND replies, and a fresh 1 MiB buffer per
             // call (mapped, faulted in, unmapped) held v4 READ at 0.6 × Ganesha.
-            let mut large = None;
-            if bound > REPLY_SHARE {
-                large = Some(
-                    match tokio::time::timeout(cfg.request_timeout, guard.buffers.get(bound)).await
-                    {
-                        Ok(Ok(b)) => b,
-                        Ok(Err(e)) => return Err(Close::Record(e.into())),
-                        Err(_) => return Err(Close::NoBudget(cfg.request_timeout)),
-                    },
-                );
-            }
+            let mut large = large_reply_buffer(&guard, bound).await?;
             // A small reply starts with room for the common ones (a CREATE's is ~300
             // bytes), so building it does not reallocate at every few XDR words.
             let mut small = Vec::new();
@@ -538,7 +513,18 @@ async fn connection(
     if let Ok(Ended::ToBulk(mark)) = result {
         return detach(rd, out, peer).map(|sock| (sock, permit, mark));
     }
-    match &result {
+    close_connection(&out, peer, &result).await;
+    guard
+        .closed
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    drop(permit);
+    None
+}
+
+/// Logs how a connection ended (a client's own leaving at debug level, the guard's
+/// closing at warn) and shuts its socket down, waiting at most a second.
+async fn close_connection(out: &ClientWriter, peer: SocketAddr, result: &Result<Ended, Close>) {
+    match result {
         Ok(_) => debug!(%peer, "connection closed"),
         Err(e @ (Close::Record(RecordError::Idle(_) | RecordError::Truncated) | Close::Io(_))) => {
             debug!(%peer, "connection closed: {e}")
@@ -551,11 +537,6 @@ async fn connection(
         out.lock().await.shutdown().await
     })
     .await;
-    guard
-        .closed
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    drop(permit);
-    None
 }
 
 /// The socket of a connection leaving for the bulk lane, its halves joined again and
@@ -592,6 +573,47 @@ type Moved = (
     OwnedSemaphorePermit,
     [u8; oncrpc::record::MARK_LEN],
 );
+
+/// Disables Nagle (a reply goes out whole at once) and enlarges the send buffer, so a
+/// 1 MiB READ reply is handed to the kernel in one call.
+fn tune_socket(sock: &TcpStream, peer: SocketAddr) {
+    use std::os::fd::AsFd;
+    let _ = sock.set_nodelay(true);
+    if let Err(e) = crate::sys::set_send_buffer(sock.as_fd(), 4 << 20) {
+        debug!(%peer, "cannot enlarge the send buffer: {e}");
+    }
+}
+
+/// Whether the peer of `rd`'s socket reset the connection, asked without reading it.
+fn peer_gone(rd: &tokio::net::tcp::OwnedReadHalf) -> impl Fn() -> bool + Copy + use<> {
+    let sock_fd = {
+        use std::os::fd::{AsFd, AsRawFd};
+        rd.as_ref().as_fd().as_raw_fd()
+    };
+    move || {
+        // SAFETY: `rd` owns the descriptor and outlives every call (they happen inside
+        // `reader.read_reusing(&mut rd, ..)`).
+        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(sock_fd) };
+        crate::sys::tcp_closed(fd)
+    }
+}
+
+/// The buffer of a reply whose `bound` is larger than the connection's share, from the
+/// warm set with its budget; `None` for a reply that fits the share.
+async fn large_reply_buffer(
+    guard: &Guard,
+    bound: usize,
+) -> Result<Option<crate::buffers::ReplyBuf>, Close> {
+    if bound <= REPLY_SHARE {
+        return Ok(None);
+    }
+    let limit = guard.config.request_timeout;
+    match tokio::time::timeout(limit, guard.buffers.get(bound)).await {
+        Ok(Ok(b)) => Ok(Some(b)),
+        Ok(Err(e)) => Err(Close::Record(e.into())),
+        Err(_) => Err(Close::NoBudget(limit)),
+    }
+}
 
 /// How long a connection keeps its last large record's buffer while it waits for the
 /// next call. A client writing 1 MiB blocks sends its next WRITE within a round trip of

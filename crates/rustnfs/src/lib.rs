@@ -48,6 +48,7 @@ pub mod rpc;
 pub mod rpcbind;
 mod rpcclient;
 pub mod showmount;
+mod status;
 mod sys;
 
 use std::sync::Arc;
@@ -58,8 +59,9 @@ use tokio::sync::{Semaphore, watch};
 use tracing::info;
 
 pub use config::Config;
-pub use error::{Error, nfsstat_from_io, with_causes};
+pub use error::{Error, with_causes};
 pub use exports::{Exports, ExportsError, Reloaded};
+pub use status::nfsstat_from_io;
 
 /// Serves NFSv3, NFSv4 (4.0, 4.1, 4.2), MOUNT and portmap GETPORT on an already-bound `listener` until `shutdown`
 /// resolves, recording every call into `registry` (op = procedure, phase `total` for the

@@ -128,7 +128,7 @@ pub fn reply_status(reply: &[u8], prog: u32, proc_: u32) -> &'static str {
     };
     let word = u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
     match prog {
-        NFS_PROG => crate::error::status_label_raw(word),
+        NFS_PROG => crate::status::status_label_raw(word),
         MOUNT_PROG if proc_ == 1 => match word {
             0 => "ok",
             1 => "MNT3ERR_PERM",

@@ -28,10 +28,10 @@ use std::time::Instant;
 use latency::Registry;
 use nfs3_types::nfs3::{Nfs3Result, nfsstat3, writeverf3};
 
-use crate::error::status_label;
 use crate::exports::{CallFrom, CallScope, Exports};
 use crate::fs::{Fh, NfsResult};
 use crate::rpc::{self, MOUNT_PROG, NFS_PROG, PMAP_PROG};
+use crate::status::status_label;
 use oncrpc::msg::{self as rpcmsg, AcceptStat, CallHeader, Rejection};
 use oncrpc::record;
 use xdr::{Args, Garbage};
