@@ -141,6 +141,7 @@ pub async fn serve_exports(
         closed: Default::default(),
         slots: Default::default(),
         slow_calls: Semaphore::new(guard::SLOW_CALLS_AT_ONCE),
+        bulk: guard::BulkLane::start(),
     });
     guard::accept_loop(listener, guard, shutdown).await;
     info!("shutting down: finishing calls in flight");

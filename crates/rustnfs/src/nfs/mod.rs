@@ -109,22 +109,22 @@ impl Dispatcher {
     /// (mark and RPC header included), known before anything is built, so the guard can
     /// take the reply's budget first: READDIR and READDIRPLUS within their capped count,
     /// READ within its capped count, every other reply within [`SMALL_REPLY`].
-    pub fn reply_bound(call: &CallHeader<'_>, record: &[u8]) -> usize {
+    /// With `tails` (see [`dispatch_tailed`](Self::dispatch_tailed)): what the record
+    /// holds before a READ tail.
+    pub fn reply_bound(call: &CallHeader<'_>, record: &[u8], tails: bool) -> usize {
         const HEAD: usize = record::MARK_LEN + rpcmsg::ACCEPTED_HEADER_LEN;
         if call.prog == NFS_PROG && call.vers == 4 {
             let args = record.get(call.args..).unwrap_or_default();
-            return HEAD + crate::nfs4::Nfs4::reply_bound(args).max(SMALL_REPLY);
+            return HEAD + crate::nfs4::Nfs4::reply_bound(args, tails).max(SMALL_REPLY);
         }
         let args = record.get(call.args..).unwrap_or_default();
         let body = procs::of(call).and_then(|p| p.reply_bound(args));
         HEAD + body.unwrap_or(SMALL_REPLY).max(SMALL_REPLY)
     }
 
-    /// Answers one call the front door admitted (its header decoded and checked by
-    /// `oncrpc`: RPC version, credential, program, version): `record` is the whole call
-    /// (header at 0, arguments at `call.args`); `out` receives the whole reply record,
-    /// record mark included; `peer` is the client's address (its exports and options
-    /// follow from it). The call is recorded as `op`/`total`/`status`.
+    /// [`dispatch_tailed`](Self::dispatch_tailed) without tails, on connection 0 (the
+    /// tests' entry).
+    #[cfg(test)]
     pub fn dispatch(
         &self,
         call: &CallHeader<'_>,
@@ -132,19 +132,28 @@ impl Dispatcher {
         out: &mut Vec<u8>,
         peer: std::net::SocketAddr,
     ) {
-        self.dispatch_on(call, record, out, peer, 0);
+        let tail = self.dispatch_tailed(call, record, out, (peer, 0), false);
+        debug_assert!(tail.is_none(), "a tail nobody asked for");
     }
 
-    /// [`dispatch`](Self::dispatch) of a call that came on the front door's connection
-    /// `conn_id` (NFSv4 state is counted per client address; sessions bind connections).
-    pub fn dispatch_on(
+    /// Answers one call the front door admitted (its header decoded and checked by
+    /// `oncrpc`: RPC version, credential, program, version): `record` is the whole call
+    /// (header at 0, arguments at `call.args`); `out` receives the whole reply record,
+    /// record mark included; `peer` is the client's address (its exports and options
+    /// follow from it) and `conn_id` the front door's connection (NFSv4 state is counted
+    /// per client address; sessions bind connections). The call is recorded as
+    /// `op`/`total`/`status`. With `tails` (a caller that can send READ data after the
+    /// reply, see [`crate::nfs4::ReadTail`]), an NFSv4 COMPOUND ending in a large READ
+    /// has `out` hold the reply up to the data, its record mark counting the data and
+    /// pad of the returned tail, to be sent right after it.
+    pub fn dispatch_tailed(
         &self,
         call: &CallHeader<'_>,
         record: &[u8],
         out: &mut Vec<u8>,
-        peer: std::net::SocketAddr,
-        conn_id: u64,
-    ) {
+        (peer, conn_id): (std::net::SocketAddr, u64),
+        tails: bool,
+    ) -> Option<crate::nfs4::ReadTail> {
         let start = Instant::now();
         out.clear();
         let at = record::begin(out);
@@ -153,8 +162,10 @@ impl Dispatcher {
             v4: call.prog == NFS_PROG && call.vers == 4,
         });
         let conn = crate::nfs4::Conn::new(peer.ip(), conn_id);
-        let status = self.answer(call, record, out, conn);
-        record::finish(out, at);
+        let (status, tail) = self.answer(call, record, out, (conn, tails));
+        let follows = tail.as_ref().map_or(0, |t| t.len + t.pad());
+        let len = out.len() - at - record::MARK_LEN + follows;
+        out[at..at + record::MARK_LEN].copy_from_slice(&record::mark(len));
         self.registry.record_op(
             procs::call_name(call.prog, call.vers, call.proc_),
             "total",
@@ -162,6 +173,7 @@ impl Dispatcher {
             start.elapsed(),
             0,
         );
+        tail
     }
 
     /// Who `call` is from: its AUTH_SYS credential (AUTH_NONE and anything else:
@@ -176,8 +188,8 @@ impl Dispatcher {
         call: &CallHeader<'_>,
         record: &[u8],
         out: &mut Vec<u8>,
-        conn: crate::nfs4::Conn,
-    ) -> &'static str {
+        (conn, tails): (crate::nfs4::Conn, bool),
+    ) -> (&'static str, Option<crate::nfs4::ReadTail>) {
         let caller = self.caller(call);
         // The caller this thread acts as for this call's changes (`identity::act`). The
         // call is answered synchronously on this thread, so the scope cannot leak to
@@ -186,11 +198,16 @@ impl Dispatcher {
         let accept_at = out.len();
         rpcmsg::accepted(out, call.xid, AcceptStat::Success);
         let mut args = Args::new(&record[call.args..]);
+        let mut tail = None;
         let r = match call.prog {
             NFS_PROG if call.vers == 4 => {
                 let args = &record[call.args..];
                 self.nfs4
-                    .call(call.proc_, &caller, conn, args, out)
+                    .call_tailed(call.proc_, &caller, conn, args, out, tails)
+                    .map(|(status, t)| {
+                        tail = t;
+                        status
+                    })
                     .map_err(|r| match r {
                         crate::nfs4::Reject::ProcUnavail => Refused::ProcUnavail,
                         crate::nfs4::Reject::Garbage => Refused::Garbage,
@@ -202,7 +219,7 @@ impl Dispatcher {
             },
         };
         match r {
-            Ok(status) => status,
+            Ok(status) => (status, tail),
             Err(refused) => {
                 out.truncate(accept_at);
                 let r = match refused {
@@ -210,7 +227,7 @@ impl Dispatcher {
                     Refused::Garbage => Rejection::GarbageArgs,
                 };
                 r.encode(out, call.xid);
-                r.label()
+                (r.label(), None)
             }
         }
     }
