@@ -269,7 +269,11 @@ fn item_end(code: &[u8], from: usize) -> usize {
 }
 
 fn read(src: &Path, rel: &Path) -> Source {
-    let raw = std::fs::read_to_string(src.join(rel)).unwrap();
+    parse(rel, std::fs::read_to_string(src.join(rel)).unwrap())
+}
+
+/// A file's text, blanked, with its test items found.
+fn parse(rel: &Path, raw: String) -> Source {
     let code = blank(&raw);
     let tests = words(&code, "cfg")
         .filter(|&i| {
@@ -844,5 +848,65 @@ fn the_lexer_blanks_comments_and_literals() {
             vec!["crate", "a", "c", "d"],
             vec!["crate", "a", "c", "e"]
         ]
+    );
+}
+
+#[test]
+fn the_rules_find_what_they_look_for() {
+    let crate_of = |files: &[(&str, &str)]| -> Vec<Source> {
+        files
+            .iter()
+            .map(|(rel, text)| parse(Path::new(rel), text.to_string()))
+            .collect()
+    };
+    // `b` takes `Thing` through the root's re-export, so its arrow goes to `a`, which
+    // takes `B` from `b`: a circle. `c` uses its parent's item: no arrow.
+    let files = crate_of(&[
+        (
+            "lib.rs",
+            "mod a;\nmod b;\nmod c;\npub use a::Thing;\npub struct Root;\n",
+        ),
+        ("a.rs", "use crate::b::B;\npub struct Thing(B);\n"),
+        (
+            "b.rs",
+            "pub struct B;\nfn f() -> crate::Thing { todo!() }\n",
+        ),
+        (
+            "c.rs",
+            "use super::Root;\n#[cfg(test)]\nmod tests { use crate::a::Thing; }\n",
+        ),
+    ]);
+    let graph = import_graph(&files);
+    let at = |f: &str| PathBuf::from(f);
+    assert_eq!(graph[&at("b.rs")], BTreeSet::from([at("a.rs")]));
+    assert!(graph[&at("c.rs")].is_empty(), "{graph:?}");
+    assert_eq!(circles(&graph), [vec![at("a.rs"), at("b.rs")]]);
+
+    // Lines from `fn` to its closing brace; test items are no functions.
+    let f = parse(
+        Path::new("x.rs"),
+        "fn long() {\n    let s = \"}\";\n}\n#[cfg(test)]\nmod tests {\n    fn t() {}\n}\n"
+            .to_string(),
+    );
+    let found: Vec<(String, usize)> = functions(&f)
+        .into_iter()
+        .map(|f| (f.name, f.lines))
+        .collect();
+    assert_eq!(found, [("long".to_string(), 3)]);
+
+    // A clap parser is found by the `value_parser` that names it in another file.
+    let files = crate_of(&[
+        (
+            "cli.rs",
+            "#[arg(long, value_parser = crate::config::parse_x)]\nstruct A;\n",
+        ),
+        (
+            "config.rs",
+            "pub fn parse_x(s: &str) -> Result<u8, String> { todo!() }\n",
+        ),
+    ]);
+    assert_eq!(
+        clap_value_parsers(&files),
+        BTreeSet::from(["parse_x".to_string()])
     );
 }
