@@ -8,19 +8,22 @@
 //!
 //! How it counts: a small lexer blanks comments, strings and character literals (lines
 //! are kept), then a function is every `fn` item with a body (free functions and
-//! methods; a closure counts toward the function that holds it), and its length is the lines from its `fn` to its closing brace, both included. Test code is
-//! left out: every `#[cfg(test)]` item (most often `mod tests { .. }`), every file
-//! declared by `#[cfg(test)] mod name;`, and the `tests/`, `benches/` and `examples/`
-//! folders beside a crate's `src/`, which are never read. An import is any path a file
-//! names that starts at `crate::`, `super::`, `self::` or a child module it declares,
-//! resolved to the file of the longest module prefix, and on through that module's
-//! `use` of the name (a re-export, say) to the file that defines it; `mod x;` itself is
-//! not an import,
-//! nor is a use of an ancestor's items (a child's `super::Error`, or `crate::Config`
-//! named inside a module of the crate root): a child is part of the module that declares
-//! it, so a circle is one between sibling modules or their descendants.
-//! A crate with both `lib.rs` and `main.rs` has two roots: `main.rs` is then its own
-//! crate, using the library by name, and is not a node of the library's graph.
+//! methods; a closure counts toward the function that holds it), and its length is the
+//! lines from its `fn` to its closing brace, both included. Test code is left out:
+//! every `#[cfg(test)]` item (most often `mod tests { .. }`), every file declared by
+//! `#[cfg(test)] mod name;`, and the `tests/`, `benches/` and `examples/` folders beside
+//! a crate's `src/`, which are never read; nor are the workspace's own `tests/` (the
+//! end-to-end tests) and `fuzz/` (fuzz targets, not a workspace member).
+//!
+//! An import is any path a file names that starts at `crate::`, `super::`, `self::` or
+//! a child module it declares, resolved to the file of the longest module prefix, and
+//! on through that module's `use` of the name (a re-export, say) to the file that
+//! defines it. `mod x;` itself is not an import, nor is a use of an ancestor's items (a
+//! child's `super::Error`, or `crate::run` defined in `lib.rs`): a child is part of the
+//! module that declares it, so a circle is one between sibling modules or their
+//! descendants. A crate with both `lib.rs` and `main.rs` has two roots: `main.rs` is
+//! then its own crate, using the library by name, and is not a node of the library's
+//! graph.
 //!
 //! A `Result<_, String>` is allowed only in a function the same crate names as a clap
 //! `value_parser = path::name` (in any of its files). Nothing is left out beyond all
