@@ -111,6 +111,11 @@ pub struct CompareArgs {
     /// 25, 50 and 75 % of the lower capacity); 0 skips them.
     #[arg(long, default_value_t = 2.0)]
     pub equal_load_seconds: f64,
+    /// Keep the first servers for the whole run. By default every round after the
+    /// first starts rustnfs and the httpd of B and the A rows anew, so the intervals
+    /// cover what a new invocation changes (fresh processes, placement, warm-up).
+    #[arg(long)]
+    pub no_restart: bool,
     /// Where runs are written: `<DIR>/<date>-<host>/`.
     #[arg(long, default_value = "results", value_name = "DIR")]
     pub results: PathBuf,
@@ -210,6 +215,7 @@ impl CompareArgs {
             max_repeat: self.max_repeat,
             keep_busy: self.keep_busy,
             equal_load_seconds: self.equal_load_seconds,
+            restart: !self.no_restart,
         })
     }
 }

@@ -107,4 +107,7 @@ pub struct CompareOptions {
     pub keep_busy: bool,
     /// Seconds of each open-loop point at equal offered load; 0 = none.
     pub equal_load_seconds: f64,
+    /// Start rustnfs and our httpd stacks anew before every headline round after the
+    /// first (`--no-restart`: false).
+    pub restart: bool,
 }
