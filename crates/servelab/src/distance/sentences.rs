@@ -152,7 +152,11 @@ mod tests {
         assert!(s[0].contains("3.00 × B's CPU per request"), "{}", s[0]);
         assert!(s[0].contains("6.0 req/s"), "{}", s[0]);
         // 10 MiB = 83.9 Mbit: 84 ms on a 1 Gbit/s wire.
-        assert!(s[0].contains("the file alone takes 84 ms on this wire"), "{}", s[0]);
+        assert!(
+            s[0].contains("the file alone takes 84 ms on this wire"),
+            "{}",
+            s[0]
+        );
         assert_eq!(sentences(&Distance::default()), Vec::<String>::new());
     }
 }
