@@ -138,14 +138,19 @@ fn row_file(i: usize) -> String {
 
 const CONTENT: &[u8] = b"0123456789abcdef";
 
-fn write_rows(dir: &Path) {
+pub(crate) fn write_rows(dir: &Path) {
     for i in 0..rows().len() {
         std::fs::write(dir.join(row_file(i)), CONTENT).unwrap();
     }
 }
 
+/// What each row's B does (the raw suite's row names).
+pub(crate) fn row_names() -> Vec<&'static str> {
+    rows().iter().map(|r| r.what).collect()
+}
+
 /// Runs every row against the server at `addr`: B's status per row.
-fn run_rows(addr: SocketAddr, tag: &str) -> Vec<u32> {
+pub(crate) fn run_rows(addr: SocketAddr, tag: &str) -> Vec<u32> {
     let mut a = V4::connect(addr);
     let cid = a
         .client(format!("share-rows-A-{tag}").as_bytes())

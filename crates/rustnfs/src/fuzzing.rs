@@ -127,6 +127,7 @@ impl Export {
             closed: Default::default(),
             slots: Default::default(),
             slow_calls: tokio::sync::Semaphore::new(super::guard::SLOW_CALLS_AT_ONCE),
+            bulk: super::guard::BulkLane::none(),
         };
         let session = open_session(&guard)?;
         Ok(Export {
