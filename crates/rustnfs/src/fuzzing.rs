@@ -6,7 +6,7 @@
 //! takes each record through the guard's own per-record path (`guard::step`: `oncrpc`
 //! call decoding — an undecodable record closes the connection —, the header checks,
 //! READ on the copy path — the sendfile path differs only in how the bytes leave —, then
-//! [`crate::nfs::Dispatcher::dispatch_tailed`]). The export is a temporary
+//! `crate::nfs::Dispatcher::dispatch_tailed`). The export is a temporary
 //! directory made once per process, with a sentinel file beside it (outside the export)
 //! that the target checks is never read, changed or named.
 

@@ -15,8 +15,11 @@
 //! - `write`: procedures that change (SETATTR, WRITE, CREATE, MKDIR, SYMLINK, MKNOD,
 //!   REMOVE, RMDIR, RENAME, LINK, COMMIT).
 //! - `mount`: MOUNT v3 and the portmapper (v2) on the same port.
+//! - [`procs`]: the procedure tables, one row per procedure: name, reply bound, handler,
+//!   slow-call class; the dispatcher, the guard and the metrics read them.
 
 mod mount;
+pub(crate) mod procs;
 pub(crate) mod read;
 pub(crate) mod read3;
 mod write;
@@ -28,16 +31,16 @@ use std::time::Instant;
 use latency::Registry;
 use nfs3_types::nfs3::{Nfs3Result, nfsstat3, writeverf3};
 
-use crate::error::status_label;
 use crate::exports::{CallFrom, CallScope, Exports};
 use crate::fs::{Fh, NfsResult};
-use crate::rpc::{self, MOUNT_PROG, NFS_PROG, PMAP_PROG};
+use crate::rpc::NFS_PROG;
+use crate::status::status_label;
 use oncrpc::msg::{self as rpcmsg, AcceptStat, CallHeader, Rejection};
 use oncrpc::record;
 use xdr::{Args, Garbage};
 
 /// Why a call got no procedure result (the accept status, RFC 5531 §9).
-enum Refused {
+pub(crate) enum Refused {
     Garbage,
     ProcUnavail,
 }
@@ -48,7 +51,8 @@ impl From<Garbage> for Refused {
     }
 }
 
-type Answer = Result<&'static str, Refused>;
+/// A procedure's outcome: the status label for the metrics, or no result.
+pub(crate) type Answer = Result<&'static str, Refused>;
 
 pub use crate::identity::Caller;
 use crate::identity::Scope;
@@ -113,25 +117,8 @@ impl Dispatcher {
             let args = record.get(call.args..).unwrap_or_default();
             return HEAD + crate::nfs4::Nfs4::reply_bound(args, tails).max(SMALL_REPLY);
         }
-        let mut a = Args::new(record.get(call.args..).unwrap_or_default());
-        let body = match (call.prog, call.proc_) {
-            (NFS_PROG, 6) => read3::ReadArgs::decode(&mut a)
-                .ok()
-                .map(|r| read3::ok_head_len() + r.max_data() as usize + 3),
-            (NFS_PROG, 16 | 17) => (|| {
-                a.fh()?;
-                let _cookie = a.u64()?;
-                let _verf = a.u64()?;
-                if call.proc_ == 17 {
-                    let _dircount = a.u32()?;
-                }
-                let count = a.u32()?;
-                a.end()?;
-                Ok::<_, Garbage>(read::dir_reply_limit(count))
-            })()
-            .ok(),
-            _ => None,
-        };
+        let args = record.get(call.args..).unwrap_or_default();
+        let body = procs::of(call).and_then(|p| p.reply_bound(args));
         HEAD + body.unwrap_or(SMALL_REPLY).max(SMALL_REPLY)
     }
 
@@ -180,7 +167,7 @@ impl Dispatcher {
         let len = out.len() - at - record::MARK_LEN + follows;
         out[at..at + record::MARK_LEN].copy_from_slice(&record::mark(len));
         self.registry.record_op(
-            rpc::call_name(call.prog, call.vers, call.proc_),
+            procs::call_name(call.prog, call.vers, call.proc_),
             "total",
             status,
             start.elapsed(),
@@ -226,10 +213,10 @@ impl Dispatcher {
                         crate::nfs4::Reject::Garbage => Refused::Garbage,
                     })
             }
-            NFS_PROG => self.nfs(call.proc_, &caller, &mut args, out),
-            MOUNT_PROG => self.mount(call.proc_, &mut args, out),
-            PMAP_PROG => self.pmap(call.proc_, &mut args, out),
-            _ => Err(Refused::ProcUnavail),
+            _ => match procs::of(call).and_then(|p| p.handler) {
+                Some(handler) => handler(self, &caller, &mut args, out),
+                None => Err(Refused::ProcUnavail),
+            },
         };
         match r {
             Ok(status) => (status, tail),
@@ -242,34 +229,6 @@ impl Dispatcher {
                 r.encode(out, call.xid);
                 (r.label(), None)
             }
-        }
-    }
-
-    fn nfs(&self, proc_: u32, caller: &Caller, a: &mut Args<'_>, out: &mut Vec<u8>) -> Answer {
-        match proc_ {
-            0 => a.end().map(|()| "ok").map_err(Refused::from),
-            1 => self.getattr(a, out),
-            2 => self.setattr(a, out),
-            3 => self.lookup(a, out),
-            4 => self.access(caller, a, out),
-            5 => self.readlink(a, out),
-            6 => self.read(a, out),
-            7 => self.write(a, out),
-            8 => self.create(a, out),
-            9 => self.mkdir(a, out),
-            10 => self.symlink(a, out),
-            11 => self.mknod(a, out),
-            12 => self.remove(a, out, false),
-            13 => self.remove(a, out, true),
-            14 => self.rename(a, out),
-            15 => self.link(a, out),
-            16 => self.readdir(a, out),
-            17 => self.readdirplus(a, out),
-            18 => self.fsstat(a, out),
-            19 => self.fsinfo(a, out),
-            20 => self.pathconf(a, out),
-            21 => self.commit(a, out),
-            _ => Err(Refused::ProcUnavail),
         }
     }
 

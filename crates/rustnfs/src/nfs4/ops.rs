@@ -520,7 +520,7 @@ impl Nfs4 {
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     out.truncate(eof_at);
-                    let s = crate::error::nfsstat_from_io(&e);
+                    let s = crate::status::nfsstat_from_io(&e);
                     self.fs.record_read(&fh, vfs_start, Err(s));
                     return Err(proto::from_v3(s));
                 }

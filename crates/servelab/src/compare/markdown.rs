@@ -15,6 +15,7 @@ pub const SECTIONS: &[Section<Report>] = &[
     answer,
     service_demand,
     equal_load,
+    crate::distance::markdown::section,
     how_measured,
     http,
     costs,

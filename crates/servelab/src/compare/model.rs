@@ -65,6 +65,9 @@ pub struct Report {
     /// The computed answer: what A costs against B, with its uncertainty.
     #[serde(default)]
     pub answer: Answer,
+    /// A's NFS hop at a distance (one point, or the sweep with `--distance`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub distance: Option<crate::distance::Distance>,
 }
 
 /// The client/server CPU split of a run.

@@ -110,4 +110,8 @@ pub struct CompareOptions {
     /// Start rustnfs and our httpd stacks anew before every headline round after the
     /// first (`--no-restart`: false).
     pub restart: bool,
+    /// `--distance`: the whole distance sweep instead of its one default point.
+    pub distance_sweep: bool,
+    /// Seconds of each distance run; 0 = no distance phase.
+    pub distance_seconds: f64,
 }

@@ -31,6 +31,7 @@ pub fn figures(report: &Report) -> Vec<Figure> {
             });
         }
     }
+    out.extend(crate::distance::plots::figures(report));
     for workload in workloads(report) {
         let heading = http_heading(report, workload);
         if report.http.iter().any(|r| r.workload == workload) {

@@ -32,6 +32,7 @@ use crate::experiment::ours::Metrics;
 use crate::experiment::progress::Progress;
 use crate::experiment::workspace::{Dataset, unique_run_dir};
 
+mod distance;
 mod equal;
 mod http;
 mod nfs;
@@ -75,6 +76,7 @@ pub fn run(opts: &CompareOptions) -> anyhow::Result<(Report, PathBuf)> {
     ctx.warm_up(&scenarios)?;
     ctx.measure_http(&mut scenarios)?;
     ctx.measure_equal_load(&scenarios)?;
+    ctx.measure_distance(&scenarios)?;
     drop(scenarios);
     ctx.measure_nfs()?;
     ctx.rustnfs = None;
@@ -275,6 +277,7 @@ fn header(
         pinning: Some(pinning),
         equal_load: Vec::new(),
         answer: Answer::default(),
+        distance: None,
     }
 }
 

@@ -129,6 +129,8 @@ impl RunContext<'_> {
             let points = o.repeat * super::equal::FRACTIONS.len() * 2;
             self.progress.plan(points, secs(o.equal_load_seconds));
         }
+        let distance = self.distance_steps();
+        self.progress.plan(distance, secs(o.distance_seconds));
         let nfs_targets =
             2 * (usize::from(self.rustnfs.is_some()) + usize::from(self.ganesha.is_some()));
         self.progress
