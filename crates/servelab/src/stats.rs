@@ -177,6 +177,23 @@ impl Comparison {
     }
 }
 
+/// A difference in ms and its interval in words, labelled with its confidence: "+1.20
+/// ms (95 % CI +0.80 to +1.60)", no measurable difference, or not resolved.
+pub fn difference_words(d: &Comparison) -> String {
+    let (label, lo, hi) = (d.ci_label(), d.ci.low, d.ci.high);
+    match d.verdict() {
+        Verdict::Differs => format!("{:+.2} ms ({label} {lo:+.2} to {hi:+.2})", d.estimate),
+        Verdict::NoDifference => format!(
+            "no measurable difference ({:+.2} ms, {label} {lo:+.2} to {hi:+.2})",
+            d.estimate
+        ),
+        Verdict::Unresolved => format!(
+            "not resolved ({:+.2} ms; the {label} {lo:+.2} to {hi:+.2} from {} and {} runs includes 0)",
+            d.estimate, d.n_a, d.n_b
+        ),
+    }
+}
+
 /// median(a) / median(b) with its interval; `None` when a side is empty or b's median is
 /// not positive.
 pub fn ratio(a: &[f64], b: &[f64]) -> Option<Comparison> {

@@ -235,6 +235,10 @@ fn sentences(report: &Report, answer: &Answer) -> Vec<String> {
     if let Some(s) = equal_load_sentence(report) {
         out.push(s);
     }
+    // How the price grows with distance: one sentence per point measured.
+    if let Some(d) = &report.distance {
+        out.extend(crate::distance::sentences::sentences(d));
+    }
     if answer.conclusive {
         out.push(throughput_sentence(report, answer));
     }
@@ -563,22 +567,7 @@ pub fn latency_words(row: &EqualLoadRow, b: Option<&EqualLoadRow>) -> String {
     }
 }
 
-/// A difference in ms and its interval in words, labelled with its confidence: "+1.20
-/// ms (95 % CI +0.80 to +1.60)", no measurable difference, or not resolved.
-pub fn difference_words(d: &Comparison) -> String {
-    let (label, lo, hi) = (d.ci_label(), d.ci.low, d.ci.high);
-    match d.verdict() {
-        Verdict::Differs => format!("{:+.2} ms ({label} {lo:+.2} to {hi:+.2})", d.estimate),
-        Verdict::NoDifference => format!(
-            "no measurable difference ({:+.2} ms, {label} {lo:+.2} to {hi:+.2})",
-            d.estimate
-        ),
-        Verdict::Unresolved => format!(
-            "not resolved ({:+.2} ms; the {label} {lo:+.2} to {hi:+.2} from {} and {} runs includes 0)",
-            d.estimate, d.n_a, d.n_b
-        ),
-    }
-}
+pub use crate::stats::difference_words;
 
 /// Why an equal-load interval says nothing: it is more than twice as wide as the
 /// difference, and one run of a side had a median more than twice (or under half) that
