@@ -380,3 +380,58 @@ fn context(old: &Report, new: &Report) -> Vec<String> {
         .map(|(what, a, b)| format!("{what}: {a} → {b}"))
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn change_of(old: &[f64], new: &[f64], worse: Worse) -> Change {
+        change("HTTP large", "B (local)", "figure", old, new, worse).unwrap()
+    }
+
+    /// A regression is worse in the figure's own direction, beyond its interval and the
+    /// threshold: fewer requests/s is worse, more CPU is worse; a change inside its
+    /// interval or under the threshold is none.
+    #[test]
+    fn regressions_follow_each_figures_direction() {
+        let old = [100.0, 101.0, 99.0, 100.5, 99.5, 100.0];
+        let lower = [80.0, 81.0, 79.0, 80.5, 79.5, 80.0];
+        let rps = change_of(&old, &lower, Worse::Lower);
+        assert!((rps.pct().unwrap() + 20.0).abs() < 1e-9);
+        assert!(rps.regression_beyond(10.0) && !rps.regression_beyond(25.0));
+        assert!(!rps.improvement_beyond(0.0));
+        let cpu = change_of(&old, &lower, Worse::Higher);
+        assert!(!cpu.regression_beyond(0.0) && cpu.improvement_beyond(10.0));
+        let noise = change_of(
+            &old,
+            &[95.0, 105.0, 98.0, 102.0, 90.0, 110.0],
+            Worse::Higher,
+        );
+        assert!(!noise.regression_beyond(0.0) && !noise.improvement_beyond(0.0));
+        // From two repeats a side the interval is a 50 % one: a change beyond it still
+        // counts, labelled so, and one inside it is not resolved.
+        let two = change_of(&[100.0, 100.0], &[130.0, 130.0], Worse::Higher);
+        assert!(two.regression_beyond(20.0));
+        assert_eq!(two.ratio.unwrap().confidence(), 0.5);
+    }
+
+    #[test]
+    fn conditions_name_what_differs() {
+        let a = [
+            ("file size", "10 MiB".to_string()),
+            ("link", "loopback".into()),
+        ];
+        let b = [
+            ("file size", "1 MiB".to_string()),
+            ("link", "loopback".into()),
+        ];
+        assert_eq!(
+            differing(&a, &b),
+            vec!["file size 10 MiB → 1 MiB".to_string()]
+        );
+        assert!(differing(&a, &a).is_empty());
+        assert_eq!(bytes_words(10 << 20), "10 MiB");
+        assert_eq!(bytes_words(4096), "4 KiB");
+        assert_eq!(bytes_words(1000), "1000 B");
+    }
+}
