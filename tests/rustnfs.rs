@@ -176,7 +176,7 @@ fn read_only_export_refuses_writes_with_rofs() {
 fn address_outside_allow_is_refused_at_connect() {
     let tree = Tree::new();
     let mut config = tree.config();
-    config.allow = rustnfs::config::parse_allow("10.0.0.0/8").unwrap();
+    config.allow = rustnfs::cli::parse_allow("10.0.0.0/8").unwrap();
     let nfsd = Nfsd::start(config).unwrap();
     let mut s = TcpStream::connect(nfsd.addr).unwrap();
     assert!(
@@ -199,7 +199,7 @@ fn address_outside_allow_is_refused_at_connect() {
 
     // The same export allowing loopback serves it.
     let mut config = tree.config();
-    config.allow = rustnfs::config::parse_allow("127.0.0.0/8").unwrap();
+    config.allow = rustnfs::cli::parse_allow("127.0.0.0/8").unwrap();
     let nfsd = Nfsd::start(config).unwrap();
     assert!(nfsd.rpc().mount("/").is_ok());
 }
@@ -769,7 +769,7 @@ fn healthcheck_flag_reports_healthy_and_unhealthy() {
 
     // A server whose allowlist leaves out loopback closes the probe's connection.
     let mut cfg = rustnfs::Config::new(dir.path());
-    cfg.allow = rustnfs::config::parse_allow("10.0.0.0/8").unwrap();
+    cfg.allow = rustnfs::cli::parse_allow("10.0.0.0/8").unwrap();
     let denied = Nfsd::start(cfg).unwrap();
     let (code, text, _) = healthcheck(&["--listen", &denied.addr.to_string()]);
     assert_eq!(code, 1, "{text}");

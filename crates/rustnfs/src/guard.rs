@@ -29,8 +29,9 @@ use tracing::{debug, warn};
 use crate::buffers::{ReplyBuffers, trim_allocator, tune_allocator};
 use crate::config::Config;
 use crate::exports::{CallFrom, CallScope, Exports};
+use crate::nfs::procs;
 use crate::nfs::read3::{self, ReadArgs};
-use crate::rpc::{self, NFS_PROG, PROGRAMS};
+use crate::rpc::{NFS_PROG, PROGRAMS};
 
 /// Shared state of the guard.
 pub(crate) struct Guard {
@@ -384,29 +385,14 @@ async fn connection(
     let (slot_id, slot) = guard.slots.open(peer.ip());
     // Leaves the cap's view however the task ends (an unwinding panic included).
     let _slot_closed = SlotClosed(&guard.slots, slot_id);
-    let _ = sock.set_nodelay(true);
-    {
-        use std::os::fd::AsFd;
-        if let Err(e) = crate::sys::set_send_buffer(sock.as_fd(), 4 << 20) {
-            debug!(%peer, "cannot enlarge the send buffer: {e}");
-        }
-    }
+    tune_socket(&sock, peer);
     // No read buffer of its own: an idle connection holds a socket and a task, nothing
     // more; each record's buffer is drawn from the shared budget and freed after its call
     // (a large one kept for the next call while calls come back to back: `SPARE_KEEP`).
     let (mut rd, wr) = sock.into_split();
     // A record waiting for budget is not reading its socket; this tells it that the peer
     // reset the connection, so its half-read record's budget goes back at once.
-    let sock_fd = {
-        use std::os::fd::{AsFd, AsRawFd};
-        rd.as_ref().as_fd().as_raw_fd()
-    };
-    let peer_gone = move || {
-        // SAFETY: `rd` owns the descriptor and outlives every call (they happen inside
-        // `reader.read_reusing(&mut rd, ..)`).
-        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(sock_fd) };
-        crate::sys::tcp_closed(fd)
-    };
+    let peer_gone = peer_gone(&rd);
     // Replies are written one whole record at a time, by this task: no task hop.
     let out: ClientWriter = Arc::new(tokio::sync::Mutex::new(wr));
     let reader = record_reader(&guard);
@@ -478,21 +464,13 @@ async fn connection(
             // connection's share (READDIR, READDIRPLUS) has its budget granted before it
             // is built, at its bound: built first, 200 unread READDIRPLUS replies held
             // 166 MB against a 4 MiB budget.
-            let bound = crate::nfs::Dispatcher::reply_bound(&header, &record);
+            // An NFSv4 READ that ends its COMPOUND leaves its data for `send_reply`.
+            let tails = sendfile_enabled();
+            let bound = crate::nfs::Dispatcher::reply_bound(&header, &record, tails);
             // A large reply's buffer comes from the warm set READ replies use (with its
             // budget): NFSv4 READs are COMPOUND replies, and a fresh 1 MiB buffer per
             // call (mapped, faulted in, unmapped) held v4 READ at 0.6 × Ganesha.
-            let mut large = None;
-            if bound > REPLY_SHARE {
-                large = Some(
-                    match tokio::time::timeout(cfg.request_timeout, guard.buffers.get(bound)).await
-                    {
-                        Ok(Ok(b)) => b,
-                        Ok(Err(e)) => return Err(Close::Record(e.into())),
-                        Err(_) => return Err(Close::NoBudget(cfg.request_timeout)),
-                    },
-                );
-            }
+            let mut large = large_reply_buffer(&guard, bound).await?;
             // A small reply starts with room for the common ones (a CREATE's is ~300
             // bytes), so building it does not reallocate at every few XDR words.
             let mut small = Vec::new();
@@ -512,10 +490,10 @@ async fn connection(
             } else {
                 None
             };
-            off_the_workers(slow, || {
+            let tail = off_the_workers(slow, || {
                 guard
                     .nfs
-                    .dispatch_on(&header, &record, reply, peer, slot_id)
+                    .dispatch_tailed(&header, &record, reply, (peer, slot_id), tails)
             });
             drop(turn);
             spare = keep_spare(record);
@@ -526,7 +504,7 @@ async fn connection(
             if reply.len() > bound {
                 warn!(%peer, "reply of {} bytes over its bound of {bound}", reply.len());
             }
-            send(&out, reply, cfg.request_timeout).await?;
+            send_reply(&guard, &out, reply, tail).await?;
             if let Some(b) = large {
                 guard.buffers.put(b);
             }
@@ -536,7 +514,18 @@ async fn connection(
     if let Ok(Ended::ToBulk(mark)) = result {
         return detach(rd, out, peer).map(|sock| (sock, permit, mark));
     }
-    match &result {
+    close_connection(&out, peer, &result).await;
+    guard
+        .closed
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    drop(permit);
+    None
+}
+
+/// Logs how a connection ended (a client's own leaving at debug level, the guard's
+/// closing at warn) and shuts its socket down, waiting at most a second.
+async fn close_connection(out: &ClientWriter, peer: SocketAddr, result: &Result<Ended, Close>) {
+    match result {
         Ok(_) => debug!(%peer, "connection closed"),
         Err(e @ (Close::Record(RecordError::Idle(_) | RecordError::Truncated) | Close::Io(_))) => {
             debug!(%peer, "connection closed: {e}")
@@ -549,11 +538,6 @@ async fn connection(
         out.lock().await.shutdown().await
     })
     .await;
-    guard
-        .closed
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    drop(permit);
-    None
 }
 
 /// The socket of a connection leaving for the bulk lane, its halves joined again and
@@ -591,6 +575,47 @@ type Moved = (
     [u8; oncrpc::record::MARK_LEN],
 );
 
+/// Disables Nagle (a reply goes out whole at once) and enlarges the send buffer, so a
+/// 1 MiB READ reply is handed to the kernel in one call.
+fn tune_socket(sock: &TcpStream, peer: SocketAddr) {
+    use std::os::fd::AsFd;
+    let _ = sock.set_nodelay(true);
+    if let Err(e) = crate::sys::set_send_buffer(sock.as_fd(), 4 << 20) {
+        debug!(%peer, "cannot enlarge the send buffer: {e}");
+    }
+}
+
+/// Whether the peer of `rd`'s socket reset the connection, asked without reading it.
+fn peer_gone(rd: &tokio::net::tcp::OwnedReadHalf) -> impl Fn() -> bool + Copy + use<> {
+    let sock_fd = {
+        use std::os::fd::{AsFd, AsRawFd};
+        rd.as_ref().as_fd().as_raw_fd()
+    };
+    move || {
+        // SAFETY: `rd` owns the descriptor and outlives every call (they happen inside
+        // `reader.read_reusing(&mut rd, ..)`).
+        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(sock_fd) };
+        crate::sys::tcp_closed(fd)
+    }
+}
+
+/// The buffer of a reply whose `bound` is larger than the connection's share, from the
+/// warm set with its budget; `None` for a reply that fits the share.
+async fn large_reply_buffer(
+    guard: &Guard,
+    bound: usize,
+) -> Result<Option<crate::buffers::ReplyBuf>, Close> {
+    if bound <= REPLY_SHARE {
+        return Ok(None);
+    }
+    let limit = guard.config.request_timeout;
+    match tokio::time::timeout(limit, guard.buffers.get(bound)).await {
+        Ok(Ok(b)) => Ok(Some(b)),
+        Ok(Err(e)) => Err(Close::Record(e.into())),
+        Err(_) => Err(Close::NoBudget(limit)),
+    }
+}
+
 /// How long a connection keeps its last large record's buffer while it waits for the
 /// next call. A client writing 1 MiB blocks sends its next WRITE within a round trip of
 /// the reply; one that pauses longer, or anyone waiting for budget meanwhile, costs the
@@ -611,18 +636,10 @@ fn keep_spare(record: oncrpc::record::Record) -> Option<oncrpc::record::Record> 
 /// On the workers, 64 READDIRPLUS of 1 MiB (each ~3,000 entries stat'ed) or a few
 /// hundred 1 MiB FILE_SYNC WRITEs kept both workers busy, and every other client's calls
 /// waited behind them for seconds.
+///
+/// Which calls are slow is each procedure's row's slow-call class (`crate::nfs::procs`).
 fn slow_call(h: &CallHeader<'_>, record: &[u8]) -> bool {
-    if h.prog != NFS_PROG {
-        return false;
-    }
-    match h.vers {
-        // A COMPOUND is slow when it holds a WRITE, COMMIT or READDIR (or does not
-        // decode, which costs nothing to answer either way); READs, walks and opens run
-        // inline, as v3's do: handing every COMPOUND off the workers held 128 KiB v4
-        // reads at 0.83 x Ganesha v4.
-        4 => crate::nfs4::Nfs4::is_slow(record.get(h.args..).unwrap_or_default()),
-        _ => matches!(h.proc_, 7 | 16 | 17 | 21),
-    }
+    procs::of(h).is_some_and(|p| p.is_slow(record.get(h.args..).unwrap_or_default()))
 }
 
 /// Runs `f` with the worker handing its other tasks to another thread while it runs
@@ -673,7 +690,7 @@ pub(crate) fn admit(
         .check(&PROGRAMS)
         .map_err(|rejection| Refusal::Reply {
             xid: header.xid,
-            op: rpc::call_name(header.prog, header.vers, header.proc_),
+            op: procs::call_name(header.prog, header.vers, header.proc_),
             rejection,
         })?;
     if !allow_auth_none
@@ -683,7 +700,7 @@ pub(crate) fn admit(
     {
         return Err(Refusal::Reply {
             xid: header.xid,
-            op: rpc::call_name(header.prog, header.vers, header.proc_),
+            op: procs::call_name(header.prog, header.vers, header.proc_),
             rejection: rpcmsg::Rejection::Auth(rpcmsg::AuthStat::TooWeak),
         });
     }
@@ -719,14 +736,14 @@ pub(crate) fn step(record: &[u8], allow_auth_none: bool) -> Step<'_> {
         Err(Refusal::Garbage) => return Step::Close,
         Err(Refusal::Reply { xid, op, rejection }) => return Step::Refuse { xid, op, rejection },
     };
-    if header.prog != NFS_PROG || header.vers != 3 || header.proc_ != 6 {
+    let Some(read) = procs::of(&header).filter(|p| p.data_path) else {
         return Step::Dispatch(header);
-    }
+    };
     match ReadArgs::parse(&record[header.args..]) {
         Ok(args) => Step::Read { header, args },
         Err(_) => Step::Refuse {
             xid: header.xid,
-            op: "READ",
+            op: read.name,
             rejection: rpcmsg::Rejection::GarbageArgs,
         },
     }
@@ -743,6 +760,29 @@ async fn send(out: &ClientWriter, record: &[u8], limit: Duration) -> Result<(), 
         Err(_) => Err(Close::Slow(limit)),
         Ok(r) => Ok(r?),
     }
+}
+
+/// Sends a dispatcher's reply record, and then the data of the NFSv4 READ that ends
+/// it (`tail`, counted by the record's mark) from the file with `sendfile`, as v3 READ
+/// data leaves ([`read_sendfile`]).
+async fn send_reply(
+    guard: &Guard,
+    out: &ClientWriter,
+    reply: &[u8],
+    tail: Option<crate::nfs4::ReadTail>,
+) -> Result<(), Close> {
+    let limit = guard.config.request_timeout;
+    let Some(t) = tail else {
+        return send(out, reply, limit).await;
+    };
+    let sent = send_file(out, reply, &t.file, t.offset, t.len, t.pad(), limit).await;
+    // As `read_sendfile` records it: a client gone is not the file's failure.
+    let vfs = match &sent {
+        Err(Close::Io(e)) if !client_gone(e) => Err(nfsstat3::NFS3ERR_IO),
+        _ => Ok(t.len as u64),
+    };
+    guard.fs.record_read(&t.fh, t.vfs_start, vfs);
+    sent
 }
 
 /// READ, answered here rather than by the dispatcher: the data is sent from the file
@@ -799,7 +839,7 @@ async fn read(
     guard.buffers.put(reply);
     guard
         .registry
-        .record_op("READ", "total", status, start.elapsed(), bytes);
+        .record_op(procs::READ.name, "total", status, start.elapsed(), bytes);
     Ok(())
 }
 
@@ -847,7 +887,7 @@ async fn read_sendfile(
     let bytes = (head.len() + n as usize + pad) as u64;
     guard
         .registry
-        .record_op("READ", "total", "ok", start.elapsed(), bytes);
+        .record_op(procs::READ.name, "total", "ok", start.elapsed(), bytes);
     Ok(())
 }
 
@@ -936,6 +976,7 @@ async fn send_file(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rpc;
 
     /// A call record: header (RPC version `rpcvers`), credential `cred` (flavour + body),
     /// verifier `verf`, no arguments.
