@@ -852,7 +852,7 @@ fn nfs_read_checks(url: &str, file: &Path) {
     assert!(failures(&r, ErrorKind::Checksum) >= 2, "{:?}", r.failures);
 }
 
-/// The read and metadata workloads over NFSv4.0 (`version=4`): a verified read of the
+/// The read and metadata workloads over NFSv4 (`version=4`, `4.1`, `4.2`): a verified read of the
 /// dataset's file and the OPEN/CLOSE/GETATTR/REMOVE mix, leaving nothing behind.
 fn nfs4_checks(url_of: impl Fn(&str) -> String, export: &Path) {
     let file = export.join("testfile.bin");
@@ -889,28 +889,40 @@ fn nfs4_checks(url_of: impl Fn(&str) -> String, export: &Path) {
     assert!(matches!(loadgen::run(p), Err(loadgen::Error::Plan(_))));
 }
 
-/// Issue 26 §3: the NFS-level read and metadata workloads over NFSv4.0, against rustnfs
-/// and against Ganesha serving v4 (the same client, so the rows compare).
+/// Issue 26 §3: the NFS-level read and metadata workloads over NFSv4.0 (and 4.1 and 4.2,
+/// in sessions), against rustnfs and against Ganesha serving v4 (the same client, so the
+/// rows compare).
 #[test]
 fn nfs4_reads_and_metadata_against_rustnfs_and_ganesha() {
     let tmp = tempfile::tempdir().unwrap();
     let export = common::write_dataset(&tmp.path().join("export"));
     let server = common::Nfsd::exporting(&export).unwrap();
     let port = server.port();
-    nfs4_checks(
-        |p| format!("nfs://127.0.0.1{p}?version=4&nfsport={port}"),
-        &export,
-    );
+    for v in ["4", "4.1", "4.2"] {
+        nfs4_checks(
+            |p| format!("nfs://127.0.0.1{p}?version={v}&nfsport={port}"),
+            &export,
+        );
+    }
+    // Each worker ends its session and client id: more runs from one address than
+    // rustnfs keeps sessions for it (16) all get one.
+    for _ in 0..10 {
+        let url = format!("nfs://127.0.0.1/testfile.bin?version=4.1&nfsport={port}");
+        let r = run_bounded(plan(&url, Schedule::Count(2), 2), Duration::from_secs(60));
+        assert_eq!((r.requests, r.failed()), (2, 0), "{:?}", r.first_error);
+    }
     let gtmp = tempfile::tempdir().unwrap();
     let gexport = common::write_dataset(&gtmp.path().join("export"));
     let Some(g) = crate::support::ganesha::start_v4(&gexport) else {
         return;
     };
     let gport = crate::support::ganesha::nfs_port(&g);
-    nfs4_checks(
-        |p| format!("nfs://127.0.0.1{p}?version=4&nfsport={gport}&uid=0&gid=0"),
-        &gexport,
-    );
+    for v in ["4", "4.1", "4.2"] {
+        nfs4_checks(
+            |p| format!("nfs://127.0.0.1{p}?version={v}&nfsport={gport}&uid=0&gid=0"),
+            &gexport,
+        );
+    }
 }
 
 #[test]

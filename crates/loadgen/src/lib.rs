@@ -6,7 +6,8 @@
 //!   run on single-threaded event loops, one per OS thread, like wrk's threads.
 //! - `pace`: the open-loop pacer thread, releasing fixed-rate tickets on time.
 //! - [`http`], `tcp`, `nfs`, `nfs4`, `file`: the `Target` implementations (`nfs4`: the
-//!   read and metadata workloads over NFSv4.0, for `nfs://…?version=4`). [`tcp::serve`] is the
+//!   read and metadata workloads over NFSv4.0, 4.1 and 4.2, for `nfs://…?version=4`,
+//!   `4.1`, `4.2`). [`tcp::serve`] is the
 //!   server side of `tcp://` (`servelab tcp-server`); [`http::parse_response_head`] is
 //!   the HTTP client's response parser, public for fuzzing.
 //! - [`sample`]: one operation's raw instants and outcome; the per-worker collector that

@@ -1,5 +1,8 @@
-//! The NFSv4.0 target (`nfs://host/path?version=4&nfsport=P`): every worker opens one
-//! connection, sets up a client id (SETCLIENTID, SETCLIENTID_CONFIRM) and walks the
+//! The NFSv4 target (`nfs://host/path?version=4&nfsport=P`; `version=4.1` and `4.2` for
+//! those minor versions): every worker opens one connection, sets up a client id
+//! (SETCLIENTID, SETCLIENTID_CONFIRM; in 4.1 and 4.2 EXCHANGE_ID, CREATE_SESSION of one
+//! slot and RECLAIM_COMPLETE, then every COMPOUND starts with that slot's SEQUENCE, not
+//! asking the reply kept, as a Linux client sends READ) and walks the
 //! path from the pseudo-root (PUTROOTFH, LOOKUP…), then runs the read workload (OPEN
 //! the file, READs through it in order, one COMPOUND of PUTFH + READ per operation) or
 //! the metadata mix (per file: OPEN with create, CLOSE, GETATTR, REMOVE — what `touch`,
@@ -37,13 +40,32 @@ const OP_READ: u32 = 25;
 const OP_REMOVE: u32 = 28;
 const OP_SETCLIENTID: u32 = 35;
 const OP_SETCLIENTID_CONFIRM: u32 = 36;
+const OP_EXCHANGE_ID: u32 = 42;
+const OP_CREATE_SESSION: u32 = 43;
+const OP_DESTROY_SESSION: u32 = 44;
+const OP_SEQUENCE: u32 = 53;
+const OP_DESTROY_CLIENTID: u32 = 57;
+const OP_RECLAIM_COMPLETE: u32 = 58;
+const NFS4ERR_COMPLETE_ALREADY: u32 = 10054;
 
-/// Whether an `nfs://` URL asks for NFSv4 (`version=4` or `version=4.0`).
-pub(crate) fn wants_v4(url: &str) -> bool {
-    url.split_once('?').is_some_and(|(_, q)| {
-        q.split('&')
-            .any(|kv| kv == "version=4" || kv == "version=4.0")
+/// The `version=` values that ask for NFSv4, with their minor version.
+const VERSIONS: [(&str, u32); 4] = [("4", 0), ("4.0", 0), ("4.1", 1), ("4.2", 2)];
+
+/// The NFSv4 minor version an `nfs://` URL asks for (`version=4`, `4.0`, `4.1`, `4.2`).
+fn minor_of(url: &str) -> Option<u32> {
+    let (_, q) = url.split_once('?')?;
+    q.split('&').find_map(|kv| {
+        let v = kv.strip_prefix("version=")?;
+        VERSIONS
+            .iter()
+            .find(|(name, _)| *name == v)
+            .map(|(_, m)| *m)
     })
+}
+
+/// Whether an `nfs://` URL asks for NFSv4 (see [`minor_of`]).
+pub(crate) fn wants_v4(url: &str) -> bool {
+    minor_of(url).is_some()
 }
 
 pub(crate) struct Nfs4Target {
@@ -53,6 +75,8 @@ pub(crate) struct Nfs4Target {
     verify: Option<u32>,
     files: u64,
     timeout: Duration,
+    /// The minor version every COMPOUND carries.
+    minor: u32,
     /// The CRC-32 of the first complete pass over the file (read workload).
     first_crc: Mutex<Option<u32>>,
 }
@@ -63,10 +87,12 @@ impl Nfs4Target {
             url: url.to_string(),
             reason,
         };
+        let minor =
+            minor_of(url).ok_or_else(|| bad("version= must be 4, 4.0, 4.1 or 4.2".into()))?;
         // The rest of the URL is read as for v3 (host, ports, path, uid, gid).
-        let v3 = url
-            .replace("version=4.0", "version=3")
-            .replace("version=4", "version=3");
+        let v3 = VERSIONS.iter().rev().fold(url.to_string(), |u, (v, _)| {
+            u.replace(&format!("version={v}"), "version=3")
+        });
         let parsed = NfsUrl::parse(&v3).map_err(|e| bad(e.to_string()))?;
         if plan.options.nfs_workload == NfsWorkload::Write {
             return Err(crate::Error::Plan(
@@ -84,6 +110,7 @@ impl Nfs4Target {
             verify: plan.options.verify_crc32,
             files: plan.options.nfs_files.max(1),
             timeout: plan.options.timeout,
+            minor,
             first_crc: Mutex::new(None),
         })
     }
@@ -214,6 +241,9 @@ struct Conn {
     /// A COMPOUND was sent whose reply was never read (the operation was cancelled): the
     /// connection and the owner's seqid are out of step, so the worker starts over.
     broken: bool,
+    /// The minor version; in 4.1 and 4.2 the session and its one slot's next seqid.
+    minor: u32,
+    session: Option<([u8; 16], u32)>,
 }
 
 fn io_error(op: &'static str, e: std::io::Error, timeout: bool) -> OpError {
@@ -233,7 +263,7 @@ fn io_error(op: &'static str, e: std::io::Error, timeout: bool) -> OpError {
 }
 
 impl Conn {
-    async fn open(url: &NfsUrl, timeout: Duration, id: usize) -> Result<Conn, OpError> {
+    async fn open(url: &NfsUrl, timeout: Duration, id: usize, minor: u32) -> Result<Conn, OpError> {
         let endpoint = url.nfs_endpoint();
         let stream = tokio::time::timeout(timeout, TcpStream::connect(&endpoint))
             .await
@@ -270,9 +300,15 @@ impl Conn {
             )
             .into_bytes(),
             broken: false,
+            minor,
+            session: None,
         };
         let name = format!("servelab-loadgen/{}/{id}", std::process::id());
         let verf = (u64::from(std::process::id()) << 20 | id as u64).to_be_bytes();
+        if minor > 0 {
+            c.session(name.as_bytes(), verf, timeout).await?;
+            return Ok(c);
+        }
         let mut o = Ops::default();
         o.op(OP_SETCLIENTID)
             .fixed(&verf)
@@ -293,7 +329,61 @@ impl Conn {
         Ok(c)
     }
 
-    /// Sends one COMPOUND and reads its reply (after the COMPOUND status and tag).
+    /// 4.1 and 4.2: EXCHANGE_ID, CREATE_SESSION (one slot, a fore channel for 1 MiB
+    /// READs and WRITEs, nothing cached) and RECLAIM_COMPLETE (no state to reclaim).
+    async fn session(
+        &mut self,
+        name: &[u8],
+        verf: [u8; 8],
+        timeout: Duration,
+    ) -> Result<(), OpError> {
+        let mut o = Ops::default();
+        // No flags, SP4_NONE, no implementation id.
+        o.op(OP_EXCHANGE_ID)
+            .fixed(&verf)
+            .opaque(name)
+            .u32(0)
+            .u32(0)
+            .u32(0);
+        let mut r = self.call(&o, "SETCLIENTID", timeout).await?;
+        r.ok(OP_EXCHANGE_ID)?;
+        self.clientid = r.u64()?;
+        let seq = r.u32()?;
+        let mut o = Ops::default();
+        o.op(OP_CREATE_SESSION).u64(self.clientid).u32(seq).u32(0);
+        // Fore, then back channel: headerpad, max request, max response, max response
+        // cached, max operations, slots, no RDMA.
+        for (size, cached, ops) in [((1 << 20) + (64 << 10), 0, 16), (4096, 0, 2)] {
+            o.u32(0)
+                .u32(size)
+                .u32(size)
+                .u32(cached)
+                .u32(ops)
+                .u32(1)
+                .u32(0);
+        }
+        // Callback program, one AUTH_NONE security parameter.
+        o.u32(0x4000_0000).u32(1).u32(0);
+        let mut r = self.call(&o, "SETCLIENTID", timeout).await?;
+        r.ok(OP_CREATE_SESSION)?;
+        let mut id = [0u8; 16];
+        id.copy_from_slice(r.take(16)?);
+        self.session = Some((id, 1));
+        let mut o = Ops::default();
+        o.op(OP_RECLAIM_COMPLETE).u32(0);
+        let mut r = self.call(&o, "SETCLIENTID", timeout).await?;
+        // A worker started again is the same client (same name and verifier), whose
+        // reclaims were completed already (NFS4ERR_COMPLETE_ALREADY).
+        let at = r.pos;
+        if r.u32()? == OP_RECLAIM_COMPLETE && r.u32()? == NFS4ERR_COMPLETE_ALREADY {
+            return Ok(());
+        }
+        r.pos = at;
+        r.ok(OP_RECLAIM_COMPLETE)
+    }
+
+    /// Sends one COMPOUND and reads its reply (after the COMPOUND status and tag, and in
+    /// a session the SEQUENCE that starts it).
     async fn call(
         &mut self,
         ops: &Ops,
@@ -314,8 +404,18 @@ impl Conn {
                 body: &self.cred,
             },
         );
-        body.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0]); // empty tag, minor version 0
-        body.extend_from_slice(&ops.n.to_be_bytes());
+        body.extend_from_slice(&[0, 0, 0, 0]); // empty tag
+        body.extend_from_slice(&self.minor.to_be_bytes());
+        match self.session {
+            Some((id, seq)) => {
+                let mut o = Ops::default();
+                // Slot 0 of 1, the reply not asked kept.
+                o.op(OP_SEQUENCE).fixed(&id).u32(seq).u32(0).u32(0).u32(0);
+                body.extend_from_slice(&(ops.n + 1).to_be_bytes());
+                body.extend_from_slice(&o.buf);
+            }
+            None => body.extend_from_slice(&ops.n.to_be_bytes()),
+        }
         body.extend_from_slice(&ops.buf);
         self.broken = true;
         let exchange = async {
@@ -348,6 +448,11 @@ impl Conn {
         let _status = r.u32()?;
         r.opaque()?;
         let _count = r.u32()?;
+        if let Some((_, seq)) = self.session.as_mut() {
+            r.ok(OP_SEQUENCE)?;
+            *seq = seq.wrapping_add(1);
+            r.skip(16 + 4 * 5)?;
+        }
         Ok(r)
     }
 
@@ -421,6 +526,26 @@ impl Conn {
             sid = r.stateid()?;
         }
         Ok((fh, sid))
+    }
+
+    /// 4.1 and 4.2: DESTROY_SESSION and DESTROY_CLIENTID, each alone in its COMPOUND,
+    /// so a server's per-address caps on sessions and client ids see the worker leave
+    /// (many short runs from one address would otherwise reach them before the lease
+    /// frees what they left).
+    async fn end_session(&mut self, timeout: Duration) -> Result<(), OpError> {
+        let Some((id, _)) = self.session.take() else {
+            return Ok(());
+        };
+        let mut o = Ops::default();
+        o.op(OP_DESTROY_SESSION).fixed(&id);
+        self.call(&o, "CLOSE", timeout)
+            .await?
+            .ok(OP_DESTROY_SESSION)?;
+        let mut o = Ops::default();
+        o.op(OP_DESTROY_CLIENTID).u64(self.clientid);
+        self.call(&o, "CLOSE", timeout)
+            .await?
+            .ok(OP_DESTROY_CLIENTID)
     }
 
     async fn close(&mut self, fh: &[u8], sid: &Stateid, timeout: Duration) -> Result<(), OpError> {
@@ -497,7 +622,7 @@ impl Target for Arc<Nfs4Target> {
 
     async fn worker(&self, id: usize, inst: &mut Instants) -> Result<Nfs4Worker, OpError> {
         let t = self.timeout;
-        let mut conn = Conn::open(&self.url, t, id).await?;
+        let mut conn = Conn::open(&self.url, t, id, self.minor).await?;
         inst.connected = Some(Instant::now());
         let path = self.url.full_path();
         let state = match self.workload {
@@ -676,6 +801,7 @@ impl Worker for Nfs4Worker {
             State::Read { fh, sid, .. } => {
                 let (fh, sid) = (fh.clone(), *sid);
                 let _ = self.conn.close(&fh, &sid, t).await;
+                let _ = self.conn.end_session(t).await;
                 return None;
             }
             State::Metadata { dir, files, .. } => (dir.clone(), files.clone()),
@@ -690,6 +816,7 @@ impl Worker for Nfs4Worker {
             o.op(OP_REMOVE).opaque(self.meta_name(i as u64).as_bytes());
             let _ = self.conn.call(&o, "REMOVE", t).await;
         }
+        let _ = self.conn.end_session(t).await;
         None
     }
 }

@@ -111,6 +111,11 @@ pub struct CompareArgs {
     /// 25, 50 and 75 % of the lower capacity); 0 skips them.
     #[arg(long, default_value_t = 2.0)]
     pub equal_load_seconds: f64,
+    /// Keep the first servers for the whole run. By default every round after the
+    /// first starts rustnfs and the httpd of B and the A rows anew, so the intervals
+    /// cover what a new invocation changes (fresh processes, placement, warm-up).
+    #[arg(long)]
+    pub no_restart: bool,
     /// Run the whole distance sweep: A's NFS hop at 0 (loopback), 0.1, 0.5 and 2 ms
     /// round trip, at 1 and 10 Gbit/s, each against B at the same offered load. It runs
     /// 10 stacks × --repeat × --distance-seconds: about 2 minutes with the defaults on
@@ -226,6 +231,7 @@ impl CompareArgs {
             max_repeat: self.max_repeat,
             keep_busy: self.keep_busy,
             equal_load_seconds: self.equal_load_seconds,
+            restart: !self.no_restart,
             distance_sweep: self.distance,
             distance_seconds: self.distance_seconds,
         })

@@ -24,17 +24,11 @@ pub fn size_text(bytes: u64) -> String {
     }
 }
 
-/// `+1.23 ms (CI +1.00 to +1.50)`, with the verdict when the interval holds 0.
+/// `+1.23 ms (95 % CI +1.00 to +1.50)`: the interval labelled with the confidence its
+/// repeat count gives, and "no measurable difference" only at 95 % (else "not
+/// resolved"), as every interval of the reports ([`crate::stats::difference_words`]).
 fn difference_text(d: &Comparison) -> String {
-    let verdict = if d.significant {
-        ""
-    } else {
-        ", no measurable difference"
-    };
-    format!(
-        "{:+.2} ms (interval {:+.2} to {:+.2}{verdict})",
-        d.estimate, d.ci.low, d.ci.high
-    )
+    crate::stats::difference_words(d)
 }
 
 /// Where the point is: `at 0.5 ms RTT — a typical LAN — over 1 Gbit/s`.
@@ -78,8 +72,11 @@ fn point_sentence(d: &Distance, p: &DistancePoint) -> String {
         .cpu_over_b
         .map(|c| {
             format!(
-                "; its serving processes used {:.2} × B's CPU per request (interval {:.2}–{:.2})",
-                c.estimate, c.ci.low, c.ci.high
+                "; its serving processes used {:.2} × B's CPU per request ({} {:.2}–{:.2})",
+                c.estimate,
+                c.ci_label(),
+                c.ci.low,
+                c.ci.high
             )
         })
         .unwrap_or_default();
