@@ -79,10 +79,12 @@ fn op_error(op: &'static str, e: &nfsclient::Error) -> OpError {
         E::Unreachable { .. } => ErrorKind::Connect,
         E::Timeout { .. } => ErrorKind::Timeout,
         E::ConnectionLost { .. } => ErrorKind::Reset,
-        E::Status { .. } | E::MountDenied { .. } | E::BadPath { .. } | E::BadUrl { .. } => {
-            ErrorKind::Server
-        }
-        E::Rpc { .. } | E::Protocol { .. } => ErrorKind::Malformed,
+        E::Status { .. }
+        | E::Status4 { .. }
+        | E::MountDenied { .. }
+        | E::BadPath { .. }
+        | E::BadUrl { .. } => ErrorKind::Server,
+        E::Rpc { .. } | E::Protocol { .. } | E::Decode { .. } => ErrorKind::Malformed,
     };
     OpError::new(op, kind, e.to_string())
 }

@@ -354,6 +354,74 @@ impl RawConn {
     }
 }
 
+/// The rest of a reply that is not a successful READ, read whole.
+async fn whole(
+    mut rec: RecordIn<'_>,
+    mut head: Vec<u8>,
+) -> io::Result<(Vec<u8>, Option<PipedData>)> {
+    rec.read_rest(&mut head).await?;
+    Ok((head, None))
+}
+
+/// Reads an NFSv4 COMPOUND reply whose last operation is a successful READ (after
+/// SEQUENCE when `seq`, and PUTFH) with the data left in pipes: returns the record up
+/// to the data (it decodes as the reply's prefix, the data's length word last) and the
+/// pipes. Any other reply (an error status anywhere, a tag, a denied call) is read
+/// whole and returned without pipes, for the copying decoder. More data than `max`,
+/// or bytes after it, is an I/O error (the connection is dropped).
+pub(crate) async fn read_v4_piped(
+    stream: &mut TcpStream,
+    seq: bool,
+    max: u32,
+) -> io::Result<(Vec<u8>, Option<PipedData>)> {
+    let mut rec = RecordIn::start(stream).await?;
+    let mut head = Vec::with_capacity(160);
+    rec.read_into(&mut head, 20).await?;
+    if !(be32(&head, 4) == 1 && be32(&head, 8) == 0) {
+        return whole(rec, head).await;
+    }
+    let verf_len = be32(&head, 16) as usize;
+    if verf_len > 400 {
+        return Err(io::Error::other("RPC verifier too long"));
+    }
+    // Verifier body, accept status, then COMPOUND status, tag length, result count.
+    rec.read_into(&mut head, verf_len.next_multiple_of(4) + 16)
+        .await?;
+    let at = 20 + verf_len.next_multiple_of(4);
+    if be32(&head, at) != 0 || be32(&head, at + 4) != 0 || be32(&head, at + 8) != 0 {
+        return whole(rec, head).await;
+    }
+    // (operation, status) pairs: SEQUENCE (and its 36-byte result), PUTFH, READ.
+    let ops: &[(u32, usize)] = if seq {
+        &[(53, 36), (22, 0), (25, 0)]
+    } else {
+        &[(22, 0), (25, 0)]
+    };
+    for &(code, body) in ops {
+        rec.read_into(&mut head, 8).await?;
+        let n = head.len();
+        if (be32(&head, n - 8), be32(&head, n - 4)) != (code, 0) {
+            return whole(rec, head).await;
+        }
+        rec.read_into(&mut head, body).await?;
+    }
+    // eof, the data's length.
+    rec.read_into(&mut head, 8).await?;
+    let n = be32(&head, head.len() - 4) as usize;
+    if n > max as usize {
+        return Err(io::Error::other(
+            "READ reply carries more data than asked for",
+        ));
+    }
+    let data = rec.splice_into(n).await?;
+    let mut pad = Vec::new();
+    rec.read_into(&mut pad, n.next_multiple_of(4) - n).await?;
+    if !rec.at_end() {
+        return Err(io::Error::other("READ reply has bytes after its data"));
+    }
+    Ok((head, Some(data)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
