@@ -262,6 +262,11 @@ async fn exercise(client: &Client, data: &[u8], q: &str) {
         .await
         .unwrap();
     assert_eq!(w.count, 100_000, "{q}");
+    assert_eq!(
+        w.committed,
+        stable_how::UNSTABLE,
+        "{q}: rustnfs keeps UNSTABLE writes"
+    );
     assert_eq!(client.commit(&wfh).await.unwrap(), w.verf, "{q}: verifier");
     let back = client.read(&wfh, 0, 200_000).await.unwrap();
     assert!(

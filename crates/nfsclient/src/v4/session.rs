@@ -134,10 +134,23 @@ impl Session {
                 return Ok(());
             }
         }
-        if v4.minor == 0 {
-            self.setclientid(v4).await
-        } else {
-            self.create_session(v4).await
+        // A server short of state answers DELAY: try again until the call's deadline.
+        let deadline = tokio::time::Instant::now() + v4.pool.cfg.call_timeout;
+        loop {
+            let res = if v4.minor == 0 {
+                self.setclientid(v4).await
+            } else {
+                self.create_session(v4).await
+            };
+            match res {
+                Err(Error::Status {
+                    status: nfs3_client::nfs3_types::nfs3::nfsstat3::NFS3ERR_JUKEBOX,
+                    ..
+                }) if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+                other => return other,
+            }
         }
     }
 
@@ -257,6 +270,34 @@ impl Session {
             status::OK | status::COMPLETE_ALREADY => Ok(()),
             st => Err(super::status_error("RECLAIM_COMPLETE", st)),
         }
+    }
+
+    /// DESTROY_SESSION and DESTROY_CLIENTID (4.1+), so the server frees this client's
+    /// state now rather than when its lease runs out (a server bounds the state one
+    /// address may hold). A 4.0 client id has no such call: it expires with its lease.
+    pub async fn destroy(&self, v4: &V4) -> Result<(), Error> {
+        let _one = self.setup.lock().await;
+        let (ready, id, clientid) = {
+            let st = self.state.lock();
+            (st.ready, st.session, st.clientid)
+        };
+        if !ready || v4.minor == 0 {
+            return Ok(());
+        }
+        {
+            let mut st = self.state.lock();
+            st.ready = false;
+            st.epoch += 1;
+            st.free.clear();
+        }
+        let mut o = Ops::default();
+        o.op(op::DESTROY_SESSION).fixed(&id);
+        let a = v4.raw("DESTROY_SESSION", true, &o).await?;
+        expect(&mut a.reply(), op::DESTROY_SESSION, "DESTROY_SESSION")?;
+        let mut o = Ops::default();
+        o.op(op::DESTROY_CLIENTID).u64(clientid);
+        let a = v4.raw("DESTROY_CLIENTID", true, &o).await?;
+        expect(&mut a.reply(), op::DESTROY_CLIENTID, "DESTROY_CLIENTID")
     }
 
     /// A free slot, waited for until `deadline` (calls beyond the slots the server

@@ -26,7 +26,9 @@ pub(crate) mod op {
     pub const WRITE: u32 = 38;
     pub const EXCHANGE_ID: u32 = 42;
     pub const CREATE_SESSION: u32 = 43;
+    pub const DESTROY_SESSION: u32 = 44;
     pub const SEQUENCE: u32 = 53;
+    pub const DESTROY_CLIENTID: u32 = 57;
     pub const RECLAIM_COMPLETE: u32 = 58;
 }
 
