@@ -271,6 +271,8 @@ pub async fn serve(
     if !finished {
         tracing::warn!("shutdown grace period expired; remaining connections dropped");
     }
+    // Bounded: a server that went away must not hold the shutdown up.
+    let _ = tokio::time::timeout(Duration::from_secs(2), shared.storage.close()).await;
     drop(shared);
     if let Some(thread) = log_thread
         && finished

@@ -696,6 +696,12 @@ impl Storage for NfsStorage {
         self.budgets.clone()
     }
 
+    async fn close(&self) {
+        if let Err(e) = self.client.close().await {
+            tracing::debug!(error = %e, "NFS session not ended at shutdown");
+        }
+    }
+
     fn name(&self) -> &'static str {
         match self.version() {
             nfsclient::NfsVersion::V3 => "nfs (NFSv3)",
