@@ -224,7 +224,7 @@ fn sentences(report: &Report, answer: &Answer) -> Vec<String> {
                 format!("showed {} in CPU against local disk", ratio_words(c))
             };
             out.push(format!(
-                "Serving {large} files from rustnfs {what}: {:.2} vs {:.2} ms of CPU per request for all serving processes ({} against {}), medians of {} and {} runs.",
+                "Serving {large} files from rustnfs over NFSv3 {what}: {:.2} vs {:.2} ms of CPU per request for all serving processes ({} against {}), medians of {} and {} runs.",
                 a.cpu_ms_per_request,
                 b.cpu_ms_per_request,
                 split_words(a),
@@ -258,6 +258,7 @@ fn sentences(report: &Report, answer: &Answer) -> Vec<String> {
             ));
         }
     }
+    out.extend(v42_sentence(report, answer));
     if let Some(s) = equal_load_sentence(report) {
         out.push(s);
     }
@@ -268,8 +269,11 @@ fn sentences(report: &Report, answer: &Answer) -> Vec<String> {
     let others: Vec<String> = answer
         .ratios
         .iter()
-        .filter(|r| r.workload == "large" && r.scenario != A_SCENARIO)
-        .map(|r| format!("{}: {}", r.scenario, ratio_words(&r.cpu_per_request)))
+        .filter(|r| r.workload == "large" && r.scenario != A_SCENARIO && r.scenario != A42_SCENARIO)
+        .map(|r| {
+            let over = version_of(&r.scenario).map_or(String::new(), |v| format!(" over {v}"));
+            format!("{}{over}: {}", r.scenario, ratio_words(&r.cpu_per_request))
+        })
         .collect();
     if !others.is_empty() {
         out.push(format!(
@@ -279,6 +283,46 @@ fn sentences(report: &Report, answer: &Answer) -> Vec<String> {
     }
     out.push(conditions(report, answer));
     out
+}
+
+/// The NFS version an A row speaks: NFSv4.2 for [`A42_SCENARIO`], NFSv3 for every
+/// other row of scenario A (httpd `--nfs-version 3`); `None` for rows without NFS.
+pub fn version_of(scenario: &str) -> Option<&'static str> {
+    if scenario == A42_SCENARIO {
+        Some("NFSv4.2")
+    } else if scenario.starts_with("A (") {
+        Some("NFSv3")
+    } else {
+        None
+    }
+}
+
+/// Scenario A over NFSv4.2 against B: the large file, and the small one when measured.
+fn v42_sentence(report: &Report, answer: &Answer) -> Option<String> {
+    let c = ratio_of(answer, "large", A42_SCENARIO)?;
+    let (a, b) = (
+        demand_of(answer, "large", A42_SCENARIO)?,
+        demand_of(answer, "large", REFERENCE_SCENARIO)?,
+    );
+    let small = match ratio_of(answer, "small", A42_SCENARIO) {
+        Some(s) => format!(
+            "; on the {} file over keep-alive, {}",
+            size_words(report.dataset.small_bytes),
+            ratio_words(s)
+        ),
+        None => String::new(),
+    };
+    let what = match c.significant {
+        true => format!("cost {} the CPU of B", ratio_words(c)),
+        false => format!("showed {} against B", ratio_words(c)),
+    };
+    Some(format!(
+        "Over NFSv4.2, what a kernel mount negotiates, it {what}: {:.2} vs {:.2} ms per {} request ({}){small}.",
+        a.cpu_ms_per_request,
+        b.cpu_ms_per_request,
+        size_words(report.dataset.large_bytes),
+        split_words(a),
+    ))
 }
 
 /// CPU per request of the processes behind httpd (the NFS server), in a demand row.
@@ -566,6 +610,45 @@ mod tests {
             k.contains("4.62 ×") && k.contains("httpd 0.033 ms + rustnfs 0.017 ms"),
             "{k}"
         );
+    }
+
+    /// Issue 32 §3: the answer names the protocol version of every A row — the headline
+    /// (NFSv3), a sentence for the NFSv4.2 row, and "over NFSv3" beside the other A rows.
+    #[test]
+    fn the_answer_names_the_version_of_every_a_row() {
+        let mut report: Report = serde_json::from_str(include_str!(
+            "../../../../benches/results/2026-12-02-answer/report.json"
+        ))
+        .unwrap();
+        let mut v42: Vec<HttpRow> = report
+            .http
+            .iter()
+            .filter(|r| r.scenario == A_SCENARIO)
+            .cloned()
+            .collect();
+        for r in &mut v42 {
+            r.scenario = A42_SCENARIO.into();
+        }
+        report.http.extend(v42);
+        let answer = compute(&report);
+        let said = |what: &str| {
+            answer
+                .sentences
+                .iter()
+                .find(|s| s.contains(what))
+                .unwrap_or_else(|| panic!("no sentence with {what:?}: {:#?}", answer.sentences))
+                .clone()
+        };
+        assert!(said("files from rustnfs over NFSv3").contains("×"));
+        let s = said("Over NFSv4.2, what a kernel mount negotiates, it cost");
+        assert!(s.contains("on the 4 KiB file over keep-alive"), "{s}");
+        let others = said("the other rows");
+        assert!(
+            others.contains(&format!("{CLIENT_CACHE_SCENARIO} over NFSv3")),
+            "{others}"
+        );
+        assert!(!others.contains(A42_SCENARIO), "{others}");
+        assert_eq!(version_of("nginx"), None);
     }
 
     #[test]
