@@ -74,6 +74,13 @@ struct Inner {
     v4: Option<V4>,
 }
 
+impl Inner {
+    /// The NFSv4 side (only called where [`Client::v4`] was checked).
+    fn v4_side(&self) -> &V4 {
+        self.v4.as_ref().expect("an NFSv4 client")
+    }
+}
+
 /// Runs one RPC on a pooled `nfs3_client` connection (see [`pool_call`]).
 macro_rules! nfs_call {
     ($self:expr, $op:expr, $idempotent:expr, |$c:ident| $body:expr) => {
@@ -220,6 +227,23 @@ impl Client {
         self.inner.v4.as_ref()
     }
 
+    /// Runs an NFSv4 call as a task of its own, so a caller that goes away (an HTTP
+    /// client that disconnects, a timed run's end) does not cut it off mid-exchange:
+    /// the call finishes within its deadline and its session slot stays in step with
+    /// the server's. (Cut off, the slot's sequence id would be unknown and the session
+    /// set up again.)
+    async fn detached<T, F>(&self, call: impl FnOnce(Arc<Inner>) -> F) -> Result<T, Error>
+    where
+        T: Send + 'static,
+        F: std::future::Future<Output = Result<T, Error>> + Send + 'static,
+    {
+        let task = tokio::spawn(call(self.inner.clone()));
+        task.await.map_err(|_| Error::Protocol {
+            op: "NFSv4 call",
+            what: "an answer (its task panicked)",
+        })?
+    }
+
     /// Ends this client's NFSv4.1+ session and client id on the server (its state is
     /// freed now, not when its lease runs out); v3 and 4.0 have nothing to end. Calls
     /// after it set the session up again.
@@ -281,8 +305,11 @@ impl Client {
 
     /// GETATTR.
     pub async fn getattr(&self, fh: &nfs_fh3) -> Result<Attr, Error> {
-        if let Some(v4) = self.v4() {
-            return v4.getattr(fh).await;
+        if self.v4().is_some() {
+            let fh = fh.clone();
+            return self
+                .detached(|i| async move { i.v4_side().getattr(&fh).await })
+                .await;
         }
         let args = GETATTR3args { object: fh.clone() };
         match nfs_call!(self, "GETATTR", true, |c| c.getattr(&args))? {
@@ -341,8 +368,15 @@ impl Client {
                 });
             }
         }
-        if let Some(v4) = self.v4() {
-            return v4.walk(&self.root(), &comps).await;
+        if self.v4().is_some() {
+            let (root, comps): (nfs_fh3, Vec<String>) =
+                (self.root(), comps.iter().map(|c| c.to_string()).collect());
+            return self
+                .detached(|i| async move {
+                    let comps: Vec<&str> = comps.iter().map(String::as_str).collect();
+                    i.v4_side().walk(&root, &comps).await
+                })
+                .await;
         }
         let mut fh = self.root();
         if comps.is_empty() {
@@ -375,8 +409,11 @@ impl Client {
     /// READ of up to `count` bytes at `offset`; the reply may be shorter (check `eof`).
     /// The data is a zero-copy slice of the received record (see `fastread`).
     pub async fn read(&self, fh: &nfs_fh3, offset: u64, count: u32) -> Result<ReadReply, Error> {
-        if let Some(v4) = self.v4() {
-            return v4.read(fh, offset, count).await;
+        if self.v4().is_some() {
+            let fh = fh.clone();
+            return self
+                .detached(move |i| async move { i.v4_side().read(&fh, offset, count).await })
+                .await;
         }
         let args = READ3args {
             file: fh.clone(),
@@ -401,8 +438,11 @@ impl Client {
         offset: u64,
         count: u32,
     ) -> Result<PipedReply, Error> {
-        if let Some(v4) = self.v4() {
-            return v4.read_piped(fh, offset, count).await;
+        if self.v4().is_some() {
+            let fh = fh.clone();
+            return self
+                .detached(move |i| async move { i.v4_side().read_piped(&fh, offset, count).await })
+                .await;
         }
         let args = READ3args {
             file: fh.clone(),

@@ -251,19 +251,29 @@ impl V4 {
                     slot.step_back();
                     realigned = true;
                 }
-                status::BADSESSION | status::DEADSESSION | status::STALE_CLIENTID if !recovered => {
+                status::BADSESSION
+                | status::DEADSESSION
+                | status::STALE_CLIENTID
+                | status::SEQ_MISORDERED
+                | status::SEQ_FALSE_RETRY
+                | status::RETRY_UNCACHED_REP
+                    if !recovered =>
+                {
+                    // The session is gone, or this slot's sequence cannot be known any
+                    // more: a new session (once for every caller of this epoch).
                     let lost = slot.epoch();
                     drop(slot);
                     self.session.recover(self, lost).await?;
                     recovered = true;
                 }
                 status::DELAY if tokio::time::Instant::now() < deadline => {
-                    slot.done();
+                    // Not done: the server did not take this sequence id.
                     drop(slot);
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
                 other => {
-                    slot.done();
+                    // The SEQUENCE failed before the slot moved on; it stays uncertain,
+                    // so the next call on it probes where the server is.
                     return Err(status_error(name, other));
                 }
             }

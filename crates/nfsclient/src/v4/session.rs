@@ -24,7 +24,9 @@ use crate::Error;
 #[derive(Debug, Clone, Copy)]
 struct Slot {
     id: u32,
-    seqid: u32,
+    /// The last sequence id the server answered on this slot.
+    acked: u32,
+    /// A call after `acked` may have reached the server unanswered (cancelled, lost).
     uncertain: bool,
 }
 
@@ -67,6 +69,8 @@ pub(crate) struct OpenOwner {
 pub(crate) struct SlotGuard<'a> {
     session: &'a Session,
     slot: Slot,
+    /// The sequence id of the call in flight.
+    current: u32,
     id: [u8; 16],
     highest: u32,
     epoch: u64,
@@ -133,6 +137,18 @@ impl Session {
             if st.epoch != lost && st.ready {
                 return Ok(());
             }
+        }
+        // A session this client gives up on (its slots out of step) is destroyed first:
+        // the server bounds the sessions one client holds. After a restart it is gone
+        // already, and the error says so.
+        let old = {
+            let st = self.state.lock();
+            (st.ready && v4.minor > 0).then_some(st.session)
+        };
+        if let Some(id) = old {
+            let mut o = Ops::default();
+            o.op(op::DESTROY_SESSION).fixed(&id);
+            let _ = v4.raw("DESTROY_SESSION", true, &o).await;
         }
         // A server short of state answers DELAY: try again until the call's deadline.
         let deadline = tokio::time::Instant::now() + v4.pool.cfg.call_timeout;
@@ -238,7 +254,7 @@ impl Session {
             st.free = (0..n)
                 .map(|id| Slot {
                     id,
-                    seqid: 0,
+                    acked: 0,
                     uncertain: false,
                 })
                 .collect();
@@ -328,6 +344,7 @@ impl Session {
         Ok(SlotGuard {
             session: self,
             slot,
+            current: slot.acked,
             id: st.session,
             highest: st.highest,
             epoch: st.epoch,
@@ -337,15 +354,18 @@ impl Session {
 }
 
 impl SlotGuard<'_> {
-    /// Appends SEQUENCE with the slot's next sequence id to `o`; the slot is uncertain
-    /// until [`SlotGuard::done`]. Returns whether it was uncertain before.
+    /// Appends SEQUENCE with the slot's next sequence id to `o`: the one after the last
+    /// answered, or after an unanswered call that may have reached the server, the one
+    /// after that (`SEQ_MISORDERED` then says it did not: [`SlotGuard::step_back`]).
+    /// The slot is uncertain until [`SlotGuard::done`]. Returns whether it was before.
     pub fn begin(&mut self, o: &mut Ops) -> bool {
         let was = self.slot.uncertain;
-        self.slot.seqid = self.slot.seqid.wrapping_add(1);
+        let ahead = if was { 2 } else { 1 };
+        self.current = self.slot.acked.wrapping_add(ahead);
         self.slot.uncertain = true;
         o.op(op::SEQUENCE)
             .fixed(&self.id)
-            .u32(self.slot.seqid)
+            .u32(self.current)
             .u32(self.slot.id)
             .u32(self.highest)
             .u32(0); // sa_cachethis: false
@@ -354,12 +374,12 @@ impl SlotGuard<'_> {
 
     /// The server answered this sequence id.
     pub fn done(&mut self) {
+        self.slot.acked = self.current;
         self.slot.uncertain = false;
     }
 
-    /// The server never saw the previous sequence id: send it again next time.
+    /// The server never saw the unanswered call: the next one follows `acked`.
     pub fn step_back(&mut self) {
-        self.slot.seqid = self.slot.seqid.wrapping_sub(1);
         self.slot.uncertain = false;
     }
 

@@ -41,6 +41,8 @@ pub(crate) mod status {
     pub const BADSESSION: u32 = 10052;
     pub const DEADSESSION: u32 = 10078;
     pub const SEQ_MISORDERED: u32 = 10063;
+    pub const RETRY_UNCACHED_REP: u32 = 10068;
+    pub const SEQ_FALSE_RETRY: u32 = 10076;
     pub const COMPLETE_ALREADY: u32 = 10054;
 }
 
