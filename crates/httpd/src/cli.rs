@@ -115,10 +115,11 @@ pub struct Args {
           value_parser = parse_bool)]
     pub no_fast_path: bool,
     /// NFS: move READ data from the NFS socket through pipes to the client's socket with
-    /// splice(2) instead of copying it through httpd's memory: less httpd CPU and memory,
-    /// but lower throughput on loopback (see the README's design notes).
+    /// splice(2) instead of copying it through httpd's memory: less CPU and memory for
+    /// httpd (the serving processes' figure), more for a loopback client on receive (see
+    /// the README's design notes); on by default, `--nfs-splice=off` copies.
     #[arg(long, env = "HTTPD_NFS_SPLICE",
-          num_args = 0..=1, default_value = "false", default_missing_value = "true",
+          num_args = 0..=1, default_value = "true", default_missing_value = "true",
           value_parser = parse_bool)]
     pub nfs_splice: bool,
     /// Local: milliseconds the open-file cache answers a path (descriptor, metadata, and
@@ -464,14 +465,14 @@ mod tests {
     }
 
     #[test]
-    fn nfs_splice_is_off_unless_asked_for() {
+    fn nfs_splice_is_on_unless_turned_off() {
         let url = "nfs://127.0.0.1/export";
         let cfg = |extra: &[&str]| {
             let mut argv = vec!["httpd", "--nfs", url];
             argv.extend(extra);
             Args::try_parse_from(argv).unwrap().to_config().unwrap()
         };
-        assert!(!cfg(&[]).nfs_splice);
+        assert!(cfg(&[]).nfs_splice);
         assert!(cfg(&["--nfs-splice"]).nfs_splice);
         assert!(!cfg(&["--nfs-splice=off"]).nfs_splice);
     }
