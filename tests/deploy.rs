@@ -24,6 +24,47 @@ use crate::support::manifests::*;
 
 // ---- the rustnfs image ------------------------------------------------------------------
 
+/// docker/README.md's image table gives each image's size (issue 35 §1: the sizes there
+/// went stale by up to 4 % unnoticed). Each stated size must be within 10 % of what
+/// docker/build.sh just built; the failure names the line and the figure to write.
+fn readme_states_the_built_image_sizes(sizes: &std::collections::BTreeMap<String, u64>) {
+    let readme = std::fs::read_to_string(repo().join("docker/README.md")).unwrap();
+    let mut checked = 0;
+    for (i, line) in readme.lines().enumerate() {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let Some(name) = cells
+            .get(1)
+            .and_then(|c| c.strip_prefix('`')?.strip_suffix('`'))
+        else {
+            continue;
+        };
+        let (Some(built), Some(stated)) = (sizes.get(name), cells.get(cells.len().wrapping_sub(2)))
+        else {
+            continue;
+        };
+        let Some(mb) = stated
+            .strip_suffix(" MB")
+            .and_then(|n| n.parse::<f64>().ok())
+        else {
+            continue;
+        };
+        let actual = *built as f64 / 1e6;
+        assert!(
+            (mb - actual).abs() <= actual * 0.10,
+            "docker/README.md:{}: the `{name}` image is stated as {mb} MB, the build made \
+             {actual:.2} MB: write {actual:.1} MB",
+            i + 1
+        );
+        checked += 1;
+    }
+    assert_eq!(
+        checked,
+        sizes.len(),
+        "docker/README.md's image table should state a size for each of {:?}",
+        sizes.keys().collect::<Vec<_>>()
+    );
+}
+
 #[test]
 fn rustnfs_image_is_small_and_serves_nfs_cat_and_nfs_cp_from_the_host() {
     if !docker_available("rustnfs image") || common::require_tool("nfs-cat").is_none() {
@@ -33,6 +74,7 @@ fn rustnfs_image_is_small_and_serves_nfs_cat_and_nfs_cp_from_the_host() {
     for (name, size) in &built.sizes {
         eprintln!("image {name}: {:.2} MB", *size as f64 / 1e6);
     }
+    readme_states_the_built_image_sizes(&built.sizes);
     let size = built.sizes["rustnfs"];
     assert!(
         size < 10_000_000,

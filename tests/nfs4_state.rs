@@ -138,14 +138,19 @@ fn row_file(i: usize) -> String {
 
 const CONTENT: &[u8] = b"0123456789abcdef";
 
-fn write_rows(dir: &Path) {
+pub(crate) fn write_rows(dir: &Path) {
     for i in 0..rows().len() {
         std::fs::write(dir.join(row_file(i)), CONTENT).unwrap();
     }
 }
 
+/// What each row's B does (the raw suite's row names).
+pub(crate) fn row_names() -> Vec<&'static str> {
+    rows().iter().map(|r| r.what).collect()
+}
+
 /// Runs every row against the server at `addr`: B's status per row.
-fn run_rows(addr: SocketAddr, tag: &str) -> Vec<u32> {
+pub(crate) fn run_rows(addr: SocketAddr, tag: &str) -> Vec<u32> {
     let mut a = V4::connect(addr);
     let cid = a
         .client(format!("share-rows-A-{tag}").as_bytes())
@@ -908,4 +913,124 @@ fn sessions_answer_as_ganesha_does() {
         differ.is_empty(),
         "rows where rustnfs differs from Ganesha: {differ:?}"
     );
+}
+
+// ---- READ data after the COMPOUND reply (issue 32 §2) ------------------------------------
+
+/// A COMPOUND's reply as the client reads it off the socket: PUTFH's and READ's statuses
+/// checked, then READ's eof and data (after the SEQUENCE result in a session).
+fn read_reply(body: Vec<u8>, session: bool) -> (bool, Vec<u8>) {
+    let mut r = crate::support::nfs4::Res::new(body);
+    if session {
+        assert_eq!(r.op(op::SEQUENCE), st::OK, "SEQUENCE");
+        r.pos += 16 + 4 * 5;
+    }
+    assert_eq!(r.op(op::PUTFH), st::OK);
+    assert_eq!(r.op(op::READ), st::OK, "READ");
+    let eof = r.u32() == 1;
+    let data = r.opaque();
+    assert_eq!(
+        r.pos,
+        r.buf.len(),
+        "the record ends with the data and its pad"
+    );
+    (eof, data)
+}
+
+/// A READ that ends its COMPOUND leaves rustnfs as v3 READ data does (the head, then
+/// the file's bytes with `sendfile`), over 4.0, 4.1 and 4.2: what the client reads off
+/// the socket is the file, whole, in records that frame it (every pad length, a short
+/// READ at the end, two COMPOUNDs sent before either reply is read). On a session slot
+/// exactly once holds: the same SEQUENCE + READ again is RETRY_UNCACHED_REP when the
+/// reply was not asked kept (a tailed reply is not kept), and the same reply byte for
+/// byte when it was (copied within the slot's 4 KiB).
+#[test]
+fn large_reads_arrive_whole_and_exactly_once() {
+    const SIZE: usize = 3 * 1024 * 1024 + 6;
+    let dir = tempfile::tempdir().unwrap();
+    let data: Vec<u8> = (0..SIZE as u32)
+        .map(|i| (i * 31 + i / 4099) as u8)
+        .collect();
+    std::fs::write(dir.path().join("big"), &data).unwrap();
+    let nfsd = Nfsd::exporting(dir.path()).unwrap();
+    let reads = [
+        (0u64, 1u32 << 20),
+        (2 * 1024 * 1024 + 9, 1 << 20),
+        (5000, 5001),
+        (7, 4097),
+        (SIZE as u64 - 100, 1 << 20),
+    ];
+    for minor in 0..=2 {
+        let mut c = V4::connect(nfsd.addr);
+        if minor > 0 {
+            c.session(minor, format!("tail-{minor}").as_bytes())
+                .expect("a session");
+        }
+        let fh = c.lookup_root(b"big").expect("big");
+        // From here on each COMPOUND's SEQUENCE (slot 0) is made here, to choose its
+        // cachethis: a Linux client asks READ replies not kept.
+        let session = c.session.take();
+        let mut seq = session.as_ref().map_or(0, |s| s.next[0]);
+        let mut args = |c: &mut V4, cache: bool, ops: Ops| {
+            let Some(s) = &session else {
+                return c.args(&ops);
+            };
+            let mut all = Ops::new().sequence(s.id, seq, 0, cache);
+            seq += 1;
+            all.buf.extend_from_slice(&ops.buf);
+            all.count += ops.count;
+            c.args(&all)
+        };
+        // One at a time, then all sent before any reply is read.
+        let all: Vec<_> = reads
+            .iter()
+            .map(|&(o, n)| args(&mut c, false, Ops::new().putfh(&fh).read(ANONYMOUS, o, n)))
+            .collect();
+        let single: Vec<_> = all.iter().map(|a| c.call(1, a).unwrap()).collect();
+        let all: Vec<_> = reads
+            .iter()
+            .map(|&(o, n)| args(&mut c, false, Ops::new().putfh(&fh).read(ANONYMOUS, o, n)))
+            .collect();
+        for a in &all {
+            c.send(1, a).unwrap();
+        }
+        let pipelined: Vec<_> = all.iter().map(|_| c.recv().unwrap()).collect();
+        for (&(offset, count), body) in reads
+            .iter()
+            .cycle()
+            .zip(single.into_iter().chain(pipelined))
+        {
+            let (eof, got) = read_reply(body, session.is_some());
+            let start = offset as usize;
+            let end = (start + count as usize).min(SIZE);
+            let what = format!("4.{minor} READ {count} at {offset}: {} bytes", got.len());
+            assert!(got == data[start..end], "{what}: the file's bytes");
+            assert_eq!(eof, end == SIZE, "{what}");
+        }
+        if session.is_none() {
+            continue;
+        }
+        // The slot's retransmissions.
+        let mut twice = |c: &mut V4, cache: bool| {
+            let a = args(c, cache, Ops::new().putfh(&fh).read(ANONYMOUS, 0, 1 << 20));
+            (c.call(1, &a).unwrap(), c.call(1, &a).unwrap())
+        };
+        let (first, again) = twice(&mut c, false);
+        let (_, got) = read_reply(first, true);
+        assert!(got == data[..1 << 20], "4.{minor}: the whole MiB");
+        let mut r = crate::support::nfs4::Res::new(again);
+        assert_eq!(
+            r.op(op::SEQUENCE),
+            st::RETRY_UNCACHED_REP,
+            "4.{minor}: a reply not asked kept"
+        );
+        let (first, again) = twice(&mut c, true);
+        assert!(first == again, "4.{minor}: the kept reply, byte for byte");
+        let (eof, got) = read_reply(first, true);
+        assert!(
+            !eof && !got.is_empty() && got.len() < 4096,
+            "4.{minor}: shortened"
+        );
+        assert!(got == data[..got.len()]);
+    }
 }

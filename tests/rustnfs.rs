@@ -176,7 +176,7 @@ fn read_only_export_refuses_writes_with_rofs() {
 fn address_outside_allow_is_refused_at_connect() {
     let tree = Tree::new();
     let mut config = tree.config();
-    config.allow = rustnfs::config::parse_allow("10.0.0.0/8").unwrap();
+    config.allow = rustnfs::cli::parse_allow("10.0.0.0/8").unwrap();
     let nfsd = Nfsd::start(config).unwrap();
     let mut s = TcpStream::connect(nfsd.addr).unwrap();
     assert!(
@@ -199,7 +199,7 @@ fn address_outside_allow_is_refused_at_connect() {
 
     // The same export allowing loopback serves it.
     let mut config = tree.config();
-    config.allow = rustnfs::config::parse_allow("127.0.0.0/8").unwrap();
+    config.allow = rustnfs::cli::parse_allow("127.0.0.0/8").unwrap();
     let nfsd = Nfsd::start(config).unwrap();
     assert!(nfsd.rpc().mount("/").is_ok());
 }
@@ -769,7 +769,7 @@ fn healthcheck_flag_reports_healthy_and_unhealthy() {
 
     // A server whose allowlist leaves out loopback closes the probe's connection.
     let mut cfg = rustnfs::Config::new(dir.path());
-    cfg.allow = rustnfs::config::parse_allow("10.0.0.0/8").unwrap();
+    cfg.allow = rustnfs::cli::parse_allow("10.0.0.0/8").unwrap();
     let denied = Nfsd::start(cfg).unwrap();
     let (code, text, _) = healthcheck(&["--listen", &denied.addr.to_string()]);
     assert_eq!(code, 1, "{text}");
@@ -1301,4 +1301,37 @@ fn a_client_that_leaves_mid_read_is_no_io_error() {
         0,
         "a client that left counted as a file-system error"
     );
+}
+
+/// Issue 31 §5: a connection that sends large WRITEs moves to the bulk lane after the
+/// first one (`guard::BulkLane`) and goes on being answered there — WRITE, READ and
+/// LOOKUP in turn on the same connection — while a new connection is served as before;
+/// the server then stops cleanly with the moved connection still open (its runtime is
+/// shut down from the lane's own last task).
+#[test]
+fn a_writer_moved_to_the_bulk_lane_keeps_being_served() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("w"), b"").unwrap();
+    let nfsd = Nfsd::exporting(dir.path()).unwrap();
+    let mut rpc = nfsd.rpc();
+    let root = rpc.mount("/").unwrap();
+    let fh = rpc.lookup(&root, b"w").unwrap();
+    let block: Vec<u8> = (0..1u32 << 20).map(|i| (i % 251) as u8).collect();
+    for i in 0..3u64 {
+        assert_eq!(
+            rpc.write(&fh, i << 20, &block, 2),
+            (NFS3_OK, 2),
+            "WRITE {i}"
+        );
+        let back = rpc.read(&fh, i << 20, 64 << 10).unwrap();
+        assert_eq!(back, block[..64 << 10], "READ {i} after the move");
+        assert_eq!(rpc.lookup(&root, b"w").unwrap(), fh, "LOOKUP {i}");
+    }
+    let len = std::fs::metadata(dir.path().join("w")).unwrap().len();
+    assert_eq!(len, 3 << 20);
+    let mut other = nfsd.rpc();
+    let root2 = other.mount("/").unwrap();
+    assert_eq!(other.lookup(&root2, b"w").unwrap(), fh);
+    nfsd.stop().unwrap();
+    drop(rpc);
 }

@@ -19,6 +19,8 @@ mod kernel_nfs;
 mod loadgen;
 mod nfs4_state;
 mod nfsclient;
+mod raw_vs_ganesha;
+mod readme_figures;
 mod rustnfs;
 mod rustnfs_hostile;
 mod soak;

@@ -8,7 +8,7 @@
 # (1001:1001); the server must decide as a local file system would. Checks that read data back first drop
 # the page cache, so they see what the server stored, not what the client remembers.
 
-ITEMS="create append touch_existing touch_date excl_create truncate truncate_huge sparse errors hardlink symlink rename_over_file rename_over_dir chmod cp_p tar unlink_open names df dotdot_root mount_paths rm_rf dir_many write_8m perm_owner perm_private perm_root_dir perm_chown perm_sgid_chmod perm_suid_write perm_sticky perm_groups perm_utimes special_files fcntl_lock utime_now excl_times times_64"
+ITEMS="create append touch_existing touch_date excl_create truncate truncate_huge sparse errors hardlink symlink rename_over_file rename_over_dir chmod cp_p tar unlink_open names df dotdot_root mount_paths rm_rf dir_many write_8m perm_owner perm_private perm_private_dir perm_root_dir perm_chown perm_sgid_chmod perm_suid_write perm_sticky perm_groups perm_utimes special_files fcntl_lock utime_now excl_times times_64"
 
 # Entries in the big-directory item (overridable for local sizing runs).
 DIR_ENTRIES=${DIR_ENTRIES:-2000}
@@ -382,6 +382,23 @@ item_perm_private() {
 	refused "u2 reading u1's 0600 file" u2 'cat f'
 	as u1 'chmod 0 f && chmod 600 f' || fail "the owner could not chmod its 0000 file"
 	echo "owner reads, other refused"
+}
+
+item_perm_private_dir() {
+	chmod 777 . || fail "chmod 777 . failed"
+	as u1 'mkdir p && chmod 700 p && echo secret >p/f && chmod 644 p/f' || fail "u1 setup failed"
+	expect "mode" "$(stat -c %a p)" 700
+	expect "owner lists its 0700 directory" "$(as u1 'ls p')" f
+	expect "owner reads in it" "$(as u1 'cat p/f')" secret
+	fresh
+	for cmd in 'ls p' 'cat p/f'; do
+		if out=$(as u2 "$cmd" 2>&1); then fail "u2 '$cmd' in u1's 0700 directory succeeded: $out"; fi
+		case "$out" in
+		*"ermission denied"*) ;;
+		*) fail "u2 '$cmd' in u1's 0700 directory: not EACCES: $out" ;;
+		esac
+	done
+	echo "owner lists and reads, u2's ls and cat get EACCES"
 }
 
 item_perm_root_dir() {

@@ -21,6 +21,12 @@ pub fn start_v4(export: &Path) -> Option<ExternalServer> {
     common::available(lab::peers::start_ganesha_v4(export))
 }
 
+/// [`start_v4`] squashing root (`Root_Squash`: uid and gid 0 act as 65534), the
+/// control of rows made as squashed root, or `None` as [`start`].
+pub fn start_v4_root_squash(export: &Path) -> Option<ExternalServer> {
+    common::available(lab::peers::start_ganesha_v4_root_squash(export))
+}
+
 /// Its NFS port.
 pub fn nfs_port(g: &ExternalServer) -> u16 {
     g.addr.port()

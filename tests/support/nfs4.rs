@@ -60,6 +60,7 @@ pub(crate) mod st {
     pub(crate) const BAD_STATEID: u32 = 10025;
     pub(crate) const BADSESSION: u32 = 10052;
     pub(crate) const SEQ_MISORDERED: u32 = 10063;
+    pub(crate) const RETRY_UNCACHED_REP: u32 = 10068;
     pub(crate) const OP_NOT_IN_SESSION: u32 = 10071;
 }
 
@@ -369,7 +370,7 @@ pub(crate) struct Res {
 }
 
 impl Res {
-    fn new(buf: Vec<u8>) -> Res {
+    pub(crate) fn new(buf: Vec<u8>) -> Res {
         let mut r = Res {
             buf,
             pos: 0,

@@ -19,7 +19,6 @@ use tokio::sync::Semaphore;
 
 use crate::Error;
 use crate::body::{InRequest, SendQueue};
-use crate::cli::RunConfig;
 use crate::config::{AccessLog, Backend, Config};
 use crate::conn_io::ConnIo;
 use crate::fast::{self, Fast};
@@ -428,8 +427,8 @@ pub async fn serve_metrics_nfs(
 
 /// What the binary runs: binds `listen` (and `metrics`), serves until SIGINT/SIGTERM,
 /// then prints the summary table to stderr.
-pub async fn run(rc: RunConfig) -> Result<(), Error> {
-    let RunConfig {
+pub async fn run(rc: service::RunConfig<Config>) -> Result<(), Error> {
+    let service::RunConfig {
         listen,
         metrics,
         server: config,

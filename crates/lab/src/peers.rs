@@ -348,22 +348,29 @@ const GANESHA_LOCK: &str = "/tmp/servelab-ganesha-start.lock";
 /// when tests and a comparison run side by side), so start-ups hold an exclusive lock on
 /// a shared file, and a failed start is retried on fresh ports (three attempts).
 pub fn start_ganesha(root: &Path) -> Result<ExternalServer> {
-    start_ganesha_with(root, false)
+    start_ganesha_with(root, false, "No_Root_Squash")
 }
 
 /// [`start_ganesha`] serving NFSv4 as well (`Protocols = 3, 4`), with `root` as the
 /// pseudo-root `/`, so `mount -t nfs4 host:/` mounts it (graceless, as the v3 one).
 pub fn start_ganesha_v4(root: &Path) -> Result<ExternalServer> {
-    start_ganesha_with(root, true)
+    start_ganesha_with(root, true, "No_Root_Squash")
 }
 
-fn start_ganesha_with(root: &Path, v4: bool) -> Result<ExternalServer> {
+/// [`start_ganesha_v4`] with `Squash = Root_Squash` (uid and gid 0 act as 65534, as
+/// rustnfs's default and knfsd's `root_squash`): the control for calls made as squashed
+/// root.
+pub fn start_ganesha_v4_root_squash(root: &Path) -> Result<ExternalServer> {
+    start_ganesha_with(root, true, "Root_Squash")
+}
+
+fn start_ganesha_with(root: &Path, v4: bool, squash: &str) -> Result<ExternalServer> {
     let program = Baseline::Ganesha.detect()?;
     ensure_rpcbind()?;
     let _lock = ganesha_lock()?;
     let mut last = None;
     for _ in 0..3 {
-        match try_start_ganesha(&program, root, v4) {
+        match try_start_ganesha(&program, root, v4, squash) {
             Ok(s) => return Ok(s),
             Err(e) => last = Some(e),
         }
@@ -380,7 +387,12 @@ fn ganesha_lock() -> Result<std::fs::File> {
     Ok(lock)
 }
 
-fn try_start_ganesha(program: &Path, root: &Path, v4: bool) -> Result<ExternalServer> {
+fn try_start_ganesha(
+    program: &Path,
+    root: &Path,
+    v4: bool,
+    squash: &str,
+) -> Result<ExternalServer> {
     // Over v4, owners as numeric strings both ways, as rustnfs and Linux clients with
     // AUTH_SYS use them: Ganesha's default maps through the host's user database and
     // answers uids it has no name for as nobody.
@@ -400,7 +412,7 @@ fn try_start_ganesha(program: &Path, root: &Path, v4: bool) -> Result<ExternalSe
          Enable_NLM = false;\n Enable_RQUOTA = false;\n}}\nNFSV4 {{ Graceless = true;{numeric} }}\n\
          NFS_KRB5 {{ Active_krb5 = false; }}\n\
          EXPORT {{\n Export_Id = 1;\n Path = {};\n Pseudo = {pseudo};\n Access_Type = RW;\n\
-         Squash = No_Root_Squash;\n Protocols = {protocols};\n Transports = TCP;\n SecType = sys;\n\
+         Squash = {squash};\n Protocols = {protocols};\n Transports = TCP;\n SecType = sys;\n\
          FSAL {{ Name = VFS; }}\n}}\nLOG {{ Default_Log_Level = WARN; }}\n",
         root.display()
     );

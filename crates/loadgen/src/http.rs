@@ -408,37 +408,9 @@ impl HttpWorker {
                 }
             }
             Framing::Chunked => {
-                let mut dec = ChunkedDecoder::default();
-                let mut start = head_len;
-                let mut end = filled;
-                loop {
-                    let (got, consumed) = dec
-                        .feed(&buf[start..end])
-                        .map_err(|m| fail(ErrorKind::Malformed, m, wire))?;
-                    body += got;
-                    if dec.done() {
-                        if start + consumed < end {
-                            reusable = false;
-                        }
-                        break;
-                    }
-                    let n = match stream.read(&mut buf[..]).await {
-                        Ok(0) => {
-                            return Err(fail(
-                                ErrorKind::Reset,
-                                "connection closed inside a chunked body",
-                                wire,
-                            ));
-                        }
-                        Ok(n) => n,
-                        Err(e) => {
-                            return Err(fail(ErrorKind::from_io(&e, false), e.to_string(), wire));
-                        }
-                    };
-                    wire += n as u64;
-                    start = 0;
-                    end = n;
-                }
+                let (got, clean) = read_chunked(stream, &mut buf[..], leftover, &mut wire).await?;
+                body = got;
+                reusable &= clean;
             }
             Framing::UntilClose => {
                 body = leftover.len() as u64;
@@ -469,6 +441,45 @@ impl HttpWorker {
             },
             reusable,
         ))
+    }
+}
+
+/// Reads a chunked body to its end, `buf[first]` being what the head's read already
+/// holds of it: its data bytes, and whether nothing followed it (the connection may be
+/// reused). `wire` counts every byte read.
+async fn read_chunked<S: tokio::io::AsyncRead + Unpin>(
+    stream: &mut S,
+    buf: &mut [u8],
+    first: std::ops::Range<usize>,
+    wire: &mut u64,
+) -> Result<(u64, bool), ReadError> {
+    let mut dec = ChunkedDecoder::default();
+    let (mut start, mut end) = (first.start, first.end);
+    let mut body = 0u64;
+    loop {
+        let (got, consumed) = dec
+            .feed(&buf[start..end])
+            .map_err(|m| fail(ErrorKind::Malformed, m, *wire))?;
+        body += got;
+        if dec.done() {
+            return Ok((body, start + consumed >= end));
+        }
+        let n = match stream.read(&mut buf[..]).await {
+            Ok(0) => {
+                return Err(fail(
+                    ErrorKind::Reset,
+                    "connection closed inside a chunked body",
+                    *wire,
+                ));
+            }
+            Ok(n) => n,
+            Err(e) => {
+                return Err(fail(ErrorKind::from_io(&e, false), e.to_string(), *wire));
+            }
+        };
+        *wire += n as u64;
+        start = 0;
+        end = n;
     }
 }
 

@@ -49,7 +49,8 @@ impl TargetUrl {
                 if path.bytes().any(|b| b <= b' ' || b == 0x7f) {
                     return Err(bad("the path contains spaces or control characters"));
                 }
-                let (host, port) = split_authority(authority, Some(80)).map_err(|w| bad(&w))?;
+                let (host, port) =
+                    split_authority(authority, Some(80)).map_err(|w| bad(&w.to_string()))?;
                 Ok(TargetUrl::Http { host, port, path })
             }
             "tcp" => {
@@ -57,7 +58,8 @@ impl TargetUrl {
                 if authority.contains('/') {
                     return Err(bad("a tcp:// URL has no path"));
                 }
-                let (host, port) = split_authority(authority, None).map_err(|w| bad(&w))?;
+                let (host, port) =
+                    split_authority(authority, None).map_err(|w| bad(&w.to_string()))?;
                 Ok(TargetUrl::Tcp { host, port })
             }
             "nfs" => {
@@ -115,41 +117,61 @@ fn percent_decode(text: &str) -> Option<String> {
     (!s.contains('\0')).then_some(s)
 }
 
+/// What is wrong with a URL's `host:port`.
+#[derive(Debug, thiserror::Error)]
+enum AuthorityProblem {
+    #[error("user:password@ is not supported")]
+    UserInfo,
+    #[error("unclosed [ in an IPv6 literal")]
+    Unclosed,
+    #[error("{0:?} is not an IPv6 address")]
+    NotIpv6(String),
+    #[error("expected :port after ]")]
+    AfterBracket,
+    #[error("IPv6 literals must be written in brackets: [::1]:8080")]
+    Unbracketed,
+    #[error("the host is empty")]
+    EmptyHost,
+    #[error("{0:?} is not a port number (1-65535)")]
+    BadPort(String),
+    #[error("a port is required, e.g. tcp://127.0.0.1:5201")]
+    NoPort,
+}
+
 /// Splits `host:port` or `[v6]:port`; `default_port` applies when no port is written.
-fn split_authority(authority: &str, default_port: Option<u16>) -> Result<(String, u16), String> {
+fn split_authority(
+    authority: &str,
+    default_port: Option<u16>,
+) -> Result<(String, u16), AuthorityProblem> {
     if authority.contains('@') {
-        return Err("user:password@ is not supported".into());
+        return Err(AuthorityProblem::UserInfo);
     }
     let (host, port) = if let Some(rest) = authority.strip_prefix('[') {
-        let (v6, after) = rest
-            .split_once(']')
-            .ok_or("unclosed [ in an IPv6 literal")?;
+        let (v6, after) = rest.split_once(']').ok_or(AuthorityProblem::Unclosed)?;
         v6.parse::<std::net::Ipv6Addr>()
-            .map_err(|_| format!("{v6:?} is not an IPv6 address"))?;
+            .map_err(|_| AuthorityProblem::NotIpv6(v6.to_string()))?;
         let port = match after {
             "" => None,
-            p => Some(p.strip_prefix(':').ok_or("expected :port after ]")?),
+            p => Some(p.strip_prefix(':').ok_or(AuthorityProblem::AfterBracket)?),
         };
         (v6.to_string(), port)
     } else {
         match authority.rsplit_once(':') {
-            Some((h, _)) if h.contains(':') => {
-                return Err("IPv6 literals must be written in brackets: [::1]:8080".into());
-            }
+            Some((h, _)) if h.contains(':') => return Err(AuthorityProblem::Unbracketed),
             Some((h, p)) => (h.to_string(), Some(p)),
             None => (authority.to_string(), None),
         }
     };
     if host.is_empty() {
-        return Err("the host is empty".into());
+        return Err(AuthorityProblem::EmptyHost);
     }
     let port = match port {
         Some(p) => p
             .parse::<u16>()
             .ok()
             .filter(|&p| p != 0)
-            .ok_or_else(|| format!("{p:?} is not a port number (1-65535)"))?,
-        None => default_port.ok_or("a port is required, e.g. tcp://127.0.0.1:5201")?,
+            .ok_or_else(|| AuthorityProblem::BadPort(p.to_string()))?,
+        None => default_port.ok_or(AuthorityProblem::NoPort)?,
     };
     Ok((host, port))
 }

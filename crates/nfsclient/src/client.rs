@@ -26,18 +26,10 @@ use tokio::time::Instant;
 
 use crate::fastread::{RawConn, ReadOutcome};
 use crate::pool::{Conn, Pool, connect_tcp, pool_call};
-use crate::splice::{PipedData, PipedOutcome};
+use crate::reply::{PipedReply, ReadReply, Written};
+use crate::splice::PipedOutcome;
 use crate::v4::V4;
 use crate::{Attr, DirEntry, Error, NfsUrl, NfsVersion};
-use bytes::Bytes;
-
-/// A WRITE's answer: bytes written, how stable they are, the server's write verifier.
-#[derive(Debug, Clone, Copy)]
-pub struct Written {
-    pub count: u32,
-    pub committed: stable_how,
-    pub verf: [u8; 8],
-}
 
 pub use crate::pool::ClientConfig;
 
@@ -745,26 +737,6 @@ impl Client {
             _ => self.lookup(dir, name).await,
         }
     }
-}
-
-/// The answer to [`Client::read_piped`]: the data waits in pipes.
-#[derive(Debug)]
-pub struct PipedReply {
-    pub data: PipedData,
-    /// The server says the read reached the end of the file.
-    pub eof: bool,
-    /// Post-operation attributes when the server sent them.
-    pub attr: Option<Attr>,
-}
-
-/// The reply to a READ.
-#[derive(Debug)]
-pub struct ReadReply {
-    pub data: Bytes,
-    /// The server says the read reached the end of the file.
-    pub eof: bool,
-    /// Post-operation attributes when the server sent them.
-    pub attr: Option<Attr>,
 }
 
 /// The AUTH_UNIX credential of the URL's identity.

@@ -28,18 +28,22 @@ mod fastread;
 pub mod fuzzing;
 mod mount;
 mod pool;
+mod reply;
 mod rpc_io;
 mod splice;
 pub mod url;
 pub mod v4;
+mod version;
 
 pub use attr::{Attr, DirEntry, FileKind};
-pub use client::{Client, ClientConfig, PipedReply, ReadReply, Written};
+pub use client::{Client, ClientConfig};
 pub use nfs3_client::nfs3_types;
 pub use nfs3_client::nfs3_types::nfs3::{nfs_fh3 as FileHandle, nfsstat3};
+pub use reply::{PipedReply, ReadReply, Written};
 pub use splice::{PipePart, PipedData};
 pub use url::{Host, NfsUrl};
-pub use v4::{NfsVersion, ReplyError, Status4};
+pub use v4::{ReplyError, Status4};
+pub use version::NfsVersion;
 
 use std::time::Duration;
 

@@ -25,7 +25,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::str::FromStr;
 
 use crate::Error;
-use crate::v4::NfsVersion;
+use crate::version::NfsVersion;
 
 /// The default NFS (and MOUNT) port when the URL gives none.
 pub const DEFAULT_PORT: u16 = 2049;
@@ -136,7 +136,7 @@ impl NfsUrl {
         } else if let Ok(ip) = IpAddr::from_str(host_text) {
             Host::Ip(ip)
         } else {
-            check_host_name(host_text).map_err(|r| bad(url, r))?;
+            check_host_name(host_text).map_err(|r| bad(url, r.to_string()))?;
             Host::Name(host_text.to_ascii_lowercase())
         };
         let parse_port = |what: &str, p: &str| -> Result<u16, Error> {
@@ -192,7 +192,7 @@ impl NfsUrl {
         let nfs_port = nfs_port.unwrap_or(DEFAULT_PORT);
         let mount_port = mount_port.unwrap_or(nfs_port);
 
-        let path = percent_decode(path).map_err(|r| bad(url, r))?;
+        let path = percent_decode(path).map_err(|r| bad(url, r.to_string()))?;
         if path.contains('\0') {
             return Err(bad(url, "path contains a NUL byte"));
         }
@@ -292,10 +292,21 @@ pub(crate) fn endpoint(host: &Host, port: u16) -> String {
     }
 }
 
+/// A host that is neither an IP address nor a host name, and why.
+#[derive(Debug, thiserror::Error)]
+#[error("host {name:?} is not an IP address or host name: {why}")]
+struct BadHostName {
+    name: String,
+    why: &'static str,
+}
+
 /// A DNS-style host name: dot-separated labels of letters, digits, `-` and `_` (Docker and
 /// Swarm service names such as `lab_rustnfs` have underscores), 253 characters at most.
-fn check_host_name(name: &str) -> Result<(), String> {
-    let why = |r: &str| format!("host {name:?} is not an IP address or host name: {r}");
+fn check_host_name(name: &str) -> Result<(), BadHostName> {
+    let why = |why: &'static str| BadHostName {
+        name: name.to_string(),
+        why,
+    };
     if name.len() > 253 {
         return Err(why("longer than 253 characters"));
     }
@@ -362,7 +373,18 @@ fn normalize_export(export: &str) -> String {
     out
 }
 
-fn percent_decode(s: &str) -> Result<String, String> {
+/// What is wrong with a URL path's percent-encoding.
+#[derive(Debug, thiserror::Error)]
+enum BadEscape {
+    #[error("bad percent escape at byte {0}")]
+    At(usize),
+    #[error("%2F (an encoded /) is not allowed in a path")]
+    Slash,
+    #[error("path is not UTF-8 after percent-decoding")]
+    NotUtf8,
+}
+
+fn percent_decode(s: &str) -> Result<String, BadEscape> {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -372,9 +394,9 @@ fn percent_decode(s: &str) -> Result<String, String> {
                 .get(i + 1..i + 3)
                 .and_then(|h| std::str::from_utf8(h).ok())
                 .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .ok_or_else(|| format!("bad percent escape at byte {i}"))?;
+                .ok_or(BadEscape::At(i))?;
             if hex == b'/' {
-                return Err("%2F (an encoded /) is not allowed in a path".into());
+                return Err(BadEscape::Slash);
             }
             out.push(hex);
             i += 3;
@@ -383,7 +405,7 @@ fn percent_decode(s: &str) -> Result<String, String> {
             i += 1;
         }
     }
-    String::from_utf8(out).map_err(|_| "path is not UTF-8 after percent-decoding".to_string())
+    String::from_utf8(out).map_err(|_| BadEscape::NotUtf8)
 }
 
 fn current_ids() -> (u32, u32) {

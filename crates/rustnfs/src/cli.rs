@@ -7,7 +7,9 @@ use std::time::Duration;
 use clap::Parser;
 
 use crate::Error;
-use crate::config::{Config, Squash, parse_allow, parse_bool, parse_squash};
+use ipnet::IpNet;
+
+use crate::config::{Config, Squash, parse_bool};
 
 /// rustnfs: an instrumented userspace NFSv3 and NFSv4 (4.0, 4.1, 4.2) server.
 ///
@@ -302,6 +304,37 @@ impl Args {
     }
 }
 
+/// Parses `--allow` / `PERMITTED`: comma- or space-separated CIDRs or addresses; `*`
+/// (or an empty list) means everyone.
+pub fn parse_allow(text: &str) -> Result<Vec<IpNet>, Error> {
+    let mut nets = Vec::new();
+    for item in text
+        .split([',', ' ', ';'])
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+    {
+        if item == "*" {
+            return Ok(Vec::new());
+        }
+        let net = item
+            .parse::<IpNet>()
+            .or_else(|_| item.parse::<std::net::IpAddr>().map(IpNet::from))
+            .map_err(|_| Error::Config(format!("--allow: {item:?} is not a CIDR or address")))?;
+        nets.push(net);
+    }
+    Ok(nets)
+}
+
+/// Parses `--squash` as `UID:GID` (or `UID`, group equal to it): all_squash.
+pub fn parse_squash(text: &str) -> Result<(u32, u32), Error> {
+    let bad = || Error::Config(format!("--squash: {text:?} is not UID:GID"));
+    let (u, g) = text.split_once(':').unwrap_or((text, text));
+    Ok((
+        u.trim().parse().map_err(|_| bad())?,
+        g.trim().parse().map_err(|_| bad())?,
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -427,5 +460,26 @@ mod tests {
         );
         let e = rc(&["--squash", "1:1"], &file).unwrap_err().to_string();
         assert!(e.contains("--squash (SQUASH) applies only to one --export directory, and with neither --export nor --exports the exports come from"), "{e}");
+    }
+
+    #[test]
+    fn allow_lists() {
+        assert!(parse_allow("*").unwrap().is_empty());
+        let n = parse_allow("10.0.0.0/8, 192.168.1.5,::1").unwrap();
+        assert_eq!(n.len(), 3);
+        let mut c = Config::new("/x");
+        c.allow = n;
+        assert!(c.allows("10.1.2.3".parse().unwrap()));
+        assert!(c.allows("::ffff:10.1.2.3".parse().unwrap()));
+        assert!(!c.allows("127.0.0.1".parse().unwrap()));
+        assert!(parse_allow("10.0.0.0/33").is_err());
+        assert!(parse_allow("nonsense").is_err());
+    }
+
+    #[test]
+    fn squash_spellings() {
+        assert_eq!(parse_squash("65534:65534").unwrap(), (65534, 65534));
+        assert_eq!(parse_squash("1000").unwrap(), (1000, 1000));
+        assert!(parse_squash("a:b").is_err());
     }
 }

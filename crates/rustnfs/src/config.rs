@@ -1,11 +1,11 @@
-//! Validated server configuration and the parsing of its user-facing spellings.
+//! Validated server configuration, and the parsing of its boolean spellings (the
+//! command line's other spellings are parsed in `cli`).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use ipnet::IpNet;
 
-use crate::Error;
 pub use crate::identity::Squash;
 
 /// How one export is served. Build with [`Config::new`] and adjust the fields.
@@ -97,37 +97,6 @@ impl Config {
     }
 }
 
-/// Parses `--allow` / `PERMITTED`: comma- or space-separated CIDRs or addresses; `*`
-/// (or an empty list) means everyone.
-pub fn parse_allow(text: &str) -> Result<Vec<IpNet>, Error> {
-    let mut nets = Vec::new();
-    for item in text
-        .split([',', ' ', ';'])
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-    {
-        if item == "*" {
-            return Ok(Vec::new());
-        }
-        let net = item
-            .parse::<IpNet>()
-            .or_else(|_| item.parse::<std::net::IpAddr>().map(IpNet::from))
-            .map_err(|_| Error::Config(format!("--allow: {item:?} is not a CIDR or address")))?;
-        nets.push(net);
-    }
-    Ok(nets)
-}
-
-/// Parses `--squash` as `UID:GID` (or `UID`, group equal to it): all_squash.
-pub fn parse_squash(text: &str) -> Result<(u32, u32), Error> {
-    let bad = || Error::Config(format!("--squash: {text:?} is not UID:GID"));
-    let (u, g) = text.split_once(':').unwrap_or((text, text));
-    Ok((
-        u.trim().parse().map_err(|_| bad())?,
-        g.trim().parse().map_err(|_| bad())?,
-    ))
-}
-
 /// Parses a boolean environment value the way the popular images do.
 pub fn parse_bool(text: &str) -> Result<bool, String> {
     match text.trim().to_ascii_lowercase().as_str() {
@@ -144,24 +113,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn allow_lists() {
-        assert!(parse_allow("*").unwrap().is_empty());
-        let n = parse_allow("10.0.0.0/8, 192.168.1.5,::1").unwrap();
-        assert_eq!(n.len(), 3);
-        let mut c = Config::new("/x");
-        c.allow = n;
-        assert!(c.allows("10.1.2.3".parse().unwrap()));
-        assert!(c.allows("::ffff:10.1.2.3".parse().unwrap()));
-        assert!(!c.allows("127.0.0.1".parse().unwrap()));
-        assert!(parse_allow("10.0.0.0/33").is_err());
-        assert!(parse_allow("nonsense").is_err());
-    }
-
-    #[test]
-    fn squash_and_bools() {
-        assert_eq!(parse_squash("65534:65534").unwrap(), (65534, 65534));
-        assert_eq!(parse_squash("1000").unwrap(), (1000, 1000));
-        assert!(parse_squash("a:b").is_err());
+    fn bools() {
         assert!(parse_bool("Yes").unwrap());
         assert!(!parse_bool("0").unwrap());
         assert!(parse_bool("maybe").is_err());

@@ -6,7 +6,7 @@
 //! takes each record through the guard's own per-record path (`guard::step`: `oncrpc`
 //! call decoding — an undecodable record closes the connection —, the header checks,
 //! READ on the copy path — the sendfile path differs only in how the bytes leave —, then
-//! [`crate::nfs::Dispatcher::dispatch`]). The export is a temporary
+//! `crate::nfs::Dispatcher::dispatch_tailed`). The export is a temporary
 //! directory made once per process, with a sentinel file beside it (outside the export)
 //! that the target checks is never read, changed or named.
 
@@ -127,6 +127,7 @@ impl Export {
             closed: Default::default(),
             slots: Default::default(),
             slow_calls: tokio::sync::Semaphore::new(super::guard::SLOW_CALLS_AT_ONCE),
+            bulk: super::guard::BulkLane::none(),
         };
         let session = open_session(&guard)?;
         Ok(Export {
@@ -374,8 +375,9 @@ const FUZZ_PEER: std::net::SocketAddr =
     std::net::SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 40000);
 
 /// One record through the guard's own per-record path ([`guard::step`]), each step
-/// answered as the guard answers it (READ on the copy path: the sendfile path differs
-/// only in how the data bytes leave); `None`: the guard closes the connection.
+/// answered as the guard answers it (v3 READ on the copy path: the sendfile path differs
+/// only in how the data bytes leave; an NFSv4 READ tail read from its file); `None`: the
+/// guard closes the connection.
 fn answer_record(guard: &Guard, record: &[u8]) -> Option<(Option<u32>, Vec<u8>)> {
     match guard::step(record, guard.config.allow_auth_none) {
         Step::Close => None,
@@ -391,8 +393,23 @@ fn answer_record(guard: &Guard, record: &[u8]) -> Option<(Option<u32>, Vec<u8>)>
             Some((Some(header.xid), reply))
         }
         Step::Dispatch(header) => {
+            // As the guard dispatches (tails taken): an NFSv4 READ that ends its COMPOUND
+            // leaves its data out of the reply, read here from its file as `sendfile`
+            // would send it.
             let mut reply = Vec::new();
-            guard.nfs.dispatch(&header, record, &mut reply, FUZZ_PEER);
+            let tail = guard
+                .nfs
+                .dispatch_tailed(&header, record, &mut reply, (FUZZ_PEER, 0), true);
+            if let Some(t) = tail {
+                let bound = crate::nfs::Dispatcher::reply_bound(&header, record, true);
+                assert!(reply.len() <= bound, "a READ tail's head over its bound");
+                use std::os::unix::fs::FileExt;
+                let at = reply.len();
+                reply.resize(at + t.len, 0);
+                // A file that shrank meanwhile: the guard would close the connection.
+                t.file.read_exact_at(&mut reply[at..], t.offset).ok()?;
+                reply.resize(reply.len() + t.pad(), 0);
+            }
             Some((Some(header.xid), reply))
         }
     }

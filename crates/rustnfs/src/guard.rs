@@ -29,8 +29,9 @@ use tracing::{debug, warn};
 use crate::buffers::{ReplyBuffers, trim_allocator, tune_allocator};
 use crate::config::Config;
 use crate::exports::{CallFrom, CallScope, Exports};
+use crate::nfs::procs;
 use crate::nfs::read3::{self, ReadArgs};
-use crate::rpc::{self, NFS_PROG, PROGRAMS};
+use crate::rpc::{NFS_PROG, PROGRAMS};
 
 /// Shared state of the guard.
 pub(crate) struct Guard {
@@ -56,6 +57,68 @@ pub(crate) struct Guard {
     /// Slow calls in progress at once ([`SLOW_CALLS_AT_ONCE`]); the rest wait their turn
     /// in arrival order, on no thread.
     pub slow_calls: Semaphore,
+    /// Where connections that send large records (1 MiB WRITEs) are served.
+    pub bulk: BulkLane,
+}
+
+/// A runtime of its own for connections that send large records (see [`starts_bulk`]):
+/// such a connection moves there as soon as the first one's record mark arrives, so its
+/// records are read and its calls answered by other workers than everyone else's. Issue 31 §5: beside 1,000
+/// clients writing 1 MiB FILE_SYNC blocks, another client's 10 MiB read spent its time
+/// waiting for its connection's turn on the two workers (each READ took under 1 ms
+/// once read; the victim's calls waited 1–140 ms each for it to be read), behind the
+/// writers' tasks reading their records.
+pub(crate) struct BulkLane(Option<tokio::runtime::Runtime>);
+
+impl BulkLane {
+    /// Starts the lane with as many workers as the main runtime's default (one per
+    /// core). Without one (the runtime cannot be built) large calls stay where they are.
+    pub(crate) fn start() -> BulkLane {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .thread_name("rustnfs-bulk")
+            .enable_all()
+            .build();
+        match rt {
+            Ok(rt) => BulkLane(Some(rt)),
+            Err(e) => {
+                warn!("no bulk lane (large WRITEs share the workers with every call): {e}");
+                BulkLane(None)
+            }
+        }
+    }
+
+    /// No lane: every connection stays on the runtime that accepted it (the fuzzing
+    /// entry, which serves one record at a time).
+    pub(crate) fn none() -> BulkLane {
+        BulkLane(None)
+    }
+
+    fn handle(&self) -> Option<&tokio::runtime::Handle> {
+        self.0.as_ref().map(|rt| rt.handle())
+    }
+}
+
+impl Drop for BulkLane {
+    fn drop(&mut self) {
+        // Dropped from async code (the last connection's task): never block there.
+        if let Some(rt) = self.0.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// A record whose first fragment is at least this large moves its connection to the
+/// [`BulkLane`]: only data carries that much (a WRITE of 64 KiB or more, in v3 or in a
+/// COMPOUND), or a client that claims it does.
+const BULK_RECORD: usize = 64 * 1024;
+
+/// Whether the record `mark` (all of it read) starts moves its connection to the bulk
+/// lane.
+fn starts_bulk(mark: &[u8]) -> bool {
+    let Ok(mark) = <[u8; oncrpc::record::MARK_LEN]>::try_from(mark) else {
+        return false;
+    };
+    (u32::from_be_bytes(mark) & !oncrpc::record::LAST_FRAGMENT) as usize >= BULK_RECORD
 }
 
 /// Slow calls (see [`slow_call`]) run at most this many at once, as kernel nfsd serves
@@ -206,7 +269,7 @@ pub(crate) async fn accept_loop(
                             }
                         },
                     };
-                    tokio::spawn(connection(guard.clone(), sock, peer, permit));
+                    tokio::spawn(main_lane(guard.clone(), sock, peer, permit));
                 }
                 Err(e) => {
                     // EMFILE and friends: back off instead of spinning.
@@ -279,39 +342,57 @@ pub(crate) fn record_reader(guard: &Guard) -> RecordReader {
     }
 }
 
+/// A connection accepted on the main runtime: served there until it sends a large
+/// record, then, if there is a bulk lane, moved to it for the rest of its life.
+async fn main_lane(
+    guard: Arc<Guard>,
+    sock: TcpStream,
+    peer: SocketAddr,
+    permit: OwnedSemaphorePermit,
+) {
+    let Some((sock, permit, mark)) = connection(guard.clone(), sock, peer, permit, None).await
+    else {
+        return;
+    };
+    let Some(bulk) = guard.bulk.handle().cloned() else {
+        return;
+    };
+    bulk.spawn(async move {
+        // Registered again with the lane's own reactor, so its readiness wakes the
+        // lane's workers.
+        match TcpStream::from_std(sock) {
+            Ok(sock) => {
+                connection(guard, sock, peer, permit, Some(mark)).await;
+            }
+            Err(e) => debug!(%peer, "cannot move the connection to the bulk lane: {e}"),
+        }
+    });
+}
+
+/// Serves one connection until it closes. On the main runtime (`pending` is `None`),
+/// when there is a bulk lane, only until a large record's mark arrives: then it returns
+/// the socket, its permit and that mark for [`main_lane`] to move; on the lane, that
+/// mark is `pending`, the first record's.
 async fn connection(
     guard: Arc<Guard>,
     sock: TcpStream,
     peer: SocketAddr,
-    _permit: OwnedSemaphorePermit,
-) {
+    permit: OwnedSemaphorePermit,
+    mut pending: Option<[u8; oncrpc::record::MARK_LEN]>,
+) -> Option<Moved> {
+    let movable = pending.is_none() && guard.bulk.handle().is_some();
     debug!(%peer, "connection accepted");
     let (slot_id, slot) = guard.slots.open(peer.ip());
     // Leaves the cap's view however the task ends (an unwinding panic included).
     let _slot_closed = SlotClosed(&guard.slots, slot_id);
-    let _ = sock.set_nodelay(true);
-    {
-        use std::os::fd::AsFd;
-        if let Err(e) = crate::sys::set_send_buffer(sock.as_fd(), 4 << 20) {
-            debug!(%peer, "cannot enlarge the send buffer: {e}");
-        }
-    }
+    tune_socket(&sock, peer);
     // No read buffer of its own: an idle connection holds a socket and a task, nothing
     // more; each record's buffer is drawn from the shared budget and freed after its call
     // (a large one kept for the next call while calls come back to back: `SPARE_KEEP`).
     let (mut rd, wr) = sock.into_split();
     // A record waiting for budget is not reading its socket; this tells it that the peer
     // reset the connection, so its half-read record's budget goes back at once.
-    let sock_fd = {
-        use std::os::fd::{AsFd, AsRawFd};
-        rd.as_ref().as_fd().as_raw_fd()
-    };
-    let peer_gone = move || {
-        // SAFETY: `rd` owns the descriptor and outlives every call (they happen inside
-        // `reader.read_reusing(&mut rd, ..)`).
-        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(sock_fd) };
-        crate::sys::tcp_closed(fd)
-    };
+    let peer_gone = peer_gone(&rd);
     // Replies are written one whole record at a time, by this task: no task hop.
     let out: ClientWriter = Arc::new(tokio::sync::Mutex::new(wr));
     let reader = record_reader(&guard);
@@ -319,13 +400,16 @@ async fn connection(
     let cfg = guard.config.clone();
     // The last large call's record, kept for the next one (see `keep_spare`).
     let mut spare: Option<oncrpc::record::Record> = None;
-    let result: Result<(), Close> = async {
+    let result: Result<Ended, Close> = async {
         loop {
             // Waiting for a call: idle, the first to be closed at the cap.
             guard.slots.set_idle(&slot, true);
             let mut mark = [0u8; oncrpc::record::MARK_LEN];
             let idle_until = tokio::time::Instant::now() + cfg.idle_timeout;
-            let have = loop {
+            let have = if let Some(m) = pending.take() {
+                mark = m;
+                mark.len()
+            } else { loop {
                 let kept = spare.is_some();
                 tokio::select! {
                     // The wait reads the next call's mark itself (a `read` is cancel-safe:
@@ -336,7 +420,7 @@ async fn connection(
                     r = tokio::time::timeout_at(idle_until, rd.read(&mut mark)) => match r {
                         Err(_) => return Err(Close::Record(RecordError::Idle(cfg.idle_timeout))),
                         // A clean end between calls.
-                        Ok(Ok(0)) => return Ok(()),
+                        Ok(Ok(0)) => return Ok(Ended::Closed),
                         Ok(r) => break r?,
                     },
                     // The spare goes back as soon as anyone waits for budget, and after
@@ -344,13 +428,16 @@ async fn connection(
                     _ = guard.budget.wanted(), if kept => spare = None,
                     _ = tokio::time::sleep(SPARE_KEEP), if kept => spare = None,
                     _ = slot.evict.notified() => return Err(Close::Evicted),
-                    _ = stopping.wait_for(|s| *s) => return Ok(()),
+                    _ = stopping.wait_for(|s| *s) => return Ok(Ended::Closed),
                 }
-            };
+            }};
+            if movable && starts_bulk(&mark[..have]) {
+                return Ok(Ended::ToBulk(mark));
+            }
             guard.slots.set_idle(&slot, false);
             let record = tokio::select! {
                 r = reader.read_after(&mut rd, (mark, have), peer_gone, spare.take()) => r?,
-                _ = stopping.wait_for(|s| *s) => return Ok(()),
+                _ = stopping.wait_for(|s| *s) => return Ok(Ended::Closed),
             };
             let start = Instant::now();
             // RFC 5531: every call gets an answer, a refused one included.
@@ -377,21 +464,13 @@ async fn connection(
             // connection's share (READDIR, READDIRPLUS) has its budget granted before it
             // is built, at its bound: built first, 200 unread READDIRPLUS replies held
             // 166 MB against a 4 MiB budget.
-            let bound = crate::nfs::Dispatcher::reply_bound(&header, &record);
+            // An NFSv4 READ that ends its COMPOUND leaves its data for `send_reply`.
+            let tails = sendfile_enabled();
+            let bound = crate::nfs::Dispatcher::reply_bound(&header, &record, tails);
             // A large reply's buffer comes from the warm set READ replies use (with its
             // budget): NFSv4 READs are COMPOUND replies, and a fresh 1 MiB buffer per
             // call (mapped, faulted in, unmapped) held v4 READ at 0.6 × Ganesha.
-            let mut large = None;
-            if bound > REPLY_SHARE {
-                large = Some(
-                    match tokio::time::timeout(cfg.request_timeout, guard.buffers.get(bound)).await
-                    {
-                        Ok(Ok(b)) => b,
-                        Ok(Err(e)) => return Err(Close::Record(e.into())),
-                        Err(_) => return Err(Close::NoBudget(cfg.request_timeout)),
-                    },
-                );
-            }
+            let mut large = large_reply_buffer(&guard, bound).await?;
             // A small reply starts with room for the common ones (a CREATE's is ~300
             // bytes), so building it does not reallocate at every few XDR words.
             let mut small = Vec::new();
@@ -406,15 +485,15 @@ async fn connection(
             let turn = if slow {
                 tokio::select! {
                     p = guard.slow_calls.acquire() => p.ok(),
-                    _ = stopping.wait_for(|s| *s) => return Ok(()),
+                    _ = stopping.wait_for(|s| *s) => return Ok(Ended::Closed),
                 }
             } else {
                 None
             };
-            off_the_workers(slow, || {
+            let tail = off_the_workers(slow, || {
                 guard
                     .nfs
-                    .dispatch_on(&header, &record, reply, peer, slot_id)
+                    .dispatch_tailed(&header, &record, reply, (peer, slot_id), tails)
             });
             drop(turn);
             spare = keep_spare(record);
@@ -425,15 +504,29 @@ async fn connection(
             if reply.len() > bound {
                 warn!(%peer, "reply of {} bytes over its bound of {bound}", reply.len());
             }
-            send(&out, reply, cfg.request_timeout).await?;
+            send_reply(&guard, &out, reply, tail).await?;
             if let Some(b) = large {
                 guard.buffers.put(b);
             }
         }
     }
     .await;
-    match &result {
-        Ok(()) => debug!(%peer, "connection closed"),
+    if let Ok(Ended::ToBulk(mark)) = result {
+        return detach(rd, out, peer).map(|sock| (sock, permit, mark));
+    }
+    close_connection(&out, peer, &result).await;
+    guard
+        .closed
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    drop(permit);
+    None
+}
+
+/// Logs how a connection ended (a client's own leaving at debug level, the guard's
+/// closing at warn) and shuts its socket down, waiting at most a second.
+async fn close_connection(out: &ClientWriter, peer: SocketAddr, result: &Result<Ended, Close>) {
+    match result {
+        Ok(_) => debug!(%peer, "connection closed"),
         Err(e @ (Close::Record(RecordError::Idle(_) | RecordError::Truncated) | Close::Io(_))) => {
             debug!(%peer, "connection closed: {e}")
         }
@@ -445,9 +538,82 @@ async fn connection(
         out.lock().await.shutdown().await
     })
     .await;
-    guard
-        .closed
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The socket of a connection leaving for the bulk lane, its halves joined again and
+/// out of this runtime's reactor; `None` (the connection is closed) if that fails.
+fn detach(
+    rd: tokio::net::tcp::OwnedReadHalf,
+    out: ClientWriter,
+    peer: SocketAddr,
+) -> Option<std::net::TcpStream> {
+    // Nothing else holds the writer: replies are written by the connection's task alone.
+    let moved = Arc::try_unwrap(out)
+        .ok()
+        .map(tokio::sync::Mutex::into_inner)
+        .and_then(|wr| rd.reunite(wr).ok())
+        .and_then(|sock| sock.into_std().ok());
+    match moved {
+        Some(_) => debug!(%peer, "connection moved to the bulk lane"),
+        None => warn!(%peer, "connection closed: it could not be moved to the bulk lane"),
+    }
+    moved
+}
+
+/// How a connection's loop ended without an error.
+enum Ended {
+    /// The client closed it, or the server is stopping.
+    Closed,
+    /// A large record's mark came (read, the record not): to the bulk lane.
+    ToBulk([u8; oncrpc::record::MARK_LEN]),
+}
+
+/// A connection leaving for the bulk lane: its socket, its permit, the mark read.
+type Moved = (
+    std::net::TcpStream,
+    OwnedSemaphorePermit,
+    [u8; oncrpc::record::MARK_LEN],
+);
+
+/// Disables Nagle (a reply goes out whole at once) and enlarges the send buffer, so a
+/// 1 MiB READ reply is handed to the kernel in one call.
+fn tune_socket(sock: &TcpStream, peer: SocketAddr) {
+    use std::os::fd::AsFd;
+    let _ = sock.set_nodelay(true);
+    if let Err(e) = crate::sys::set_send_buffer(sock.as_fd(), 4 << 20) {
+        debug!(%peer, "cannot enlarge the send buffer: {e}");
+    }
+}
+
+/// Whether the peer of `rd`'s socket reset the connection, asked without reading it.
+fn peer_gone(rd: &tokio::net::tcp::OwnedReadHalf) -> impl Fn() -> bool + Copy + use<> {
+    let sock_fd = {
+        use std::os::fd::{AsFd, AsRawFd};
+        rd.as_ref().as_fd().as_raw_fd()
+    };
+    move || {
+        // SAFETY: `rd` owns the descriptor and outlives every call (they happen inside
+        // `reader.read_reusing(&mut rd, ..)`).
+        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(sock_fd) };
+        crate::sys::tcp_closed(fd)
+    }
+}
+
+/// The buffer of a reply whose `bound` is larger than the connection's share, from the
+/// warm set with its budget; `None` for a reply that fits the share.
+async fn large_reply_buffer(
+    guard: &Guard,
+    bound: usize,
+) -> Result<Option<crate::buffers::ReplyBuf>, Close> {
+    if bound <= REPLY_SHARE {
+        return Ok(None);
+    }
+    let limit = guard.config.request_timeout;
+    match tokio::time::timeout(limit, guard.buffers.get(bound)).await {
+        Ok(Ok(b)) => Ok(Some(b)),
+        Ok(Err(e)) => Err(Close::Record(e.into())),
+        Err(_) => Err(Close::NoBudget(limit)),
+    }
 }
 
 /// How long a connection keeps its last large record's buffer while it waits for the
@@ -470,18 +636,10 @@ fn keep_spare(record: oncrpc::record::Record) -> Option<oncrpc::record::Record> 
 /// On the workers, 64 READDIRPLUS of 1 MiB (each ~3,000 entries stat'ed) or a few
 /// hundred 1 MiB FILE_SYNC WRITEs kept both workers busy, and every other client's calls
 /// waited behind them for seconds.
+///
+/// Which calls are slow is each procedure's row's slow-call class (`crate::nfs::procs`).
 fn slow_call(h: &CallHeader<'_>, record: &[u8]) -> bool {
-    if h.prog != NFS_PROG {
-        return false;
-    }
-    match h.vers {
-        // A COMPOUND is slow when it holds a WRITE, COMMIT or READDIR (or does not
-        // decode, which costs nothing to answer either way); READs, walks and opens run
-        // inline, as v3's do: handing every COMPOUND off the workers held 128 KiB v4
-        // reads at 0.83 x Ganesha v4.
-        4 => crate::nfs4::Nfs4::is_slow(record.get(h.args..).unwrap_or_default()),
-        _ => matches!(h.proc_, 7 | 16 | 17 | 21),
-    }
+    procs::of(h).is_some_and(|p| p.is_slow(record.get(h.args..).unwrap_or_default()))
 }
 
 /// Runs `f` with the worker handing its other tasks to another thread while it runs
@@ -532,7 +690,7 @@ pub(crate) fn admit(
         .check(&PROGRAMS)
         .map_err(|rejection| Refusal::Reply {
             xid: header.xid,
-            op: rpc::call_name(header.prog, header.vers, header.proc_),
+            op: procs::call_name(header.prog, header.vers, header.proc_),
             rejection,
         })?;
     if !allow_auth_none
@@ -542,7 +700,7 @@ pub(crate) fn admit(
     {
         return Err(Refusal::Reply {
             xid: header.xid,
-            op: rpc::call_name(header.prog, header.vers, header.proc_),
+            op: procs::call_name(header.prog, header.vers, header.proc_),
             rejection: rpcmsg::Rejection::Auth(rpcmsg::AuthStat::TooWeak),
         });
     }
@@ -578,14 +736,14 @@ pub(crate) fn step(record: &[u8], allow_auth_none: bool) -> Step<'_> {
         Err(Refusal::Garbage) => return Step::Close,
         Err(Refusal::Reply { xid, op, rejection }) => return Step::Refuse { xid, op, rejection },
     };
-    if header.prog != NFS_PROG || header.vers != 3 || header.proc_ != 6 {
+    let Some(read) = procs::of(&header).filter(|p| p.data_path) else {
         return Step::Dispatch(header);
-    }
+    };
     match ReadArgs::parse(&record[header.args..]) {
         Ok(args) => Step::Read { header, args },
         Err(_) => Step::Refuse {
             xid: header.xid,
-            op: "READ",
+            op: read.name,
             rejection: rpcmsg::Rejection::GarbageArgs,
         },
     }
@@ -602,6 +760,29 @@ async fn send(out: &ClientWriter, record: &[u8], limit: Duration) -> Result<(), 
         Err(_) => Err(Close::Slow(limit)),
         Ok(r) => Ok(r?),
     }
+}
+
+/// Sends a dispatcher's reply record, and then the data of the NFSv4 READ that ends
+/// it (`tail`, counted by the record's mark) from the file with `sendfile`, as v3 READ
+/// data leaves ([`read_sendfile`]).
+async fn send_reply(
+    guard: &Guard,
+    out: &ClientWriter,
+    reply: &[u8],
+    tail: Option<crate::nfs4::ReadTail>,
+) -> Result<(), Close> {
+    let limit = guard.config.request_timeout;
+    let Some(t) = tail else {
+        return send(out, reply, limit).await;
+    };
+    let sent = send_file(out, reply, &t.file, t.offset, t.len, t.pad(), limit).await;
+    // As `read_sendfile` records it: a client gone is not the file's failure.
+    let vfs = match &sent {
+        Err(Close::Io(e)) if !client_gone(e) => Err(nfsstat3::NFS3ERR_IO),
+        _ => Ok(t.len as u64),
+    };
+    guard.fs.record_read(&t.fh, t.vfs_start, vfs);
+    sent
 }
 
 /// READ, answered here rather than by the dispatcher: the data is sent from the file
@@ -658,7 +839,7 @@ async fn read(
     guard.buffers.put(reply);
     guard
         .registry
-        .record_op("READ", "total", status, start.elapsed(), bytes);
+        .record_op(procs::READ.name, "total", status, start.elapsed(), bytes);
     Ok(())
 }
 
@@ -706,7 +887,7 @@ async fn read_sendfile(
     let bytes = (head.len() + n as usize + pad) as u64;
     guard
         .registry
-        .record_op("READ", "total", "ok", start.elapsed(), bytes);
+        .record_op(procs::READ.name, "total", "ok", start.elapsed(), bytes);
     Ok(())
 }
 
@@ -795,6 +976,7 @@ async fn send_file(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rpc;
 
     /// A call record: header (RPC version `rpcvers`), credential `cred` (flavour + body),
     /// verifier `verf`, no arguments.

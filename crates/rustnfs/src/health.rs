@@ -14,14 +14,54 @@ pub const TIMEOUT: Duration = Duration::from_secs(3);
 
 pub use service::probe_addr;
 
+/// Why the probe found the server unhealthy: the URL it asked, and what went wrong.
+#[derive(Debug, thiserror::Error)]
+#[error("nfs://{addr}")]
+pub struct ProbeError {
+    pub addr: SocketAddr,
+    #[source]
+    pub failure: ProbeFailure,
+}
+
+/// What went wrong with the probe's one NULL call.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeFailure {
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    #[error("connect failed")]
+    Connect(#[source] std::io::Error),
+    #[error("send failed")]
+    Send(#[source] std::io::Error),
+    #[error("reply record of {0} bytes is not an RPC reply")]
+    TooLarge(usize),
+    #[error("no reply (is 127.0.0.1 outside --allow / PERMITTED?)")]
+    NoReply(#[source] RecordError),
+    #[error("no reply (connection closed; is 127.0.0.1 outside --allow / PERMITTED?)")]
+    Closed,
+    #[error("not an RPC reply")]
+    NotAReply(#[source] msg::DecodeError),
+    #[error("not a reply to the NULL call")]
+    OtherXid,
+    #[error("NFS program unavailable (PROG_UNAVAIL)")]
+    ProgUnavail,
+    #[error("NFS version 3 not supported (PROG_MISMATCH)")]
+    ProgMismatch,
+    /// MSG_DENIED, with the rejection's label.
+    #[error("RPC call denied (MSG_DENIED, {0})")]
+    Denied(&'static str),
+    /// Accepted with another accept_stat, with its label.
+    #[error("call not accepted ({0})")]
+    NotAccepted(&'static str),
+}
+
 /// Sends an RPC NULL call to NFS v3 at `addr` and expects an accepted, successful reply
-/// within `timeout`. `Ok` carries a one-line description, `Err` the reason.
-pub async fn probe(addr: SocketAddr, timeout: Duration) -> Result<String, String> {
+/// within `timeout`. `Ok` carries a one-line description.
+pub async fn probe(addr: SocketAddr, timeout: Duration) -> Result<String, ProbeError> {
     let started = std::time::Instant::now();
     tokio::time::timeout(timeout, null_call(addr))
         .await
-        .map_err(|_| format!("nfs://{addr}: no answer within {timeout:?}"))?
-        .map_err(|e| format!("nfs://{addr}: {e}"))?;
+        .unwrap_or(Err(ProbeFailure::Timeout(timeout)))
+        .map_err(|failure| ProbeError { addr, failure })?;
     Ok(format!(
         "nfs://{addr}: NFSv3 NULL accepted in {:.1} ms",
         started.elapsed().as_secs_f64() * 1e3
@@ -30,10 +70,10 @@ pub async fn probe(addr: SocketAddr, timeout: Duration) -> Result<String, String
 
 const XID: u32 = 0x6865_616c; // "heal"
 
-async fn null_call(addr: SocketAddr) -> Result<(), String> {
+async fn null_call(addr: SocketAddr) -> Result<(), ProbeFailure> {
     let mut stream = TcpStream::connect(addr)
         .await
-        .map_err(|e| format!("connect failed: {e}"))?;
+        .map_err(ProbeFailure::Connect)?;
     // NULL (procedure 0) of NFS v3, AUTH_NONE.
     let mut call = Vec::new();
     let none = OpaqueAuth {
@@ -43,36 +83,32 @@ async fn null_call(addr: SocketAddr) -> Result<(), String> {
     msg::encode_call(&mut call, XID, NFS_PROG, 3, 0, none);
     record::write(&mut stream, &call)
         .await
-        .map_err(|e| format!("send failed: {e}"))?;
+        .map_err(ProbeFailure::Send)?;
     let reply = RecordReader::new(4096)
         .read(&mut stream)
         .await
         .map_err(|e| match e {
-            RecordError::TooLarge { len, .. } => {
-                format!("reply record of {len} bytes is not an RPC reply")
-            }
-            e => format!("no reply ({e}; is 127.0.0.1 outside --allow / PERMITTED?)"),
+            RecordError::TooLarge { len, .. } => ProbeFailure::TooLarge(len),
+            e => ProbeFailure::NoReply(e),
         })?
-        .ok_or("no reply (connection closed; is 127.0.0.1 outside --allow / PERMITTED?)")?;
+        .ok_or(ProbeFailure::Closed)?;
     check_reply(&reply)
 }
 
 /// Checks an RPC reply to [`XID`] is MSG_ACCEPTED with accept_stat SUCCESS.
-fn check_reply(reply: &[u8]) -> Result<(), String> {
-    let h = msg::decode_reply(reply).map_err(|e| format!("{e}"))?;
+fn check_reply(reply: &[u8]) -> Result<(), ProbeFailure> {
+    let h = msg::decode_reply(reply).map_err(ProbeFailure::NotAReply)?;
     if h.xid != XID {
-        return Err("not a reply to the NULL call".into());
+        return Err(ProbeFailure::OtherXid);
     }
     match h.status {
         Ok(()) => Ok(()),
-        Err(Rejection::ProgUnavail) => Err("NFS program unavailable (PROG_UNAVAIL)".into()),
-        Err(Rejection::ProgMismatch { .. }) => {
-            Err("NFS version 3 not supported (PROG_MISMATCH)".into())
-        }
+        Err(Rejection::ProgUnavail) => Err(ProbeFailure::ProgUnavail),
+        Err(Rejection::ProgMismatch { .. }) => Err(ProbeFailure::ProgMismatch),
         Err(r @ (Rejection::RpcMismatch | Rejection::Auth(_))) => {
-            Err(format!("RPC call denied (MSG_DENIED, {})", r.label()))
+            Err(ProbeFailure::Denied(r.label()))
         }
-        Err(r) => Err(format!("call not accepted ({})", r.label())),
+        Err(r) => Err(ProbeFailure::NotAccepted(r.label())),
     }
 }
 
@@ -86,12 +122,13 @@ mod tests {
         assert!(check_reply(&words(&[XID, 1, 0, 0, 0, 0])).is_ok());
         assert!(check_reply(&words(&[XID, 1, 0, 1, 4, 7, 0])).is_ok());
         let err = check_reply(&words(&[XID, 1, 0, 0, 0, 1])).unwrap_err();
-        assert!(err.contains("PROG_UNAVAIL"), "{err}");
+        assert!(err.to_string().contains("PROG_UNAVAIL"), "{err}");
         assert!(check_reply(&words(&[XID, 1, 0, 0, 0, 2])).is_err());
         assert!(check_reply(&words(&[XID, 1, 1, 0, 0, 0])).is_err());
         assert!(check_reply(&words(&[XID + 1, 1, 0, 0, 0, 0])).is_err());
         assert!(check_reply(&words(&[XID, 1, 0])).is_err());
         let denied = check_reply(&words(&[XID, 1, 1, 1, 5])).unwrap_err();
+        let denied = denied.to_string();
         assert!(
             denied.contains("AUTH_TOOWEAK") || denied.contains("AUTH_ERROR"),
             "{denied}"
@@ -104,7 +141,7 @@ mod tests {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             l.local_addr().unwrap()
         };
-        let err = probe(addr, TIMEOUT).await.unwrap_err();
+        let err = service::Chain(&probe(addr, TIMEOUT).await.unwrap_err()).to_string();
         assert!(err.contains("connect failed"), "{err}");
     }
 
@@ -119,6 +156,7 @@ mod tests {
         });
         let t = std::time::Instant::now();
         let err = probe(addr, Duration::from_millis(300)).await.unwrap_err();
+        let err = service::Chain(&err).to_string();
         assert!(err.contains("no answer within"), "{err}");
         assert!(t.elapsed() < Duration::from_secs(2));
     }

@@ -5,10 +5,13 @@
 //! - [`config`]: the validated [`Config`] and parsing of its user-facing spellings.
 //! - [`cli`]: flags and environment variables → [`cli::RunConfig`] (used by the binary).
 //! - `guard`: the front door every client talks to (allowlist, connection cap,
-//!   timeouts, bounded record marking, the RPC header checks); it answers READ itself
-//!   and hands every other admitted call to `nfs`.
+//!   timeouts, bounded record marking, the RPC header checks); it answers READ (the
+//!   procedure whose row says it has a data path) itself and hands every other
+//!   admitted call to `nfs`.
 //! - `nfs`: the NFSv3, MOUNT and portmapper procedures — bounded XDR decoding, a call
-//!   to [`fs`], the reply built with `nfs3_types`, per-procedure timing.
+//!   to [`fs`], the reply built with `nfs3_types`, per-procedure timing; `nfs::procs`
+//!   holds one row per procedure of every program (name, reply bound, handler,
+//!   slow-call class), which the guard, the metrics and the dispatcher read.
 //! - `nfs4`: NFSv4.0, 4.1 and 4.2 (program 100003 version 4) on the same port and file
 //!   system: COMPOUND with its own bounded XDR, attributes, sessions, and the state of
 //!   clients, opens and locks, capped per client, per address and in total (leases; no
@@ -23,8 +26,8 @@
 //!   `--showmount`, a server's export list (`rpcclient`: their blocking RPC client).
 //! - [`identity`]: acting as the caller — squashing, and the per-thread file-system
 //!   identity each change runs with.
-//! - [`rpc`]: this server's programs, procedure names and reply status labels (the wire
-//!   format is the `oncrpc` crate's). `sys`: Linux call wrappers.
+//! - [`rpc`]: this server's programs and reply status labels (the wire format is the
+//!   `oncrpc` crate's). `sys`: Linux call wrappers.
 //! - [`serve_metrics`]: `/metrics` and `/metrics.json` (the `service` crate's endpoint,
 //!   shared with httpd).
 //!
@@ -48,6 +51,7 @@ pub mod rpc;
 pub mod rpcbind;
 mod rpcclient;
 pub mod showmount;
+mod status;
 mod sys;
 
 use std::sync::Arc;
@@ -58,8 +62,9 @@ use tokio::sync::{Semaphore, watch};
 use tracing::info;
 
 pub use config::Config;
-pub use error::{Error, nfsstat_from_io, with_causes};
+pub use error::{Error, with_causes};
 pub use exports::{Exports, ExportsError, Reloaded};
+pub use status::nfsstat_from_io;
 
 /// Serves NFSv3, NFSv4 (4.0, 4.1, 4.2), MOUNT and portmap GETPORT on an already-bound `listener` until `shutdown`
 /// resolves, recording every call into `registry` (op = procedure, phase `total` for the
@@ -136,6 +141,7 @@ pub async fn serve_exports(
         closed: Default::default(),
         slots: Default::default(),
         slow_calls: Semaphore::new(guard::SLOW_CALLS_AT_ONCE),
+        bulk: guard::BulkLane::start(),
     });
     guard::accept_loop(listener, guard, shutdown).await;
     info!("shutting down: finishing calls in flight");

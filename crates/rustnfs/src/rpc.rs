@@ -1,5 +1,6 @@
-//! rustnfs's view of ONC RPC: its programs and versions, procedure names and reply status
-//! labels for the metrics; the wire format itself lives in the `oncrpc` crate.
+//! rustnfs's view of ONC RPC: its programs and versions, and reply status labels for the
+//! metrics (each procedure's name is its row's, in `crate::nfs::procs`); the wire format
+//! itself lives in the `oncrpc` crate.
 
 /// RPC program numbers.
 pub const PMAP_PROG: u32 = 100_000;
@@ -56,61 +57,6 @@ pub fn parse_call(record: &[u8]) -> Option<Call> {
         .map(|h| Call::from(&h))
 }
 
-/// The metric name of a procedure (`READ`, `MNT`, `PMAP_GETPORT`).
-pub fn proc_name(prog: u32, proc_: u32) -> &'static str {
-    const NFS: [&str; 22] = [
-        "NULL",
-        "GETATTR",
-        "SETATTR",
-        "LOOKUP",
-        "ACCESS",
-        "READLINK",
-        "READ",
-        "WRITE",
-        "CREATE",
-        "MKDIR",
-        "SYMLINK",
-        "MKNOD",
-        "REMOVE",
-        "RMDIR",
-        "RENAME",
-        "LINK",
-        "READDIR",
-        "READDIRPLUS",
-        "FSSTAT",
-        "FSINFO",
-        "PATHCONF",
-        "COMMIT",
-    ];
-    const MOUNT: [&str; 6] = ["MOUNT_NULL", "MNT", "DUMP", "UMNT", "UMNTALL", "EXPORT"];
-    const PMAP: [&str; 6] = [
-        "PMAP_NULL",
-        "PMAP_SET",
-        "PMAP_UNSET",
-        "PMAP_GETPORT",
-        "PMAP_DUMP",
-        "PMAP_CALLIT",
-    ];
-    let table: &[&'static str] = match prog {
-        NFS_PROG => &NFS,
-        MOUNT_PROG => &MOUNT,
-        PMAP_PROG => &PMAP,
-        _ => return "OTHER",
-    };
-    table.get(proc_ as usize).copied().unwrap_or("UNKNOWN_PROC")
-}
-
-/// The metric name of a call: [`proc_name`] for v3, MOUNT and the portmapper;
-/// `NFS4_NULL` and `NFS4_COMPOUND` for NFSv4.
-pub fn call_name(prog: u32, vers: u32, proc_: u32) -> &'static str {
-    match (prog, vers, proc_) {
-        (NFS_PROG, 4, 0) => "NFS4_NULL",
-        (NFS_PROG, 4, 1) => "NFS4_COMPOUND",
-        (NFS_PROG, 4, _) => "NFS4_UNKNOWN_PROC",
-        _ => proc_name(prog, proc_),
-    }
-}
-
 /// How a reply ended, for the `status` label: `ok`, an nfsstat3/mountstat3 name, or the
 /// RPC error (`PROC_UNAVAIL`, `GARBAGE_ARGS`, `AUTH_BADCRED`, ...).
 pub fn reply_status(reply: &[u8], prog: u32, proc_: u32) -> &'static str {
@@ -128,7 +74,7 @@ pub fn reply_status(reply: &[u8], prog: u32, proc_: u32) -> &'static str {
     };
     let word = u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
     match prog {
-        NFS_PROG => crate::error::status_label_raw(word),
+        NFS_PROG => crate::status::status_label_raw(word),
         MOUNT_PROG if proc_ == 1 => match word {
             0 => "ok",
             1 => "MNT3ERR_PERM",
@@ -164,7 +110,6 @@ mod tests {
         let c = parse_call(&rec).unwrap();
         assert_eq!((c.xid, c.prog, c.vers, c.proc_), (7, NFS_PROG, 3, 6));
         assert_eq!(&rec[c.args..], &42u32.to_be_bytes());
-        assert_eq!(proc_name(c.prog, c.proc_), "READ");
         assert!(parse_call(b"garbage!").is_none());
         let mut huge_cred = call(NFS_PROG, 6, b"");
         huge_cred[28..32].copy_from_slice(&10_000u32.to_be_bytes());

@@ -29,4 +29,7 @@ pub enum Command {
     /// The side-by-side benchmark suite: httpd, nginx, Apache; rustnfs, Ganesha; servelab
     /// load, wrk, ab, iperf3 — interleaved and repeated; writes results/<date>-<host>/.
     Bench(crate::bench::BenchArgs),
+    /// Two `servelab compare` runs compared row by row: each figure's change with its
+    /// interval and significance; writes diff.md and diff.html beside NEW.
+    Diff(crate::diff::DiffArgs),
 }

@@ -111,6 +111,21 @@ pub struct CompareArgs {
     /// 25, 50 and 75 % of the lower capacity); 0 skips them.
     #[arg(long, default_value_t = 2.0)]
     pub equal_load_seconds: f64,
+    /// Keep the first servers for the whole run. By default every round after the
+    /// first starts rustnfs and the httpd of B and the A rows anew, so the intervals
+    /// cover what a new invocation changes (fresh processes, placement, warm-up).
+    #[arg(long)]
+    pub no_restart: bool,
+    /// Run the whole distance sweep: A's NFS hop at 0 (loopback), 0.1, 0.5 and 2 ms
+    /// round trip, at 1 and 10 Gbit/s, each against B at the same offered load. It runs
+    /// 10 stacks × --repeat × --distance-seconds: about 2 minutes with the defaults on
+    /// two cores (the default compare runs one point, 0.5 ms at 1 Gbit/s: about 20 s).
+    #[arg(long)]
+    pub distance: bool,
+    /// Seconds of each distance run (open loop, every point and B at the same rate);
+    /// 0 leaves the distance phase out.
+    #[arg(long, default_value_t = 3.0)]
+    pub distance_seconds: f64,
     /// Where runs are written: `<DIR>/<date>-<host>/`.
     #[arg(long, default_value = "results", value_name = "DIR")]
     pub results: PathBuf,
@@ -170,6 +185,12 @@ impl CompareArgs {
         {
             bail!("--equal-load-seconds must be between 0 and 600");
         }
+        if !(self.distance_seconds.is_finite() && (0.0..=600.0).contains(&self.distance_seconds)) {
+            bail!("--distance-seconds must be between 0 and 600");
+        }
+        if self.distance && self.distance_seconds == 0.0 {
+            bail!("--distance needs --distance-seconds above 0");
+        }
         let cpus = cpu_split(
             self.client_cpus.as_deref(),
             self.server_cpus.as_deref(),
@@ -210,6 +231,9 @@ impl CompareArgs {
             max_repeat: self.max_repeat,
             keep_busy: self.keep_busy,
             equal_load_seconds: self.equal_load_seconds,
+            restart: !self.no_restart,
+            distance_sweep: self.distance,
+            distance_seconds: self.distance_seconds,
         })
     }
 }
@@ -226,6 +250,7 @@ fn workloads(o: &CompareOptions) -> crate::containers::Workloads {
         small_seconds: o.small_seconds,
         small_concurrency: o.small_concurrency,
         keep_busy: o.keep_busy,
+        cpus: o.cpus.clone(),
     }
 }
 
@@ -347,7 +372,14 @@ pub fn run(mut args: CompareArgs) -> anyhow::Result<()> {
     if let Some(report) = &report {
         crate::page::write(&dir, Some(report), None)?;
     }
-    if containers.wanted() || containers.containers_only {
+    if containers.ladder && !containers.wanted() {
+        let ladder = crate::ladder::standalone(&containers, &workloads(&options), &dir)
+            .context("servelab compare --ladder failed")?;
+        print!("\n{}", crate::ladder::markdown::render(&ladder));
+        println!("\nWritten: {}/ladder.md, ladder.json.", dir.display());
+    }
+    // `--containers-only --ladder` without containers: the ladder alone.
+    if containers.wanted() || (containers.containers_only && !containers.ladder) {
         let c = crate::containers::run(&containers, &workloads(&options), &dir)
             .context("servelab compare --containers failed")?;
         print!("\n{}", crate::containers::markdown::render(&c));
@@ -357,6 +389,12 @@ pub fn run(mut args: CompareArgs) -> anyhow::Result<()> {
             "\nWritten: {}/containers.md, containers.json, report.html.",
             dir.display()
         );
+        if containers.ladder
+            && let Ok(md) = std::fs::read_to_string(dir.join("ladder.md"))
+        {
+            print!("\n{md}");
+            println!("\nWritten: {}/ladder.md, ladder.json.", dir.display());
+        }
     }
     Ok(())
 }

@@ -6,9 +6,12 @@ mod cli;
 mod compare;
 mod compare_cmd;
 mod containers;
+mod diff;
+mod distance;
 mod doc;
 mod experiment;
 mod html;
+mod ladder;
 mod load;
 mod page;
 mod report_cmd;
@@ -29,6 +32,7 @@ fn main() -> std::process::ExitCode {
         cli::Command::Httpd(args) => servers::run_httpd(args),
         cli::Command::Rustnfs(args) => servers::run_rustnfs(args),
         cli::Command::Bench(args) => bench::run(args),
+        cli::Command::Diff(args) => return diff_exit(diff::run(args)),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -44,6 +48,19 @@ fn main() -> std::process::ExitCode {
             // that was not ready when the load began (5).
             e.downcast_ref::<load::Exit>()
                 .map_or(std::process::ExitCode::FAILURE, |x| x.code.into())
+        }
+    }
+}
+
+/// `servelab diff`'s exit: 0, 3 for a regression beyond `--fail-on-regression`, 1 for
+/// anything else; the error and its causes printed as for every subcommand.
+fn diff_exit(result: Result<(), diff::DiffError>) -> std::process::ExitCode {
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            let code = e.exit_code();
+            eprintln!("servelab: {}", experiment::load::error_text(&e.into()));
+            std::process::ExitCode::from(code)
         }
     }
 }

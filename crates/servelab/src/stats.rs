@@ -1,14 +1,18 @@
-//! The one statistics module of `compare`, `bench` and the container comparison: medians
-//! and spreads over repeats, Δ %, bootstrap confidence intervals of a ratio or a
-//! difference of medians, and the significance call every comparison sentence makes.
+//! The one statistics module of `compare`, `bench`, the container comparison and
+//! `servelab diff`: medians and spreads over repeats, Δ %, bootstrap confidence intervals
+//! of a ratio or a difference of medians with the confidence they really have, and the
+//! significance call every comparison sentence makes.
 //!
 //! Why the bootstrap: repeats are few (3–10) and their distribution unknown (a busy
 //! neighbour makes a long tail), so no normal approximation is safe; resampling each
-//! side's repeats with replacement and taking the 2.5th and 97.5th percentiles of the
-//! resampled statistic makes no assumption about the shape. With three repeats it is
-//! conservative (the interval reaches from the smallest to the largest plausible
-//! median), which is what the repeat-until-narrow rule is for. The resampler is seeded
-//! so one report.json always gives the same interval.
+//! side's repeats with replacement and taking percentiles of the resampled statistic
+//! makes no assumption about the shape. But with few repeats it covers the truth less
+//! often than its nominal level: [`coverage`] says how often, by repeat count (found by
+//! simulation), and which percentiles reach 95 % where any do. Every interval carries
+//! its repeat counts, so its label is [`Comparison::confidence`], never a blanket 95 %.
+//! The resampler is seeded so one report.json always gives the same interval.
+
+pub mod coverage;
 
 /// Median of `v` (sorted in place); `None` for an empty list.
 pub fn median(v: &mut [f64]) -> Option<f64> {
@@ -43,7 +47,7 @@ pub fn delta_pct(value: f64, reference: f64) -> Option<f64> {
         .then(|| (value - reference) / reference * 100.0)
 }
 
-/// A 95 % confidence interval.
+/// A confidence interval (its confidence: [`Comparison::confidence`]).
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Interval {
     pub low: f64,
@@ -93,8 +97,8 @@ fn resampled_median(v: &[f64], rng: &mut SplitMix, buf: &mut Vec<f64>) -> f64 {
     median(buf).unwrap_or(f64::NAN)
 }
 
-/// The 2.5th and 97.5th percentiles (nearest rank) of `stats`.
-fn percentile_interval(mut stats: Vec<f64>) -> Option<Interval> {
+/// The `tail`-th and (1 − `tail`)-th percentiles (nearest rank) of `stats`.
+fn percentile_interval(mut stats: Vec<f64>, tail: f64) -> Option<Interval> {
     stats.retain(|x| x.is_finite());
     if stats.is_empty() {
         return None;
@@ -102,12 +106,13 @@ fn percentile_interval(mut stats: Vec<f64>) -> Option<Interval> {
     stats.sort_by(f64::total_cmp);
     let at = |p: f64| stats[((p * stats.len() as f64).ceil() as usize).clamp(1, stats.len()) - 1];
     Some(Interval {
-        low: at(0.025),
-        high: at(0.975),
+        low: at(tail),
+        high: at(1.0 - tail),
     })
 }
 
-/// Bootstrap 95 % interval of `f(median(a*), median(b*))` over resamples of each side.
+/// Bootstrap interval of `f(median(a*), median(b*))` over resamples of each side, cut at
+/// the tail [`coverage::tail`] gives for these repeat counts.
 fn bootstrap(a: &[f64], b: &[f64], f: impl Fn(f64, f64) -> f64) -> Option<Interval> {
     if a.is_empty() || b.is_empty() {
         return None;
@@ -121,7 +126,7 @@ fn bootstrap(a: &[f64], b: &[f64], f: impl Fn(f64, f64) -> f64) -> Option<Interv
             f(ma, mb)
         })
         .collect();
-    percentile_interval(stats)
+    percentile_interval(stats, coverage::tail(a.len(), b.len()))
 }
 
 /// A comparison of one figure between two sides over their repeats.
@@ -129,13 +134,64 @@ fn bootstrap(a: &[f64], b: &[f64], f: impl Fn(f64, f64) -> f64) -> Option<Interv
 pub struct Comparison {
     /// median(a) / median(b), or median(a) − median(b) for a difference.
     pub estimate: f64,
-    /// Its bootstrap 95 % interval.
+    /// Its bootstrap interval ([`Comparison::confidence`]).
     pub ci: Interval,
     /// The interval excludes "no difference" (1.0 for a ratio, 0 for a difference).
     pub significant: bool,
     /// Repeats of each side that went in.
     pub n_a: usize,
     pub n_b: usize,
+}
+
+/// What an interval says about "no difference".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// The interval excludes no difference.
+    Differs,
+    /// It includes no difference, at [`coverage::FULL`] confidence or more.
+    NoDifference,
+    /// It includes no difference, but from too few repeats to say there is none.
+    Unresolved,
+}
+
+impl Comparison {
+    /// How often an interval drawn this way covers the true value
+    /// ([`coverage::confidence`] at these repeat counts).
+    pub fn confidence(&self) -> f64 {
+        coverage::confidence(self.n_a, self.n_b)
+    }
+
+    /// "95 % CI", "75 % CI".
+    pub fn ci_label(&self) -> String {
+        format!("{} CI", coverage::label(self.confidence()))
+    }
+
+    pub fn verdict(&self) -> Verdict {
+        if self.significant {
+            Verdict::Differs
+        } else if self.confidence() >= coverage::FULL {
+            Verdict::NoDifference
+        } else {
+            Verdict::Unresolved
+        }
+    }
+}
+
+/// A difference in ms and its interval in words, labelled with its confidence: "+1.20
+/// ms (95 % CI +0.80 to +1.60)", no measurable difference, or not resolved.
+pub fn difference_words(d: &Comparison) -> String {
+    let (label, lo, hi) = (d.ci_label(), d.ci.low, d.ci.high);
+    match d.verdict() {
+        Verdict::Differs => format!("{:+.2} ms ({label} {lo:+.2} to {hi:+.2})", d.estimate),
+        Verdict::NoDifference => format!(
+            "no measurable difference ({:+.2} ms, {label} {lo:+.2} to {hi:+.2})",
+            d.estimate
+        ),
+        Verdict::Unresolved => format!(
+            "not resolved ({:+.2} ms; the {label} {lo:+.2} to {hi:+.2} from {} and {} runs includes 0)",
+            d.estimate, d.n_a, d.n_b
+        ),
+    }
 }
 
 /// median(a) / median(b) with its interval; `None` when a side is empty or b's median is

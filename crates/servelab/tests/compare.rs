@@ -312,6 +312,18 @@ fn bad_options_are_refused_clearly() {
             "not a directory",
         ),
         (vec!["report", "/nonexistent/run"], "cannot read"),
+        (
+            vec!["compare", "--distance", "--distance-seconds", "0"],
+            "--distance needs --distance-seconds above 0",
+        ),
+        (
+            vec!["compare", "--distance-seconds=-1"],
+            "--distance-seconds must be between 0 and 600",
+        ),
+        (
+            vec!["compare", "--ladder", "--ladder-rounds", "0"],
+            "--ladder-rounds must be between 1 and 100",
+        ),
     ] {
         let out = servelab().args(&args).output().unwrap();
         assert!(!out.status.success(), "{args:?} should fail");

@@ -9,7 +9,8 @@ use nfs3_client::nfs3_types::xdr_codec::Opaque;
 use super::attr::{ASKED, FH_MAX, FILEHANDLE, fattr4};
 use super::xdr::{Ops, Reply, ReplyError, Stateid, attr, op};
 use super::{V4, decode_error, expect};
-use crate::{Attr, DirEntry, Error, PipedReply, ReadReply, Written};
+use crate::reply::{PipedReply, ReadReply, Written};
+use crate::{Attr, DirEntry, Error};
 
 /// OPEN4_SHARE_ACCESS_BOTH, OPEN4_CREATE, UNCHECKED4, CLAIM_NULL.
 const SHARE_BOTH: u32 = 3;

@@ -17,9 +17,10 @@ use nfs3_types::nfs3::{
     nfsstat3, nfstime3, post_op_attr, sattr3, stable_how, wcc_data,
 };
 
+use super::export::Export;
 use super::file::Options;
 use super::pseudo::{Child, Pseudo};
-use super::table::{Export, Table, V4Root};
+use super::table::{Table, V4Root};
 use super::{Exports, calling};
 use crate::fs::{DirIter, Entry, Fh, NfsResult};
 use crate::identity::{Caller, Scope};

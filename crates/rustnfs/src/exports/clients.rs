@@ -13,7 +13,7 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
-use super::file::Problem;
+use super::problem::Problem;
 
 /// How one client entry matches addresses.
 #[derive(Debug, Clone, PartialEq, Eq)]

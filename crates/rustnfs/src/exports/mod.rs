@@ -27,7 +27,9 @@
 
 mod calls;
 mod clients;
+mod export;
 mod file;
+mod problem;
 mod pseudo;
 mod table;
 #[cfg(test)]

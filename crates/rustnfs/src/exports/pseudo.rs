@@ -15,7 +15,7 @@ use std::time::SystemTime;
 
 use nfs3_types::nfs3::{fattr3, ftype3, nfstime3, specdata3};
 
-use super::table::{Export, beneath};
+use super::export::{Export, beneath};
 use crate::fs::Fh;
 
 /// The handle generation of pseudo directories (export generations are odd).

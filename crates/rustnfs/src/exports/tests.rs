@@ -379,7 +379,7 @@ fn the_one_export_shorthand_is_served_as_before() {
     let tmp = tempfile::tempdir().unwrap();
     std::fs::create_dir(tmp.path().join("sub")).unwrap();
     let mut c = Config::new(tmp.path());
-    c.allow = crate::config::parse_allow("10.0.0.0/8").unwrap();
+    c.allow = crate::cli::parse_allow("10.0.0.0/8").unwrap();
     let ex = Exports::open(&c, Registry::new("t")).unwrap();
     assert_eq!(
         ex.list(),

@@ -33,7 +33,7 @@ use latency::Registry;
 use nfs3_types::nfs3::nfsstat3;
 
 use crate::config::Config;
-use crate::error::{Error, nfsstat_from_io, status_label};
+use crate::status::{nfsstat_from_io, status_label};
 use crate::sys::{self, Stat};
 pub use attr::allowed;
 pub use handle::Fh;
@@ -48,6 +48,18 @@ pub type NfsResult<T> = Result<T, nfsstat3>;
 
 fn io_err(e: std::io::Error) -> nfsstat3 {
     nfsstat_from_io(&e)
+}
+
+/// Why a directory cannot be opened as an export's jail root.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("export directory {path}")]
+    Export {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("invalid configuration: export path contains NUL")]
+    Nul,
 }
 
 /// A directory exported over NFS, as seen by one kind of client. Cheap to clone (the
@@ -166,7 +178,7 @@ pub fn check_name(name: &[u8]) -> NfsResult<CString> {
 
 impl DirFs {
     /// Opens `config.export` as the jail root, with `config`'s read-only and squash.
-    pub fn open(config: &Config, registry: Arc<Registry>) -> Result<Self, Error> {
+    pub fn open(config: &Config, registry: Arc<Registry>) -> Result<Self, OpenError> {
         let policy = Policy {
             read_only: config.read_only,
             squash: config.squash,
@@ -183,14 +195,14 @@ impl DirFs {
         policy: Policy,
         config: &Config,
         registry: Arc<Registry>,
-    ) -> Result<Self, Error> {
-        let export_err = |source| Error::Export {
+    ) -> Result<Self, OpenError> {
+        let export_err = |source| OpenError::Export {
             path: dir.display().to_string(),
             source,
         };
         let export = std::fs::canonicalize(dir).map_err(export_err)?;
-        let path = CString::new(export.as_os_str().as_encoded_bytes())
-            .map_err(|_| Error::Config("export path contains NUL".into()))?;
+        let path =
+            CString::new(export.as_os_str().as_encoded_bytes()).map_err(|_| OpenError::Nul)?;
         // SAFETY: a NUL-terminated absolute path.
         let fd = unsafe {
             libc::open(

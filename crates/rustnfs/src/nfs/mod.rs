@@ -15,8 +15,11 @@
 //! - `write`: procedures that change (SETATTR, WRITE, CREATE, MKDIR, SYMLINK, MKNOD,
 //!   REMOVE, RMDIR, RENAME, LINK, COMMIT).
 //! - `mount`: MOUNT v3 and the portmapper (v2) on the same port.
+//! - [`procs`]: the procedure tables, one row per procedure: name, reply bound, handler,
+//!   slow-call class; the dispatcher, the guard and the metrics read them.
 
 mod mount;
+pub(crate) mod procs;
 pub(crate) mod read;
 pub(crate) mod read3;
 mod write;
@@ -28,16 +31,16 @@ use std::time::Instant;
 use latency::Registry;
 use nfs3_types::nfs3::{Nfs3Result, nfsstat3, writeverf3};
 
-use crate::error::status_label;
 use crate::exports::{CallFrom, CallScope, Exports};
 use crate::fs::{Fh, NfsResult};
-use crate::rpc::{self, MOUNT_PROG, NFS_PROG, PMAP_PROG};
+use crate::rpc::NFS_PROG;
+use crate::status::status_label;
 use oncrpc::msg::{self as rpcmsg, AcceptStat, CallHeader, Rejection};
 use oncrpc::record;
 use xdr::{Args, Garbage};
 
 /// Why a call got no procedure result (the accept status, RFC 5531 §9).
-enum Refused {
+pub(crate) enum Refused {
     Garbage,
     ProcUnavail,
 }
@@ -48,7 +51,8 @@ impl From<Garbage> for Refused {
     }
 }
 
-type Answer = Result<&'static str, Refused>;
+/// A procedure's outcome: the status label for the metrics, or no result.
+pub(crate) type Answer = Result<&'static str, Refused>;
 
 pub use crate::identity::Caller;
 use crate::identity::Scope;
@@ -105,39 +109,22 @@ impl Dispatcher {
     /// (mark and RPC header included), known before anything is built, so the guard can
     /// take the reply's budget first: READDIR and READDIRPLUS within their capped count,
     /// READ within its capped count, every other reply within [`SMALL_REPLY`].
-    pub fn reply_bound(call: &CallHeader<'_>, record: &[u8]) -> usize {
+    /// With `tails` (see [`dispatch_tailed`](Self::dispatch_tailed)): what the record
+    /// holds before a READ tail.
+    pub fn reply_bound(call: &CallHeader<'_>, record: &[u8], tails: bool) -> usize {
         const HEAD: usize = record::MARK_LEN + rpcmsg::ACCEPTED_HEADER_LEN;
         if call.prog == NFS_PROG && call.vers == 4 {
             let args = record.get(call.args..).unwrap_or_default();
-            return HEAD + crate::nfs4::Nfs4::reply_bound(args).max(SMALL_REPLY);
+            return HEAD + crate::nfs4::Nfs4::reply_bound(args, tails).max(SMALL_REPLY);
         }
-        let mut a = Args::new(record.get(call.args..).unwrap_or_default());
-        let body = match (call.prog, call.proc_) {
-            (NFS_PROG, 6) => read3::ReadArgs::decode(&mut a)
-                .ok()
-                .map(|r| read3::ok_head_len() + r.max_data() as usize + 3),
-            (NFS_PROG, 16 | 17) => (|| {
-                a.fh()?;
-                let _cookie = a.u64()?;
-                let _verf = a.u64()?;
-                if call.proc_ == 17 {
-                    let _dircount = a.u32()?;
-                }
-                let count = a.u32()?;
-                a.end()?;
-                Ok::<_, Garbage>(read::dir_reply_limit(count))
-            })()
-            .ok(),
-            _ => None,
-        };
+        let args = record.get(call.args..).unwrap_or_default();
+        let body = procs::of(call).and_then(|p| p.reply_bound(args));
         HEAD + body.unwrap_or(SMALL_REPLY).max(SMALL_REPLY)
     }
 
-    /// Answers one call the front door admitted (its header decoded and checked by
-    /// `oncrpc`: RPC version, credential, program, version): `record` is the whole call
-    /// (header at 0, arguments at `call.args`); `out` receives the whole reply record,
-    /// record mark included; `peer` is the client's address (its exports and options
-    /// follow from it). The call is recorded as `op`/`total`/`status`.
+    /// [`dispatch_tailed`](Self::dispatch_tailed) without tails, on connection 0 (the
+    /// tests' entry).
+    #[cfg(test)]
     pub fn dispatch(
         &self,
         call: &CallHeader<'_>,
@@ -145,19 +132,28 @@ impl Dispatcher {
         out: &mut Vec<u8>,
         peer: std::net::SocketAddr,
     ) {
-        self.dispatch_on(call, record, out, peer, 0);
+        let tail = self.dispatch_tailed(call, record, out, (peer, 0), false);
+        debug_assert!(tail.is_none(), "a tail nobody asked for");
     }
 
-    /// [`dispatch`](Self::dispatch) of a call that came on the front door's connection
-    /// `conn_id` (NFSv4 state is counted per client address; sessions bind connections).
-    pub fn dispatch_on(
+    /// Answers one call the front door admitted (its header decoded and checked by
+    /// `oncrpc`: RPC version, credential, program, version): `record` is the whole call
+    /// (header at 0, arguments at `call.args`); `out` receives the whole reply record,
+    /// record mark included; `peer` is the client's address (its exports and options
+    /// follow from it) and `conn_id` the front door's connection (NFSv4 state is counted
+    /// per client address; sessions bind connections). The call is recorded as
+    /// `op`/`total`/`status`. With `tails` (a caller that can send READ data after the
+    /// reply, see [`crate::nfs4::ReadTail`]), an NFSv4 COMPOUND ending in a large READ
+    /// has `out` hold the reply up to the data, its record mark counting the data and
+    /// pad of the returned tail, to be sent right after it.
+    pub fn dispatch_tailed(
         &self,
         call: &CallHeader<'_>,
         record: &[u8],
         out: &mut Vec<u8>,
-        peer: std::net::SocketAddr,
-        conn_id: u64,
-    ) {
+        (peer, conn_id): (std::net::SocketAddr, u64),
+        tails: bool,
+    ) -> Option<crate::nfs4::ReadTail> {
         let start = Instant::now();
         out.clear();
         let at = record::begin(out);
@@ -166,15 +162,18 @@ impl Dispatcher {
             v4: call.prog == NFS_PROG && call.vers == 4,
         });
         let conn = crate::nfs4::Conn::new(peer.ip(), conn_id);
-        let status = self.answer(call, record, out, conn);
-        record::finish(out, at);
+        let (status, tail) = self.answer(call, record, out, (conn, tails));
+        let follows = tail.as_ref().map_or(0, |t| t.len + t.pad());
+        let len = out.len() - at - record::MARK_LEN + follows;
+        out[at..at + record::MARK_LEN].copy_from_slice(&record::mark(len));
         self.registry.record_op(
-            rpc::call_name(call.prog, call.vers, call.proc_),
+            procs::call_name(call.prog, call.vers, call.proc_),
             "total",
             status,
             start.elapsed(),
             0,
         );
+        tail
     }
 
     /// Who `call` is from: its AUTH_SYS credential (AUTH_NONE and anything else:
@@ -189,8 +188,8 @@ impl Dispatcher {
         call: &CallHeader<'_>,
         record: &[u8],
         out: &mut Vec<u8>,
-        conn: crate::nfs4::Conn,
-    ) -> &'static str {
+        (conn, tails): (crate::nfs4::Conn, bool),
+    ) -> (&'static str, Option<crate::nfs4::ReadTail>) {
         let caller = self.caller(call);
         // The caller this thread acts as for this call's changes (`identity::act`). The
         // call is answered synchronously on this thread, so the scope cannot leak to
@@ -199,23 +198,28 @@ impl Dispatcher {
         let accept_at = out.len();
         rpcmsg::accepted(out, call.xid, AcceptStat::Success);
         let mut args = Args::new(&record[call.args..]);
+        let mut tail = None;
         let r = match call.prog {
             NFS_PROG if call.vers == 4 => {
                 let args = &record[call.args..];
                 self.nfs4
-                    .call(call.proc_, &caller, conn, args, out)
+                    .call_tailed(call.proc_, &caller, conn, args, out, tails)
+                    .map(|(status, t)| {
+                        tail = t;
+                        status
+                    })
                     .map_err(|r| match r {
                         crate::nfs4::Reject::ProcUnavail => Refused::ProcUnavail,
                         crate::nfs4::Reject::Garbage => Refused::Garbage,
                     })
             }
-            NFS_PROG => self.nfs(call.proc_, &caller, &mut args, out),
-            MOUNT_PROG => self.mount(call.proc_, &mut args, out),
-            PMAP_PROG => self.pmap(call.proc_, &mut args, out),
-            _ => Err(Refused::ProcUnavail),
+            _ => match procs::of(call).and_then(|p| p.handler) {
+                Some(handler) => handler(self, &caller, &mut args, out),
+                None => Err(Refused::ProcUnavail),
+            },
         };
         match r {
-            Ok(status) => status,
+            Ok(status) => (status, tail),
             Err(refused) => {
                 out.truncate(accept_at);
                 let r = match refused {
@@ -223,36 +227,8 @@ impl Dispatcher {
                     Refused::Garbage => Rejection::GarbageArgs,
                 };
                 r.encode(out, call.xid);
-                r.label()
+                (r.label(), None)
             }
-        }
-    }
-
-    fn nfs(&self, proc_: u32, caller: &Caller, a: &mut Args<'_>, out: &mut Vec<u8>) -> Answer {
-        match proc_ {
-            0 => a.end().map(|()| "ok").map_err(Refused::from),
-            1 => self.getattr(a, out),
-            2 => self.setattr(a, out),
-            3 => self.lookup(a, out),
-            4 => self.access(caller, a, out),
-            5 => self.readlink(a, out),
-            6 => self.read(a, out),
-            7 => self.write(a, out),
-            8 => self.create(a, out),
-            9 => self.mkdir(a, out),
-            10 => self.symlink(a, out),
-            11 => self.mknod(a, out),
-            12 => self.remove(a, out, false),
-            13 => self.remove(a, out, true),
-            14 => self.rename(a, out),
-            15 => self.link(a, out),
-            16 => self.readdir(a, out),
-            17 => self.readdirplus(a, out),
-            18 => self.fsstat(a, out),
-            19 => self.fsinfo(a, out),
-            20 => self.pathconf(a, out),
-            21 => self.commit(a, out),
-            _ => Err(Refused::ProcUnavail),
         }
     }
 

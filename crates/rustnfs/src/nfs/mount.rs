@@ -10,7 +10,7 @@ use nfs3_types::portmap::{IPPROTO_TCP, mapping, pmaplist};
 use nfs3_types::xdr_codec::{List, Opaque};
 
 use super::xdr::{Args, put, word};
-use super::{Answer, Dispatcher, Refused};
+use super::{Answer, Dispatcher};
 use crate::rpc::{MOUNT_PROG, NFS_PROG};
 
 /// AUTH_SYS and AUTH_NONE: the flavours MNT offers, AUTH_SYS first (clients take the
@@ -18,117 +18,108 @@ use crate::rpc::{MOUNT_PROG, NFS_PROG};
 const FLAVORS: [u32; 2] = [1, 0];
 
 impl Dispatcher {
-    pub(super) fn mount(&self, proc_: u32, a: &mut Args<'_>, out: &mut Vec<u8>) -> Answer {
-        match proc_ {
-            // NULL, UMNTALL: no arguments, no result. DUMP: we keep no mount list.
-            0 | 4 => {
-                a.end()?;
-                Ok("ok")
-            }
-            2 => {
-                a.end()?;
-                put(out, &mountlist::default());
-                Ok("ok")
-            }
-            1 => {
-                let path = a.opaque(nfs3_types::mount::MNTPATHLEN)?;
-                a.end()?;
-                let start = std::time::Instant::now();
-                let r = self.fs.mount(path);
-                let (res, status) = match r {
-                    Ok(fh) => (
-                        mountres3::Ok(mountres3_ok {
-                            fhandle: fhandle3(Opaque::owned(self.fs.wire(&fh).data.into_owned())),
-                            auth_flavors: FLAVORS.to_vec(),
-                        }),
-                        "ok",
-                    ),
-                    Err(s) => (mountres3::Err(s), mount_label(s)),
-                };
-                self.registry
-                    .record_op("MNT", "vfs", status, start.elapsed(), 0);
-                put(out, &res);
-                Ok(status)
-            }
-            // UMNT: nothing to forget.
-            3 => {
-                let _path = a.opaque(nfs3_types::mount::MNTPATHLEN)?;
-                a.end()?;
-                Ok("ok")
-            }
-            5 => {
-                a.end()?;
-                let served = self.fs.list();
-                let list: exports<'_, '_> = List(
-                    served
-                        .iter()
-                        .map(|(path, clients)| export_node {
-                            ex_dir: dirpath(Opaque::borrowed(path.as_bytes())),
-                            ex_groups: List(
-                                clients
-                                    .iter()
-                                    .map(|c| {
-                                        nfs3_types::mount::name(Opaque::borrowed(c.as_bytes()))
-                                    })
-                                    .collect(),
-                            ),
-                        })
-                        .collect(),
-                );
-                put(out, &list);
-                Ok("ok")
-            }
-            _ => Err(Refused::ProcUnavail),
-        }
+    /// A procedure without arguments or result: MOUNT's NULL and UMNTALL, the
+    /// portmapper's NULL.
+    pub(super) fn empty_call(&self, a: &mut Args<'_>) -> Answer {
+        a.end()?;
+        Ok("ok")
     }
 
-    pub(super) fn pmap(&self, proc_: u32, a: &mut Args<'_>, out: &mut Vec<u8>) -> Answer {
+    /// DUMP: we keep no mount list.
+    pub(super) fn mount_dump(&self, a: &mut Args<'_>, out: &mut Vec<u8>) -> Answer {
+        a.end()?;
+        put(out, &mountlist::default());
+        Ok("ok")
+    }
+
+    pub(super) fn mnt(&self, a: &mut Args<'_>, out: &mut Vec<u8>) -> Answer {
+        let path = a.opaque(nfs3_types::mount::MNTPATHLEN)?;
+        a.end()?;
+        let start = std::time::Instant::now();
+        let r = self.fs.mount(path);
+        let (res, status) = match r {
+            Ok(fh) => (
+                mountres3::Ok(mountres3_ok {
+                    fhandle: fhandle3(Opaque::owned(self.fs.wire(&fh).data.into_owned())),
+                    auth_flavors: FLAVORS.to_vec(),
+                }),
+                "ok",
+            ),
+            Err(s) => (mountres3::Err(s), mount_label(s)),
+        };
+        self.registry
+            .record_op("MNT", "vfs", status, start.elapsed(), 0);
+        put(out, &res);
+        Ok(status)
+    }
+
+    /// UMNT: nothing to forget.
+    pub(super) fn umnt(&self, a: &mut Args<'_>) -> Answer {
+        let _path = a.opaque(nfs3_types::mount::MNTPATHLEN)?;
+        a.end()?;
+        Ok("ok")
+    }
+
+    pub(super) fn mount_export(&self, a: &mut Args<'_>, out: &mut Vec<u8>) -> Answer {
+        a.end()?;
+        let served = self.fs.list();
+        let list: exports<'_, '_> = List(
+            served
+                .iter()
+                .map(|(path, clients)| export_node {
+                    ex_dir: dirpath(Opaque::borrowed(path.as_bytes())),
+                    ex_groups: List(
+                        clients
+                            .iter()
+                            .map(|c| nfs3_types::mount::name(Opaque::borrowed(c.as_bytes())))
+                            .collect(),
+                    ),
+                })
+                .collect(),
+        );
+        put(out, &list);
+        Ok("ok")
+    }
+
+    /// SET / UNSET: this portmapper registers nothing for others.
+    pub(super) fn pmap_set(&self, a: &mut Args<'_>, out: &mut Vec<u8>) -> Answer {
+        let _m: mapping = a.xdr()?;
+        a.end()?;
+        word(out, 0);
+        Ok("ok")
+    }
+
+    pub(super) fn pmap_getport(&self, a: &mut Args<'_>, out: &mut Vec<u8>) -> Answer {
         let ours = |prog: u32, vers: u32, prot: u32| {
             (prog == NFS_PROG || prog == MOUNT_PROG) && vers == 3 && prot == IPPROTO_TCP
         };
-        match proc_ {
-            0 => {
-                a.end()?;
-                Ok("ok")
-            }
-            // SET / UNSET: this portmapper registers nothing for others.
-            1 | 2 => {
-                let _m: mapping = a.xdr()?;
-                a.end()?;
-                word(out, 0);
-                Ok("ok")
-            }
-            3 => {
-                let m: mapping = a.xdr()?;
-                a.end()?;
-                let port = if ours(m.prog, m.vers, m.prot) {
-                    u32::from(self.port)
-                } else {
-                    0
-                };
-                word(out, port);
-                Ok("ok")
-            }
-            4 => {
-                a.end()?;
-                let port = u32::from(self.port);
-                let list: pmaplist = List(
-                    [NFS_PROG, MOUNT_PROG]
-                        .into_iter()
-                        .map(|prog| mapping {
-                            prog,
-                            vers: 3,
-                            prot: IPPROTO_TCP,
-                            port,
-                        })
-                        .collect(),
-                );
-                put(out, &list);
-                Ok("ok")
-            }
-            // CALLIT would run other programs' procedures on a client's behalf: refused.
-            _ => Err(Refused::ProcUnavail),
-        }
+        let m: mapping = a.xdr()?;
+        a.end()?;
+        let port = if ours(m.prog, m.vers, m.prot) {
+            u32::from(self.port)
+        } else {
+            0
+        };
+        word(out, port);
+        Ok("ok")
+    }
+
+    pub(super) fn pmap_dump(&self, a: &mut Args<'_>, out: &mut Vec<u8>) -> Answer {
+        a.end()?;
+        let port = u32::from(self.port);
+        let list: pmaplist = List(
+            [NFS_PROG, MOUNT_PROG]
+                .into_iter()
+                .map(|prog| mapping {
+                    prog,
+                    vers: 3,
+                    prot: IPPROTO_TCP,
+                    port,
+                })
+                .collect(),
+        );
+        put(out, &list);
+        Ok("ok")
     }
 }
 

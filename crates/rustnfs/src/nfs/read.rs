@@ -13,7 +13,7 @@ use nfs3_types::nfs3::{
 };
 use nfs3_types::xdr_codec::{List, Opaque, Void};
 
-use super::xdr::{Args, opaque_size, put};
+use super::xdr::{Args, Decoded, opaque_size, put};
 use super::{Answer, Caller, Dispatcher, fail, label};
 use crate::fs::{DirIter, Entry};
 
@@ -27,8 +27,32 @@ const DIR_REPLY_BASE: usize = 4 + POST_OP_ATTR + 8 + 4 + 4;
 pub(super) const MAX_DIR_REPLY: usize = 1 << 20;
 
 /// The result size a READDIR/READDIRPLUS asking `count` bytes is built within.
-pub(super) fn dir_reply_limit(count: u32) -> usize {
+fn dir_reply_limit(count: u32) -> usize {
     (count as usize).min(MAX_DIR_REPLY)
+}
+
+/// READDIR3args and READDIRPLUS3args (`plus`), the handle borrowed from the record.
+pub(super) struct DirArgs<'a> {
+    pub dir: &'a [u8],
+    pub cookie: u64,
+    /// The size the result is built within: the client's `count` (READDIR) or
+    /// `maxcount` (READDIRPLUS, whose `dircount` is advisory), capped.
+    pub count: usize,
+}
+
+impl<'a> DirArgs<'a> {
+    /// The arguments, which must fill `a` exactly (else GARBAGE_ARGS).
+    pub fn decode(a: &mut Args<'a>, plus: bool) -> Decoded<Self> {
+        let dir = a.fh()?;
+        let cookie = a.u64()?;
+        let _verf: cookieverf3 = a.xdr()?;
+        if plus {
+            let _dircount = a.u32()?;
+        }
+        let count = dir_reply_limit(a.u32()?);
+        a.end()?;
+        Ok(DirArgs { dir, cookie, count })
+    }
 }
 
 impl Dispatcher {
@@ -125,11 +149,7 @@ impl Dispatcher {
     /// The cookie verifier is always zero: cookies are directory offsets, valid across
     /// changes (RFC 1813 allows zero for servers whose cookies stay valid).
     pub(super) fn readdir(&self, a: &mut Args<'_>, out: &mut Vec<u8>) -> Answer {
-        let dir = a.fh()?;
-        let cookie = a.u64()?;
-        let _verf: cookieverf3 = a.xdr()?;
-        let count = dir_reply_limit(a.u32()?);
-        a.end()?;
+        let DirArgs { dir, cookie, count } = DirArgs::decode(a, false)?;
         let t = Instant::now();
         let res: READDIR3res<'_> = match self
             .handle(dir)
@@ -169,12 +189,11 @@ impl Dispatcher {
     /// `maxcount` (the whole reply). `dircount` is advisory, as with kernel nfsd: the
     /// reply size is what a client must be able to receive.
     pub(super) fn readdirplus(&self, a: &mut Args<'_>, out: &mut Vec<u8>) -> Answer {
-        let dir = a.fh()?;
-        let cookie = a.u64()?;
-        let _verf: cookieverf3 = a.xdr()?;
-        let _dircount = a.u32()?;
-        let maxcount = dir_reply_limit(a.u32()?);
-        a.end()?;
+        let DirArgs {
+            dir,
+            cookie,
+            count: maxcount,
+        } = DirArgs::decode(a, true)?;
         let t = Instant::now();
         let res: READDIRPLUS3res<'_> = match self
             .handle(dir)

@@ -9,9 +9,9 @@ use oncrpc::msg::{self as rpcmsg, AcceptStat};
 use oncrpc::record;
 
 use super::xdr::{Args, Decoded};
-use crate::error::status_label;
 use crate::exports::Exports;
 use crate::fs::MAX_IO;
+use crate::status::status_label;
 
 /// READ3args, the handle borrowed from the call's record. Decoded bounded: the handle
 /// is at most 64 bytes and must be in the record (`nfs3_types`' `READ3args::unpack`

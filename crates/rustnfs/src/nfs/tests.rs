@@ -11,6 +11,7 @@ use super::*;
 use crate::config::Config;
 use crate::fs::DirFs;
 use crate::identity::Squash;
+use crate::rpc::{MOUNT_PROG, PMAP_PROG};
 
 /// Where the test calls come from.
 const PEER: std::net::SocketAddr =

@@ -63,7 +63,7 @@ impl Dispatcher {
         };
         let status = match &r {
             Ok(_) => "ok",
-            Err(s) => crate::error::status_label(*s),
+            Err(s) => crate::status::status_label(*s),
         };
         let bytes = if r.is_ok() { data.len() as u64 } else { 0 };
         self.registry

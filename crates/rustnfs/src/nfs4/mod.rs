@@ -18,7 +18,8 @@
 //! - `ops`: the operations on files and handles; `open`: the operations on state
 //!   (SETCLIENTID, OPEN, CLOSE, LOCK, ...); `session`: NFSv4.1's (EXCHANGE_ID,
 //!   CREATE_SESSION, SEQUENCE, ...); `space`: NFSv4.2's SEEK, ALLOCATE, DEALLOCATE and
-//!   COPY.
+//!   COPY; `tail`: a READ that ends its COMPOUND has its data sent after the reply
+//!   (`sendfile`), as v3 READ's is.
 //!
 //! A minor version above 2 is `NFS4ERR_MINOR_VERS_MISMATCH`. In 4.1 and 4.2 every
 //! COMPOUND but the few that make or end a session starts with SEQUENCE, whose slot
@@ -37,6 +38,7 @@ pub mod proto;
 mod session;
 mod space;
 mod state;
+mod tail;
 pub mod xdr;
 
 use std::net::IpAddr;
@@ -54,6 +56,7 @@ use proto::{Status, op};
 use state::limits::Limits;
 use state::sessions::SlotRef;
 use state::{OwnerKey, State, Stateid};
+pub use tail::{ReadTail, TAIL_MIN};
 
 /// Why a version-4 call got no procedure result.
 pub enum Reject {
@@ -186,6 +189,11 @@ struct Ctx<'c> {
     /// Bytes the current operation's result may take ([`REPLY_MAX`] minus what the
     /// results before it took).
     room: usize,
+    /// Whether the operation running may leave its data to the front door (the READ
+    /// that ends a [`tail::eligible`] COMPOUND, when the caller takes tails).
+    tail_ok: bool,
+    /// Set by that READ: the data to send after the reply.
+    tail: Option<ReadTail>,
 }
 
 impl Nfs4 {
@@ -212,8 +220,8 @@ impl Nfs4 {
         }
     }
 
-    /// Answers one version-4 call: `args` are its arguments, `out` gets the procedure's
-    /// result (after the RPC header the caller wrote). Returns the status label.
+    /// [`call_tailed`](Self::call_tailed) without tails (the tests' entry).
+    #[cfg(test)]
     pub fn call(
         &self,
         proc_: u32,
@@ -222,10 +230,31 @@ impl Nfs4 {
         args: &[u8],
         out: &mut Vec<u8>,
     ) -> Result<&'static str, Reject> {
+        self.call_tailed(proc_, caller, conn, args, out, false)
+            .map(|(label, _)| label)
+    }
+
+    /// Answers one version-4 call: `args` are its arguments, `out` gets the procedure's
+    /// result (after the RPC header the caller wrote). Returns the status label. With
+    /// `tails` (a caller that can send READ data after the reply), a COMPOUND ending in
+    /// a large READ leaves its data out of `out` and returns it as a [`ReadTail`], to be
+    /// sent right after `out` (whose record mark must count it).
+    pub fn call_tailed(
+        &self,
+        proc_: u32,
+        caller: &Caller,
+        conn: Conn,
+        args: &[u8],
+        out: &mut Vec<u8>,
+        tails: bool,
+    ) -> Result<(&'static str, Option<ReadTail>), Reject> {
         match proc_ {
-            0 if args.is_empty() => Ok("ok"),
+            0 if args.is_empty() => Ok(("ok", None)),
             0 => Err(Reject::Garbage),
-            1 => Ok(proto::label(self.compound(caller, conn, args, out))),
+            1 => {
+                let (status, tail) = self.compound(caller, conn, args, out, tails);
+                Ok((proto::label(status), tail))
+            }
             _ => Err(Reject::ProcUnavail),
         }
     }
@@ -254,14 +283,20 @@ impl Nfs4 {
         })
     }
 
-    pub fn reply_bound(args: &[u8]) -> usize {
+    /// With `tails` (see [`call_tailed`](Self::call_tailed)), a READ whose data leaves
+    /// as a tail takes at most [`TAIL_MIN`] of it.
+    pub fn reply_bound(args: &[u8], tails: bool) -> usize {
         let Ok(c) = args::decode(args) else {
             return 16 + args::TAG_MAX;
         };
+        let tailed = tails && tail::eligible(&c);
+        let last = c.ops.len().saturating_sub(1);
         let ops: usize = c
             .ops
             .iter()
-            .map(|o| match o {
+            .enumerate()
+            .map(|(i, o)| match o {
+                Op::Read { .. } if tailed && i == last => 32 + TAIL_MIN,
                 Op::Read { count, .. } => 32 + (*count).min(MAX_IO) as usize,
                 Op::Readdir { maxcount, .. } => 32 + (*maxcount).min(READDIR_MAX) as usize,
                 Op::Readlink => 32 + 4096,
@@ -281,7 +316,14 @@ impl Nfs4 {
             .min(REPLY_MAX)
     }
 
-    fn compound(&self, caller: &Caller, conn: Conn, args: &[u8], out: &mut Vec<u8>) -> Status {
+    fn compound(
+        &self,
+        caller: &Caller,
+        conn: Conn,
+        args: &[u8],
+        out: &mut Vec<u8>,
+        tails: bool,
+    ) -> (Status, Option<ReadTail>) {
         let now = Instant::now();
         self.state.lock().sweep(now);
         let c = match args::decode(args) {
@@ -295,9 +337,10 @@ impl Nfs4 {
                 xdr::u32(out, status);
                 xdr::opaque(out, tag);
                 xdr::u32(out, 0);
-                return status;
+                return (status, None);
             }
         };
+        let tail_at = (tails && tail::eligible(&c)).then(|| c.ops.len() - 1);
         let status_at = out.len();
         xdr::u32(out, 0);
         xdr::opaque(out, c.tag);
@@ -326,6 +369,8 @@ impl Nfs4 {
             seq: None,
             replay: None,
             room: 0,
+            tail_ok: false,
+            tail: None,
         };
         let mut n = 0u32;
         let mut status = proto::OK;
@@ -335,6 +380,7 @@ impl Nfs4 {
             // What is left once this result's number, the BADXDR result that may follow
             // and the status word are counted.
             cx.room = self.room(&cx).saturating_sub(out.len() - status_at + 16);
+            cx.tail_ok = tail_at == Some(i);
             let s = match args::order(c.minor, i, o, cx.ops) {
                 Ok(()) => self.run(o, &mut cx, out),
                 Err(s) => {
@@ -354,9 +400,10 @@ impl Nfs4 {
                 // A retransmission on its session slot: the reply it had, whole.
                 out.truncate(status_at);
                 out.extend_from_slice(&reply);
-                return reply.get(..4).map_or(proto::SERVERFAULT, |w| {
+                let status = reply.get(..4).map_or(proto::SERVERFAULT, |w| {
                     u32::from_be_bytes([w[0], w[1], w[2], w[3]])
                 });
+                return (status, None);
             }
             if s != proto::OK {
                 status = s;
@@ -373,10 +420,12 @@ impl Nfs4 {
         }
         out[status_at..status_at + 4].copy_from_slice(&status.to_be_bytes());
         out[count_at..count_at + 4].copy_from_slice(&n.to_be_bytes());
+        // A reply whose data leaves after it is not whole here: its slot keeps none.
         if let Some(slot) = cx.slot {
-            self.state.lock().finish_slot(&slot, &out[status_at..]);
+            let whole = cx.tail.is_none().then(|| &out[status_at..]);
+            self.state.lock().finish_slot(&slot, whole);
         }
-        status
+        (status, cx.tail)
     }
 
     /// The most bytes the COMPOUND's result may take: [`REPLY_MAX`], or in a session
@@ -607,3 +656,5 @@ mod tests;
 mod tests41;
 #[cfg(test)]
 mod tests_exports;
+#[cfg(test)]
+mod tests_tail;

@@ -1,7 +1,10 @@
 //! The operations on handles and files: GETATTR, VERIFY/NVERIFY, ACCESS, LOOKUP(P),
 //! READLINK, READ, WRITE, COMMIT, READDIR, CREATE, REMOVE, RENAME, LINK, SETATTR,
 //! SECINFO — each a call into `DirFs` (which runs changes as the caller), its v3
-//! status mapped once (`proto::from_v3`).
+//! status mapped once (`proto::from_v3`). A READ that ends its COMPOUND leaves its data
+//! to be sent after the reply (`tail`).
+
+use std::time::Instant;
 
 use nfs3_types::nfs3::{
     Nfs3Option, devicedata3, fattr3, ftype3, mknoddata3, post_op_attr, pre_op_attr, sattr3,
@@ -12,6 +15,7 @@ use super::args::{CreateKind, Fattr};
 use super::attr::{self, Obj};
 use super::proto::{self, Status};
 use super::state::Stateid;
+use super::tail::{ReadTail, TAIL_MIN};
 use super::xdr::{self, Bitmap};
 use super::{Ctx, Io, Nfs4, READDIR_MAX, cur};
 use crate::fs::{Fh, MAX_IO};
@@ -152,10 +156,11 @@ impl Nfs4 {
         Ok(())
     }
 
-    /// READ: the stateid checked (`open`), the data read straight into the reply.
+    /// READ: the stateid checked (`open`), the data read straight into the reply, or
+    /// left to be sent after it (`tail`).
     pub(super) fn read(
         &self,
-        cx: &Ctx<'_>,
+        cx: &mut Ctx<'_>,
         sid: &Stateid,
         offset: u64,
         count: u32,
@@ -165,12 +170,15 @@ impl Nfs4 {
         // Not a regular file: ISDIR or INVAL, from `read_into` (no extra stat here: the
         // stateid names an open file anyway).
         self.check_io(cx, sid, &fh, Io::Read)?;
+        // Within the reply's room (the status and the two words below are counted).
+        let room = u32::try_from(cx.room.saturating_sub(16)).unwrap_or(u32::MAX);
+        if cx.tail_ok {
+            return self.read_tailed(cx, fh, offset, count.min(MAX_IO).min(room), out);
+        }
         let eof_at = out.len();
         xdr::bool(out, false);
         let len_at = out.len();
         xdr::u32(out, 0);
-        // Within the reply's room (the status and the two words above are counted).
-        let room = u32::try_from(cx.room.saturating_sub(16)).unwrap_or(u32::MAX);
         let (_, n, eof) = self
             .fs
             .read_into(&fh, offset, count.min(MAX_IO).min(room), out)
@@ -448,6 +456,82 @@ impl Nfs4 {
         v3(r)?;
         xdr::u32(out, 1);
         xdr::u32(out, oncrpc::msg::flavor::AUTH_SYS);
+        Ok(())
+    }
+}
+
+impl Nfs4 {
+    /// READ on the tail path: the stateid was checked; `count` is within the reply's
+    /// room. Appends `eof` and the count, and leaves the data to `cx.tail`; a READ of
+    /// at most [`TAIL_MIN`] bytes is copied into `out` instead.
+    pub(super) fn read_tailed(
+        &self,
+        cx: &mut Ctx<'_>,
+        fh: Fh,
+        offset: u64,
+        count: u32,
+        out: &mut Vec<u8>,
+    ) -> Result<(), Status> {
+        let vfs_start = Instant::now();
+        let (attr, file) = match self.fs.open_read(&fh) {
+            Ok(opened) => opened,
+            Err((s, _)) => {
+                self.fs.record_read(&fh, vfs_start, Err(s));
+                return Err(proto::from_v3(s));
+            }
+        };
+        let n = u64::from(count).min(attr.size.saturating_sub(offset)) as usize;
+        if n <= TAIL_MIN {
+            return self.read_copied(fh, (&file, attr.size), offset, n, vfs_start, out);
+        }
+        xdr::bool(out, offset + n as u64 >= attr.size);
+        xdr::u32(out, n as u32);
+        cx.tail = Some(ReadTail {
+            fh,
+            file,
+            offset,
+            len: n,
+            vfs_start,
+        });
+        Ok(())
+    }
+
+    /// A short tail-path READ copied into the reply: up to `n` bytes of the open file.
+    fn read_copied(
+        &self,
+        fh: Fh,
+        (file, size): (&std::fs::File, u64),
+        offset: u64,
+        n: usize,
+        vfs_start: Instant,
+        out: &mut Vec<u8>,
+    ) -> Result<(), Status> {
+        use std::os::unix::fs::FileExt;
+        let eof_at = out.len();
+        xdr::bool(out, false);
+        xdr::u32(out, 0);
+        let base = out.len();
+        out.resize(base + n, 0);
+        let mut got = 0;
+        while got < n {
+            match file.read_at(&mut out[base + got..], offset + got as u64) {
+                Ok(0) => break,
+                Ok(k) => got += k,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    out.truncate(eof_at);
+                    let s = crate::status::nfsstat_from_io(&e);
+                    self.fs.record_read(&fh, vfs_start, Err(s));
+                    return Err(proto::from_v3(s));
+                }
+            }
+        }
+        out.truncate(base + got);
+        let eof = got < n || offset + got as u64 >= size;
+        out[eof_at..eof_at + 4].copy_from_slice(&u32::from(eof).to_be_bytes());
+        out[eof_at + 4..eof_at + 8].copy_from_slice(&(got as u32).to_be_bytes());
+        out.resize(out.len() + (4 - got % 4) % 4, 0);
+        self.fs.record_read(&fh, vfs_start, Ok(got as u64));
         Ok(())
     }
 }

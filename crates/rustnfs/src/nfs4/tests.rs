@@ -18,7 +18,7 @@ fn server_started(dir: &std::path::Path, nanos: u64) -> Nfs4 {
     Nfs4::new(fs, registry, nanos.to_be_bytes(), Settings::default())
 }
 
-fn root() -> Caller {
+pub(super) fn root() -> Caller {
     Caller {
         uid: 0,
         gid: 0,
@@ -130,7 +130,7 @@ pub(super) fn run(s: &Nfs4, args: &[u8]) -> Reply {
         .ok()
         .expect("a COMPOUND result");
     assert!(
-        out.len() <= Nfs4::reply_bound(args),
+        out.len() <= Nfs4::reply_bound(args, false),
         "reply within its bound"
     );
     Reply::new(out)
@@ -625,7 +625,7 @@ fn malformed_and_oversized_arguments_are_errors() {
         }
         let mut out = Vec::new();
         let _ = s.call(1, &root(), Conn::LOCAL, &m, &mut out);
-        assert!(out.len() <= Nfs4::reply_bound(&m));
+        assert!(out.len() <= Nfs4::reply_bound(&m, false));
     }
 }
 
@@ -943,7 +943,11 @@ fn a_compound_asking_more_than_one_reply_holds_is_answered_in_part() {
         }));
     }
     let args = compound(0, &ops);
-    assert_eq!(Nfs4::reply_bound(&args), REPLY_MAX, "the bound is capped");
+    assert_eq!(
+        Nfs4::reply_bound(&args, false),
+        REPLY_MAX,
+        "the bound is capped"
+    );
     let mut r = run(&s, &args);
     assert_eq!(r.status, proto::RESOURCE);
     r.op(op::PUTROOTFH);

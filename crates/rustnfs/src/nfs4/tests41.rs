@@ -11,8 +11,8 @@ use super::*;
 /// A session: its client, id, and the next sequence id of slot 0.
 pub(super) struct Sess {
     cid: u64,
-    id: [u8; 16],
-    next: u32,
+    pub(super) id: [u8; 16],
+    pub(super) next: u32,
 }
 
 fn exchange_id(owner: &[u8], verf: [u8; 8], flags: u32) -> Vec<u8> {
@@ -41,7 +41,7 @@ fn create_session(cid: u64, seq: u32, slots: u32) -> Vec<u8> {
     })
 }
 
-fn sequence(id: [u8; 16], seq: u32, slot: u32, cache: bool) -> Vec<u8> {
+pub(super) fn sequence(id: [u8; 16], seq: u32, slot: u32, cache: bool) -> Vec<u8> {
     op(op::SEQUENCE, |v| {
         xdr::fixed(v, &id);
         xdr::u32(v, seq);

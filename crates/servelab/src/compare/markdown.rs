@@ -6,7 +6,7 @@ use super::model::{
     CLIENT_BOUND_BUSY, EqualLoadRow, HttpRow, NfsRow, REFERENCE_SCENARIO, Report, RunNoise,
 };
 use crate::doc::{Block, Doc, Section};
-use crate::stats::{Comparison, delta_pct};
+use crate::stats::{Comparison, Verdict, delta_pct};
 use crate::table::Table;
 
 /// The report, top to bottom.
@@ -15,6 +15,7 @@ pub const SECTIONS: &[Section<Report>] = &[
     answer,
     service_demand,
     equal_load,
+    crate::distance::markdown::section,
     how_measured,
     http,
     costs,
@@ -50,16 +51,20 @@ fn answer(report: &Report) -> Vec<Block> {
     ]
 }
 
-/// `1.23 (1.10–1.40)`, or with `, no measurable difference` inside the interval.
+/// `1.23 (1.10–1.40, 95 %)`: the ratio, its interval and the confidence its method has
+/// at its repeat counts, with the verdict when the interval includes 1.
 fn ratio_cell(c: &Comparison) -> String {
-    let verdict = if c.significant {
-        ""
-    } else {
-        ", no measurable difference"
+    let verdict = match c.verdict() {
+        Verdict::Differs => "",
+        Verdict::NoDifference => ", no measurable difference",
+        Verdict::Unresolved => ", not resolved: too few runs",
     };
     format!(
-        "{:.2} ({:.2}–{:.2}{verdict})",
-        c.estimate, c.ci.low, c.ci.high
+        "{:.2} ({:.2}–{:.2}, {}{verdict})",
+        c.estimate,
+        c.ci.low,
+        c.ci.high,
+        crate::stats::coverage::label(c.confidence())
     )
 }
 
@@ -73,7 +78,7 @@ fn service_demand(report: &Report) -> Vec<Block> {
         "Scenario",
         "CPU ms/request (spread)",
         "By process, ms/request",
-        "× B (95 % CI)",
+        "× B (CI, its confidence)",
         "Capacity per core, req/s",
         "CPU s/GB",
         "Peak RSS MB (by process)",
@@ -120,7 +125,10 @@ fn service_demand(report: &Report) -> Vec<Block> {
              each run, divided by the requests it served: the figure that does not depend on who \
              else uses the machine (netperf's service demand). Median over the runs that count \
              (spread = lowest–highest); capacity per core = 1 / CPU per request. Ratios against B \
-             with their bootstrap 95 % interval; one that includes 1 is no measurable difference.",
+             with their bootstrap interval and the confidence that interval has at its repeat \
+             count (simulated: 50 % at 2 runs a side, 75 % at 3, 95 % from 6 on — see \
+             `stats::coverage`); one that includes 1 is no measurable difference only at 95 %, \
+             otherwise not resolved.",
         ),
         Block::Table(t),
     ]
@@ -136,27 +144,42 @@ fn equal_load(report: &Report) -> Vec<Block> {
         "Achieved req/s",
         "p50 ms",
         "p99 ms",
-        "Δ p50 vs B ms (95 % CI)",
+        "Δ p50 vs B ms (CI)",
         "Runs",
         "Failed",
     ]);
     for r in &report.equal_load {
-        t.row(equal_load_row(r));
+        t.row(equal_load_row(report, r));
     }
     vec![
         Block::h2("Latency at equal offered load"),
         Block::text(format!(
             "A and B driven open-loop at the same fixed rates on the large file (shares of the \
              lower of their closed-loop capacities), {} s per point, each request timed from its \
-             intended start; medians over the repeats. Δ p50 = A − B with its bootstrap 95 % \
-             interval.",
+             intended start; medians over the repeats. Δ p50 = A − B with its bootstrap \
+             interval, labelled with its confidence at its repeat count; *unstable* when one \
+             outlier run makes the interval wider than twice the difference; runs taken on a \
+             busy machine are left out (a point with none left says so and is not drawn).",
             report.settings.equal_load_seconds
         )),
         Block::Table(t),
     ]
 }
 
-fn equal_load_row(r: &EqualLoadRow) -> [String; 8] {
+fn equal_load_row(report: &Report, r: &EqualLoadRow) -> [String; 8] {
+    let runs = r.runs_p50_ms.len();
+    let busy = if r.busy_runs > 0 {
+        format!(" ({} busy left out)", r.busy_runs)
+    } else {
+        String::new()
+    };
+    let figure = |v: f64| {
+        if runs == 0 {
+            "no quiet run".to_string()
+        } else {
+            format!("{v:.2}")
+        }
+    };
     [
         format!(
             "{:.1} ({:.0} %)",
@@ -164,21 +187,15 @@ fn equal_load_row(r: &EqualLoadRow) -> [String; 8] {
             r.fraction_of_capacity * 100.0
         ),
         r.scenario.clone(),
-        format!("{:.1}", r.achieved_per_sec),
-        format!("{:.2}", r.p50_ms),
-        format!("{:.2}", r.p99_ms),
-        r.p50_minus_b_ms.map_or("—".into(), |d| {
-            let verdict = if d.significant {
-                ""
-            } else {
-                ", no measurable difference"
-            };
-            format!(
-                "{:+.2} ({:+.2} to {:+.2}{verdict})",
-                d.estimate, d.ci.low, d.ci.high
-            )
-        }),
-        r.runs_p50_ms.len().to_string(),
+        if runs == 0 {
+            "no quiet run".into()
+        } else {
+            format!("{:.1}", r.achieved_per_sec)
+        },
+        figure(r.p50_ms),
+        figure(r.p99_ms),
+        super::answer::latency_words(r, super::answer::equal_load_b(report, r)),
+        format!("{runs}{busy}"),
         r.failed.to_string(),
     ]
 }
@@ -218,7 +235,7 @@ fn http(report: &Report) -> Vec<Block> {
             .filter(|r| r.workload == workload)
             .collect();
         out.push(Block::h2(http_heading(report, workload)));
-        out.push(Block::Table(http_table(&rows)));
+        out.push(Block::Table(http_table(&rows, report.settings.keep_busy)));
         out.extend(cross_check(&rows));
     }
     out
@@ -235,7 +252,7 @@ fn delta_cell(value: f64, reference: Option<f64>, is_b: bool, missing: &str) -> 
     }
 }
 
-fn http_table(rows: &[&HttpRow]) -> Table {
+fn http_table(rows: &[&HttpRow], keep_busy: bool) -> Table {
     let b = rows.iter().find(|r| r.scenario == REFERENCE_SCENARIO);
     let reference = b.map(|r| r.median.requests_per_sec);
     let tool = rows
@@ -271,10 +288,15 @@ fn http_table(rows: &[&HttpRow]) -> Table {
         let (m, is_b) = (&r.median, r.scenario == REFERENCE_SCENARIO);
         let mut cells = vec![
             format!(
-                "{}{}",
+                "{}{}{}",
                 r.scenario,
                 if r.client_bound {
                     " **(client-bound)**"
+                } else {
+                    ""
+                },
+                if r.busy_only(keep_busy) {
+                    " **(busy runs only: neighbours distort these figures)**"
                 } else {
                     ""
                 }
@@ -878,15 +900,58 @@ mod tests {
     }
 
     /// The committed default run (benches/results/2026-12-02-compare-v4) renders from
-    /// its report.json to its report.md byte for byte (`servelab report DIR` does the
-    /// same, recomputing the answer first).
+    /// its report.json to its report.md line for line, except the lines that print an
+    /// interval: they were written when every interval was labelled 95 %, and now carry
+    /// the confidence their repeat count gives (`stats::coverage`). Nothing else moved.
+    /// The byte-for-byte check is on the run taken since,
+    /// [`the_committed_answer_run_re_renders_byte_for_byte`].
     #[test]
-    fn the_committed_default_run_re_renders_byte_for_byte() {
+    fn the_older_default_run_re_renders_but_for_its_interval_labels() {
         let report: Report = serde_json::from_str(include_str!(
             "../../../../benches/results/2026-12-02-compare-v4/report.json"
         ))
         .unwrap();
-        let md = include_str!("../../../../benches/results/2026-12-02-compare-v4/report.md");
+        let then = include_str!("../../../../benches/results/2026-12-02-compare-v4/report.md");
+        let now = render(&report);
+        assert_eq!(then.lines().count(), now.lines().count());
+        let mut changed = 0;
+        for (old, new) in then.lines().zip(now.lines()) {
+            if old != new {
+                changed += 1;
+                assert!(
+                    old.contains("95 %")
+                        || old.contains("no measurable difference")
+                        || interval_cell(old),
+                    "a line without an interval changed:\n{old}\n{new}"
+                );
+            }
+        }
+        assert!(changed > 10, "{changed}");
+    }
+
+    /// The committed default run (benches/results/2026-12-03-answer-explained) renders
+    /// from its report.json to its report.md byte for byte, and its answer recomputed
+    /// from its rows (what `servelab report DIR` does) is the one it was written with.
+    #[test]
+    fn the_committed_answer_run_re_renders_byte_for_byte() {
+        let mut report: Report = serde_json::from_str(include_str!(
+            "../../../../benches/results/2026-12-03-answer-explained/report.json"
+        ))
+        .unwrap();
+        let md = include_str!("../../../../benches/results/2026-12-03-answer-explained/report.md");
         assert_eq!(render(&report), md);
+        let written = report.answer.clone();
+        report.answer = super::super::answer::compute(&report);
+        assert_eq!(report.answer, written);
+        assert_eq!(render(&report), md);
+    }
+
+    /// A table row with a ratio interval cell such as `4.39 (3.40–5.20)`.
+    fn interval_cell(line: &str) -> bool {
+        line.starts_with('|')
+            && line.split('|').any(|c| {
+                let c = c.trim();
+                c.contains(" (") && c.contains('–') && c.ends_with(')') || c.contains(" to ")
+            })
     }
 }

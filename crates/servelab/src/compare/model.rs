@@ -68,6 +68,9 @@ pub struct Report {
     /// The computed answer: what A costs against B, with its uncertainty.
     #[serde(default)]
     pub answer: Answer,
+    /// A's NFS hop at a distance (one point, or the sweep with `--distance`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub distance: Option<crate::distance::Distance>,
 }
 
 /// The client/server CPU split of a run.
@@ -97,6 +100,10 @@ pub struct EqualLoadRow {
     pub runs_p50_ms: Vec<f64>,
     pub runs_p99_ms: Vec<f64>,
     pub failed: u64,
+    /// Runs taken on a busy machine and left out (neighbours distort latency); a row
+    /// with no run left has no figures and is not drawn.
+    #[serde(default)]
+    pub busy_runs: usize,
     /// Against B at the same rate: median p50 of this row minus B's, with its interval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p50_minus_b_ms: Option<crate::stats::Comparison>,
@@ -112,7 +119,8 @@ pub struct Answer {
     pub service_demand: Vec<DemandRow>,
     /// Each scenario's service demand against B's, per workload.
     pub ratios: Vec<RatioRow>,
-    /// Runs left out because the machine was busy (see `settings.keep_busy`).
+    /// Runs taken on a busy machine: kept for CPU per request, left out of throughput
+    /// and latency (unless `settings.keep_busy`).
     pub excluded_busy_runs: usize,
     /// False when too few quiet runs remained to conclude anything.
     pub conclusive: bool,
@@ -135,10 +143,19 @@ pub struct DemandRow {
     pub mean_rss_bytes: u64,
     /// The same split by process (median CPU per request, peak RSS).
     pub processes: Vec<ProcessCost>,
+    /// Runs with whole CPU counters, busy ones included: CPU per request counts only
+    /// the serving processes' own CPU, which neighbours do not add to.
     pub runs_used: usize,
-    /// Most of its runs had the client's CPUs at least 90 % busy.
+    /// Of those, the runs taken on a busy machine.
+    #[serde(default)]
+    pub busy_runs: usize,
+    /// The largest share of CPU time other work took during those busy runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other_work_max: Option<f64>,
+    /// Most of its quiet runs had the client's CPUs at least 90 % busy.
     pub client_bound: bool,
-    /// Median requests/s of the runs used (a lower bound when client-bound).
+    /// Median requests/s of the quiet runs (a lower bound when client-bound; 0 when
+    /// every run was busy — neighbours distort throughput).
     pub requests_per_sec: f64,
 }
 
@@ -192,6 +209,10 @@ pub struct Settings {
     /// Seconds of each open-loop point of the equal-load runs.
     #[serde(default)]
     pub equal_load_seconds: f64,
+    /// Every round of the headline after the first ran on freshly started servers
+    /// (rustnfs and the httpd of B and the A rows; `--no-restart` turns it off).
+    #[serde(default)]
+    pub fresh_servers: bool,
     /// The other-work share above which a run was judged busy when it was taken
     /// (`None` in reports older than the field).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -373,6 +394,33 @@ pub struct Failure {
 /// Median of a list (mean of the middle two when even); 0 for an empty list.
 pub fn median(values: &mut [f64]) -> f64 {
     crate::stats::median(values).unwrap_or(0.0)
+}
+
+impl HttpRow {
+    /// Every run was taken on a busy machine (and `keep_busy` was off): the row's
+    /// throughput and latency are the busy runs', which neighbours distort.
+    pub fn busy_only(&self, keep_busy: bool) -> bool {
+        !keep_busy
+            && !self.runs.is_empty()
+            && self.runs.iter().all(|r| r.noise.is_some_and(|n| n.busy))
+    }
+
+    /// The NFS protocol the row's httpd reads with, as its name or description names it
+    /// (`NFSv3`, `NFSv4.2`); `None` for a row that reads no NFS (B, the peers).
+    pub fn protocol(&self) -> Option<String> {
+        nfs_version(&self.scenario).or_else(|| nfs_version(&self.description))
+    }
+}
+
+/// The first `NFSv…` version named in `text`, without trailing punctuation.
+pub fn nfs_version(text: &str) -> Option<String> {
+    let at = text.find("NFSv")?;
+    let version: String = text[at + 4..]
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '.')
+        .collect();
+    let version = version.trim_end_matches('.');
+    (!version.is_empty()).then(|| format!("NFSv{version}"))
 }
 
 impl HttpRun {

@@ -107,4 +107,11 @@ pub struct CompareOptions {
     pub keep_busy: bool,
     /// Seconds of each open-loop point at equal offered load; 0 = none.
     pub equal_load_seconds: f64,
+    /// Start rustnfs and our httpd stacks anew before every headline round after the
+    /// first (`--no-restart`: false).
+    pub restart: bool,
+    /// `--distance`: the whole distance sweep instead of its one default point.
+    pub distance_sweep: bool,
+    /// Seconds of each distance run; 0 = no distance phase.
+    pub distance_seconds: f64,
 }

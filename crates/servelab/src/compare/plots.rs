@@ -31,6 +31,7 @@ pub fn figures(report: &Report) -> Vec<Figure> {
             });
         }
     }
+    out.extend(crate::distance::plots::figures(report));
     for workload in workloads(report) {
         let heading = http_heading(report, workload);
         if report.http.iter().any(|r| r.workload == workload) {
@@ -77,10 +78,11 @@ fn workloads(report: &Report) -> Vec<&str> {
 /// Requests per second per scenario: the median bar, the lowest–highest whisker, B's
 /// value as the reference line.
 fn throughput_bars(report: &Report, workload: &str) -> BarChart {
+    // A row with no quiet run is in the table, marked; its busy throughput is not drawn.
     let rows: Vec<_> = report
         .http
         .iter()
-        .filter(|r| r.workload == workload)
+        .filter(|r| r.workload == workload && !r.busy_only(report.settings.keep_busy))
         .collect();
     let reference = rows
         .iter()
@@ -166,7 +168,9 @@ fn equal_load_latency(report: &Report, workload: &str) -> Option<LineChart> {
     let rows: Vec<_> = report
         .equal_load
         .iter()
-        .filter(|r| r.workload == workload)
+        // A point with no quiet run has no figures: the table says so, the plot leaves
+        // it out rather than drawing 0 on the axis floor.
+        .filter(|r| r.workload == workload && !r.runs_p50_ms.is_empty())
         .collect();
     if rows.is_empty() {
         return None;

@@ -43,19 +43,32 @@ impl HttpRuns {
 }
 
 /// The row of one (workload, scenario) pair and its server-phase rows; `None` when no
-/// run succeeded.
+/// run succeeded. Runs taken on a busy machine count for its cost, not for its
+/// throughput and latency unless `keep_busy`.
 pub fn http_row(
     workload: &str,
     scenario: &str,
     description: &str,
     reference: Option<&Reference>,
     a: HttpRuns,
+    keep_busy: bool,
 ) -> Option<(HttpRow, Vec<PhaseRow>)> {
     if a.runs.is_empty() {
         return None;
     }
-    let rps: Vec<f64> = a.runs.iter().map(|r| r.requests_per_sec).collect();
-    let median_run = HttpRun::median_of(&a.runs);
+    // Throughput and latency from the quiet runs (neighbours distort them), from every
+    // run when none was quiet (the table says so); the cost from every run, whose own
+    // CPU counters neighbours do not add to.
+    let quiet: Vec<HttpRun> = a
+        .runs
+        .iter()
+        .filter(|r| keep_busy || !r.noise.is_some_and(|n| n.busy))
+        .cloned()
+        .collect();
+    let basis = if quiet.is_empty() { &a.runs } else { &quiet };
+    let rps: Vec<f64> = basis.iter().map(|r| r.requests_per_sec).collect();
+    let mut median_run = HttpRun::median_of(basis);
+    median_run.cost = Cost::median_of(a.runs.iter().filter_map(|r| r.cost.as_ref()));
     let reference = reference.filter(|_| !a.reference.is_empty()).map(|r| {
         let busy = a
             .runs
@@ -238,6 +251,45 @@ fn combine_phase(snapshot: &Snapshot, phase: &str) -> Option<Series> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Throughput from the quiet runs, cost from every run; a row of busy runs only is
+    /// marked.
+    #[test]
+    fn busy_runs_count_for_the_cost_not_the_throughput() {
+        let run = |rps: f64, cpu_us: f64, busy: bool| HttpRun {
+            requests_per_sec: rps,
+            cost: Some(Cost {
+                cpu_us_per_request: cpu_us,
+                ..Default::default()
+            }),
+            noise: Some(RunNoise {
+                busy,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let runs = |v: Vec<HttpRun>| HttpRuns {
+            runs: v,
+            ..Default::default()
+        };
+        let mixed = vec![
+            run(100.0, 10.0, false),
+            run(10.0, 30.0, true),
+            run(110.0, 20.0, false),
+        ];
+        let (row, _) =
+            http_row("large", "B (local)", "", None, runs(mixed.clone()), false).unwrap();
+        assert_eq!(row.median.requests_per_sec, 105.0);
+        assert_eq!((row.rps_min, row.rps_max), (100.0, 110.0));
+        assert_eq!(row.cost.as_ref().unwrap().cpu_us_per_request, 20.0);
+        assert!(!row.busy_only(false));
+        let (kept, _) = http_row("large", "B (local)", "", None, runs(mixed), true).unwrap();
+        assert_eq!(kept.median.requests_per_sec, 100.0);
+        let busy = vec![run(10.0, 30.0, true), run(20.0, 30.0, true)];
+        let (row, _) = http_row("large", "B (local)", "", None, runs(busy), false).unwrap();
+        assert!(row.busy_only(false) && !row.busy_only(true));
+        assert_eq!(row.median.requests_per_sec, 15.0);
+    }
 
     #[test]
     fn curves_are_medians_of_runs() {

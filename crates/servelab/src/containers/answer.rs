@@ -1,8 +1,9 @@
 //! The container comparison's answer: A in a container against B in the same kind of
 //! container (the original experiment: httpd in LXD reading rustnfs in Docker vs httpd in
-//! LXD reading its own disk), and each container against the host, with bootstrap 95 %
-//! intervals over the interleaved repeats. A difference inside its interval is "no
-//! measurable difference", never a percentage; runs on a busy machine are left out; a
+//! LXD reading its own disk), and each container against the host, with bootstrap
+//! intervals over the interleaved repeats, each labelled with the confidence its repeat
+//! count gives (`stats::coverage`). A difference inside its interval is "no measurable
+//! difference" (from enough repeats for 95 %) or "not resolved", never a percentage; runs on a busy machine are left out; a
 //! container measured faster than the host is flagged as implausible with its likely
 //! cause instead of being reported as a finding.
 
@@ -38,7 +39,8 @@ fn compare(workload: &str, what: String, a: &Row, b: &Row, keep_busy: bool) -> C
     }
 }
 
-/// Words for a ratio: "1.23 × (95 % CI 1.10–1.40 ×)" or no measurable difference.
+/// Words for a ratio: "1.23 × (75 % CI 1.10–1.40 ×)", no measurable difference, or not
+/// resolved.
 fn words(c: &Option<Comparison>) -> String {
     match c {
         None => "n/a (no CPU figures, or fewer than 2 quiet runs)".into(),
@@ -49,14 +51,7 @@ fn words(c: &Option<Comparison>) -> String {
 fn diff_words(c: &Option<Comparison>) -> String {
     match c {
         None => "n/a (fewer than 2 quiet runs)".into(),
-        Some(c) if c.significant => format!(
-            "{:+.2} ms (95 % CI {:+.2} to {:+.2})",
-            c.estimate, c.ci.low, c.ci.high
-        ),
-        Some(c) => format!(
-            "no measurable difference ({:+.2} ms, CI {:+.2} to {:+.2})",
-            c.estimate, c.ci.low, c.ci.high
-        ),
+        Some(c) => crate::compare::answer::difference_words(c),
     }
 }
 
@@ -233,10 +228,12 @@ mod tests {
             .unwrap();
         let cpu = lxd.cpu_per_request.unwrap();
         assert!(cpu.significant && (cpu.estimate - 4.4 / 1.1).abs() < 1e-9);
-        // A's req/s in LXD spread 60–140 against B's 129–131: no measurable difference.
+        // A's req/s in LXD spread 60–140 against B's 129–131: the interval includes 1,
+        // and from 3 runs a side (a 75 % interval) that is not resolved, not "no
+        // measurable difference".
         assert!(!lxd.requests_per_sec.unwrap().significant);
         assert!(
-            a.sentences[1].contains("no measurable difference"),
+            a.sentences[1].contains("requests/s A/B not resolved (0.73 ×; the 75 % CI"),
             "{:?}",
             a.sentences
         );

@@ -6,7 +6,7 @@
 use super::model::{ContainerReport, Row};
 use super::plots::{ANSWER_HEADING, SCALING_HEADING};
 use crate::doc::{Block, Doc, Section};
-use crate::stats::{Comparison, delta_pct};
+use crate::stats::{Comparison, Verdict, coverage, delta_pct};
 use crate::table::Table;
 
 /// containers.md, top to bottom.
@@ -39,20 +39,21 @@ fn mib(b: u64) -> String {
 
 /// A ratio with its interval: `1.23 (1.10–1.40)`, and a verdict when it includes 1.
 fn ratio(c: &Option<Comparison>) -> String {
-    match c {
-        None => "n/a".to_string(),
-        Some(c) => format!(
-            "{:.2} ({:.2}–{:.2}){}",
-            c.estimate,
-            c.ci.low,
-            c.ci.high,
-            if c.significant {
-                ""
-            } else {
-                " no measurable difference"
-            }
-        ),
-    }
+    let Some(c) = c else {
+        return "n/a".to_string();
+    };
+    let verdict = match c.verdict() {
+        Verdict::Differs => "",
+        Verdict::NoDifference => " no measurable difference",
+        Verdict::Unresolved => " not resolved",
+    };
+    format!(
+        "{:.2} ({:.2}–{:.2}, {}){verdict}",
+        c.estimate,
+        c.ci.low,
+        c.ci.high,
+        coverage::label(c.confidence())
+    )
 }
 
 /// The sentences, then every comparison with its interval and flag.
@@ -60,9 +61,9 @@ fn answer(r: &ContainerReport) -> Vec<Block> {
     let mut t = Table::new([
         "Workload",
         "Comparison",
-        "CPU/request ratio (95 % CI)",
-        "req/s ratio (95 % CI)",
-        "Δ p50 ms (95 % CI)",
+        "CPU/request ratio (CI, its confidence)",
+        "req/s ratio (CI, its confidence)",
+        "Δ p50 ms (CI, its confidence)",
         "Flag",
     ]);
     for c in &r.answer.comparisons {
@@ -72,7 +73,13 @@ fn answer(r: &ContainerReport) -> Vec<Block> {
             ratio(&c.cpu_per_request),
             ratio(&c.requests_per_sec),
             c.p50_ms.map_or("n/a".into(), |d| {
-                format!("{:+.2} ({:+.2} to {:+.2})", d.estimate, d.ci.low, d.ci.high)
+                format!(
+                    "{:+.2} ({:+.2} to {:+.2}, {})",
+                    d.estimate,
+                    d.ci.low,
+                    d.ci.high,
+                    coverage::label(d.confidence())
+                )
             }),
             c.flag.clone().unwrap_or_default(),
         ]);
@@ -362,7 +369,9 @@ mod tests {
     /// The committed container run (benches/results/2026-12-02-containers) re-renders
     /// cell for cell: what changed since it was written is only the one delimiter
     /// spelling of `Table` (`|---|`, was `| --- |`), an empty cell written `| |` (was
-    /// `|  |`), and no blank line before the first heading.
+    /// `|  |`), no blank line before the first heading — and the answer table's interval
+    /// cells and headers, which were labelled 95 % whatever their repeat count and now
+    /// carry the confidence it gives (`stats::coverage`): those lines may differ, no other.
     #[test]
     fn the_committed_run_re_renders_cell_for_cell() {
         let r: ContainerReport = serde_json::from_str(include_str!(
@@ -370,7 +379,7 @@ mod tests {
         ))
         .unwrap();
         let then = include_str!("../../../../benches/results/2026-12-02-containers/containers.md");
-        let then: String = then
+        let then: Vec<String> = then
             .trim_start_matches('\n')
             .lines()
             .map(|l| {
@@ -381,8 +390,42 @@ mod tests {
                     l
                 }
             })
-            .map(|l| l + "\n")
             .collect();
-        assert_eq!(render(&r), then);
+        let now = render(&r);
+        assert_eq!(now.lines().count(), then.len());
+        let mut relabelled = 0;
+        for (new, old) in now.lines().zip(&then) {
+            if new != old {
+                relabelled += 1;
+                assert!(
+                    old.contains("95 % CI") || old.contains(") no measurable difference") || {
+                        let stripped =
+                            unlabelled(new).replace(" not resolved", " no measurable difference");
+                        stripped == *old
+                    },
+                    "a line other than an interval's changed:\n{old}\n{new}"
+                );
+            }
+        }
+        assert!(relabelled > 0);
+    }
+
+    /// `line` without the confidence labels of its interval cells (`, 92 %)` → `)`).
+    fn unlabelled(line: &str) -> String {
+        let mut out = String::new();
+        let mut rest = line;
+        while let Some(at) = rest.find(", ") {
+            let (head, tail) = rest.split_at(at);
+            out.push_str(head);
+            let digits = tail[2..].chars().take_while(char::is_ascii_digit).count();
+            if digits > 0 && tail[2 + digits..].starts_with(" %)") {
+                out.push(')');
+                rest = &tail[2 + digits + 3..];
+            } else {
+                out.push_str(", ");
+                rest = &tail[2..];
+            }
+        }
+        out + rest
     }
 }

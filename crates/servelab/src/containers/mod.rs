@@ -13,7 +13,7 @@
 //! - [`sysbench`]: the host's sysbench bundled with its libraries into each container.
 //! - [`fs`]: the file-system workloads on the host, through a bind mount and over NFS.
 //! - [`serving`]: which processes and cgroups serve each cell (for CPU per request).
-//! - `deploy`, `tables`, `sweeps`: the run's phases (see [`run`]).
+//! - `deploy`, `tables`, `sweeps`, `ladder`: the run's phases (see [`run`]).
 //! - [`model`]: the results as data (`containers.json`).
 //! - [`answer`]: A vs B in each place and each container vs the host, with intervals.
 //! - [`markdown`], [`plots`]: `containers.md` and the SVG plots; [`output`] writes them.
@@ -29,6 +29,7 @@ mod deploy;
 pub mod docker;
 pub mod fs;
 pub mod host;
+mod ladder;
 pub mod lxd;
 pub mod markdown;
 pub mod model;
@@ -77,6 +78,9 @@ pub fn run(args: &ContainerArgs, w: &Workloads, out_dir: &Path) -> anyhow::Resul
         run.scaling()?;
     }
     run.workers()?;
+    if args.ladder {
+        run.ladder(out_dir)?;
+    }
     if args.fs > 0.0 {
         run.fs()?;
     }

@@ -34,7 +34,8 @@ pub struct ContainerArgs {
     /// Tag of docker/build.sh's images (rustnfs, httpd) for the Docker column.
     #[arg(long, default_value = "latest")]
     pub image_tag: String,
-    /// Run only the container comparison and sweeps, not compare's main tables.
+    /// Run only the container comparison and sweeps (with --ladder and no containers:
+    /// only the ladder), not compare's main tables.
     #[arg(long)]
     pub containers_only: bool,
     /// The NFS version scenario A's httpd speaks to rustnfs in the container comparison
@@ -46,6 +47,21 @@ pub struct ContainerArgs {
     /// container through a bind mount, and over NFS: seconds per run (0 = off).
     #[arg(long, value_name = "SECONDS", default_value_t = 0.0)]
     pub fs: f64,
+    /// The ladder of layers: B and A's NFS hop on host loopback, in a network namespace
+    /// over a veth pair, behind a Linux bridge, behind bridge + DNAT, and (with
+    /// --containers) in the LXD instance / Docker container, each layer's added CPU per
+    /// request and latency at equal load. Needs root for the namespace layers. It runs
+    /// (rungs × --ladder-rounds) closed-loop runs of --requests plus as many open-loop
+    /// runs of --ladder-seconds: about 2 minutes for the 8 host rungs with the defaults,
+    /// 3 with both containers. Writes ladder.md and ladder.json.
+    #[arg(long)]
+    pub ladder: bool,
+    /// Rounds of every ladder rung (the intervals need at least 2).
+    #[arg(long, default_value_t = 3)]
+    pub ladder_rounds: usize,
+    /// Seconds of each open-loop ladder run at equal load.
+    #[arg(long, default_value_t = 2.0)]
+    pub ladder_seconds: f64,
 }
 
 impl ContainerArgs {
@@ -83,6 +99,8 @@ pub struct Workloads {
     pub small_concurrency: usize,
     /// Keep runs taken on a busy machine in the comparisons (`--keep-busy`).
     pub keep_busy: bool,
+    /// compare's client/server CPU split (the ladder's host rungs are pinned by it).
+    pub cpus: Option<crate::experiment::probe::CpuSplit>,
 }
 
 impl ContainerArgs {
@@ -123,6 +141,16 @@ impl ContainerArgs {
         engines.dedup();
         if !(self.fs.is_finite() && (0.0..=600.0).contains(&self.fs)) {
             anyhow::bail!("--fs must be between 0 and 600 seconds");
+        }
+        if self.ladder && !(1..=100).contains(&self.ladder_rounds) {
+            anyhow::bail!("--ladder-rounds must be between 1 and 100");
+        }
+        if self.ladder
+            && !(self.ladder_seconds.is_finite()
+                && self.ladder_seconds > 0.0
+                && self.ladder_seconds <= 600.0)
+        {
+            anyhow::bail!("--ladder-seconds must be above 0 and at most 600");
         }
         if !(self.scale_seconds.is_finite() && self.scale_seconds > 0.0) {
             anyhow::bail!("--scale-seconds must be above 0");

@@ -11,7 +11,7 @@ use crate::stats::Comparison;
 /// The heading (after `## `) of the containers' answer, which its plot sits under.
 pub const ANSWER_HEADING: &str = "The answer (containers)";
 
-/// The containers' answer as bars: each comparison's ratio with its 95 % interval,
+/// The containers' answer as bars: each comparison's ratio with its interval,
 /// 1.0 (no difference) as the reference line; one panel for CPU per request, one for
 /// requests per second.
 fn answer_chart(r: &ContainerReport) -> Option<BarChart> {
@@ -58,12 +58,12 @@ fn answer_chart(r: &ContainerReport) -> Option<BarChart> {
     (!panels.is_empty()).then(|| BarChart {
         title: "Host, LXD and Docker: A against B, each place against the host".into(),
         subtitle: Some(
-            "ratio of medians; whiskers: 95 % bootstrap interval; dashed line: 1 (no difference)"
+            "ratio of medians; whiskers: bootstrap interval (its confidence in the table); dashed line: 1 (no difference)"
                 .into(),
         ),
         value_axis: Axis::linear("ratio (first named ÷ second named)"),
         unit: "×".into(),
-        whisker: "95 % CI".into(),
+        whisker: "CI".into(),
         panels,
     })
 }

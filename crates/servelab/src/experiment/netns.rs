@@ -33,7 +33,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 /// One veth pair into a namespace of our own; the pair is deleted on drop.
 pub struct Wire {
-    /// The host end's interface name (`slk<pid>_<n>`), deleted on drop.
+    /// The host end's interface name (`slk<pid>_<n>`, or another prefix), deleted on
+    /// drop.
     pub host_if: String,
     /// The namespace end's address (the host end is the one below it, in a /30 of
     /// 10.200.0.0/14 nothing else on the host uses): what a listener there binds.
@@ -50,6 +51,12 @@ impl Wire {
     /// A veth pair to a new namespace, each end limited to `rate_bits_per_sec` by tbf
     /// (none: unlimited).
     pub fn create(rate_bits_per_sec: Option<u64>) -> io::Result<Wire> {
+        Self::create_named("slk", rate_bits_per_sec)
+    }
+
+    /// [`Wire::create`] with the host end named `<prefix><pid>_<n>` (at most 4 bytes of
+    /// prefix: an interface name holds 15).
+    pub fn create_named(prefix: &str, rate_bits_per_sec: Option<u64>) -> io::Result<Wire> {
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
             return Err(io::Error::new(
@@ -59,7 +66,7 @@ impl Wire {
         }
         let pid = std::process::id();
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let host_if = format!("slk{}_{}", pid % 1_000_000, n % 1000);
+        let host_if = format!("{prefix}{}_{}", pid % 1_000_000, n % 1000);
         let (host_ip, ns_ip) = free_subnet(pid, n)?;
         let ns = new_namespace()?;
         let ns_path = format!("/proc/{pid}/fd/{}", ns.as_raw_fd());
@@ -135,6 +142,11 @@ impl Wire {
                 Ok(())
             });
         }
+    }
+
+    /// The host end's address (the one below the namespace end's).
+    pub fn host_ip(&self) -> Ipv4Addr {
+        Ipv4Addr::from(u32::from(self.ns_ip) - 1)
     }
 
     /// A listener on the namespace end (port 0: any free one).

@@ -130,7 +130,7 @@ impl Metrics {
 }
 
 /// `A (NFS: rustnfs)` → `a-nfs-rustnfs`: a scenario name as a log file name.
-fn file_name(name: &str) -> String {
+pub fn file_name(name: &str) -> String {
     name.to_ascii_lowercase()
         .split(|c: char| !c.is_ascii_alphanumeric())
         .filter(|w| !w.is_empty())

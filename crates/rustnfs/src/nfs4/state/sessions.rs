@@ -301,8 +301,10 @@ impl State {
     }
 
     /// The end of a request on its slot: `reply` (the whole COMPOUND result) is kept
-    /// when it fits what the client asked to be cached.
-    pub fn finish_slot(&mut self, r: &SlotRef, reply: &[u8]) {
+    /// when it fits what the client asked to be cached; `None` (a reply whose READ data
+    /// is sent after it, from the file) keeps nothing, so a retransmission is
+    /// `RETRY_UNCACHED_REP`.
+    pub fn finish_slot(&mut self, r: &SlotRef, reply: Option<&[u8]>) {
         let Some(c) = self.clients.get_mut(&r.clientid) else {
             return;
         };
@@ -314,8 +316,9 @@ impl State {
         };
         sl.busy = false;
         // The cached size as the client counts it includes the RPC reply header.
-        let with_header = reply.len() + oncrpc::msg::ACCEPTED_HEADER_LEN;
-        sl.reply = (with_header <= r.max_cached as usize).then(|| reply.into());
+        sl.reply = reply
+            .filter(|reply| reply.len() + oncrpc::msg::ACCEPTED_HEADER_LEN <= r.max_cached as usize)
+            .map(Into::into);
     }
 
     /// DESTROY_SESSION.

@@ -26,6 +26,8 @@ struct Point {
     p99_ms: Vec<f64>,
     achieved: Vec<f64>,
     failed: u64,
+    /// Runs taken on a busy machine, left out of the figures.
+    busy: usize,
 }
 
 impl RunContext<'_> {
@@ -73,6 +75,7 @@ impl RunContext<'_> {
                             let p = points.entry((fi, k)).or_default();
                             p.failed += r.failed();
                             if busy && !self.opts.keep_busy {
+                                p.busy += 1;
                                 continue;
                             }
                             let total = r.total().unwrap_or_default();
@@ -125,6 +128,7 @@ impl RunContext<'_> {
                     runs_p50_ms: p.p50_ms.clone(),
                     runs_p99_ms: p.p99_ms.clone(),
                     failed: p.failed,
+                    busy_runs: p.busy,
                     p50_minus_b_ms: match (k, &b_p50) {
                         (1, Some(b)) if p.p50_ms.len() >= 2 && b.len() >= 2 => {
                             stats::difference(&p.p50_ms, b)

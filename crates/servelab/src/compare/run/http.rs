@@ -12,12 +12,15 @@ use loadgen::Schedule;
 use super::{RunContext, drop_caches};
 use crate::compare::answer;
 use crate::compare::crosscheck::Reference;
-use crate::compare::model::{A_SCENARIO, ByteCheck, Cost, REFERENCE_SCENARIO, Skipped};
+use crate::compare::model::{
+    A_SCENARIO, ByteCheck, CLIENT_CACHE_SCENARIO, Cost, REFERENCE_SCENARIO, Skipped,
+};
 use crate::compare::rows::{self, HttpRuns};
 use crate::experiment::interrupt::Interrupted;
 use crate::experiment::load::{Load, interleaved, rotation};
 use crate::experiment::probe::Probe;
 use crate::experiment::stack::Stack;
+use crate::stats::coverage;
 
 /// One HTTP workload: what every scenario is asked to serve.
 pub(super) struct HttpWorkload {
@@ -67,19 +70,7 @@ impl RunContext<'_> {
         self.progress.step(expected, what)?;
         let info = &self.data.info;
         for sc in scenarios {
-            let _ = Load::new(
-                sc.url(&format!("/{}", info.large_file)),
-                Schedule::Count(4),
-                2,
-            )
-            .keepalive(false)
-            .run();
-            let _ = Load::new(
-                sc.url(&format!("/{}", info.small_file)),
-                Schedule::Count(200),
-                4,
-            )
-            .run();
+            super::restart::warm(sc, &info.large_file, &info.small_file);
         }
         Ok(())
     }
@@ -125,7 +116,7 @@ impl RunContext<'_> {
     }
 
     /// Every workload on every scenario, `repeat` times, in rotating order.
-    pub(super) fn measure_http(&mut self, scenarios: &[Stack]) -> Result<(), Interrupted> {
+    pub(super) fn measure_http(&mut self, scenarios: &mut [Stack]) -> Result<(), Interrupted> {
         let workloads = self.workloads();
         for w in &workloads {
             if w.reference.is_none() && self.opts.cross_check {
@@ -138,7 +129,12 @@ impl RunContext<'_> {
         }
         let mut acc: BTreeMap<(usize, usize), HttpRuns> = BTreeMap::new();
         let numbered: Vec<(usize, &HttpWorkload)> = workloads.iter().enumerate().collect();
+        let mut restarted = 0;
         for (rep, &(wi, w)) in interleaved(self.opts.repeat, &numbered) {
+            if rep > restarted {
+                self.restart_ours(scenarios);
+                restarted = rep;
+            }
             for si in rotation(rep, scenarios.len()) {
                 let entry = acc.entry((wi, si)).or_default();
                 self.measure_one(rep, w, &scenarios[si], entry)?;
@@ -147,7 +143,14 @@ impl RunContext<'_> {
         self.narrow_headline(&workloads, scenarios, &mut acc)?;
         for ((wi, si), a) in acc {
             let (w, sc) = (&workloads[wi], &scenarios[si]);
-            let row = rows::http_row(w.name, &sc.name, &sc.description, w.reference.as_ref(), a);
+            let row = rows::http_row(
+                w.name,
+                &sc.name,
+                &sc.description,
+                w.reference.as_ref(),
+                a,
+                self.opts.keep_busy,
+            );
             if let Some((row, phases)) = row {
                 self.report.http.push(row);
                 self.report.server_phases.extend(phases);
@@ -163,44 +166,52 @@ impl RunContext<'_> {
         Ok(())
     }
 
-    /// While the interval of A's CPU per request against B's (large file) is wider than
-    /// ±10 %, one more round of A and B, up to `--max-repeat` rounds in all. The other
-    /// rows keep `--repeat` runs: the headline is what has to be narrow. The rounds not
-    /// needed leave the plan.
+    /// While the interval of A's CPU per request against B's (large file), or the
+    /// client-cache row's, is wider than ±10 % or drawn from too few runs to be a 95 %
+    /// interval ([`coverage::CONFIDENCE`]: 6 a side), one more round of those rows on fresh
+    /// servers, up to `--max-repeat` rounds in all. The other rows keep `--repeat` runs:
+    /// the headline is what has to be narrow and sure. The rounds not needed leave the
+    /// plan.
     fn narrow_headline(
         &mut self,
         workloads: &[HttpWorkload],
-        scenarios: &[Stack],
+        scenarios: &mut [Stack],
         acc: &mut BTreeMap<(usize, usize), HttpRuns>,
     ) -> Result<(), Interrupted> {
         let rounds = self.opts.repeat..self.opts.max_repeat;
-        let (Some(wi), Some(b), Some(a)) = (
-            workloads.iter().position(|w| w.name == "large"),
-            scenarios.iter().position(|s| s.name == REFERENCE_SCENARIO),
-            scenarios.iter().position(|s| s.name == A_SCENARIO),
-        ) else {
+        let headline = headline_scenarios(scenarios);
+        let Some(wi) = workloads.iter().position(|w| w.name == "large") else {
             let large = workloads.first().map_or(Duration::ZERO, |w| w.expected);
-            self.progress.unplan(rounds.len() * 2, large);
+            self.progress.unplan(rounds.len() * headline.len(), large);
             return Ok(());
         };
-        let keep_busy = self.opts.keep_busy;
+        if headline.len() < 2 {
+            self.progress
+                .unplan(rounds.len() * headline.len(), workloads[wi].expected);
+            return Ok(());
+        }
         for rep in rounds.clone() {
             let runs = |si: usize| acc.get(&(wi, si)).map_or(&[][..], |r| r.runs.as_slice());
-            let wide = match answer::headline(runs(a), runs(b), keep_busy) {
-                Some(c) => c.ci.relative_half_width(c.estimate) > answer::NARROW_ENOUGH,
-                None => true,
-            };
-            if !wide {
+            let unsettled = headline[1..].iter().any(|&si| {
+                answer::headline(runs(si), runs(headline[0])).is_none_or(|c| {
+                    c.ci.relative_half_width(c.estimate) > answer::NARROW_ENOUGH
+                        || c.confidence() < coverage::FULL
+                })
+            });
+            if !unsettled {
                 let left = rounds.end - rep;
-                self.progress.unplan(left * 2, workloads[wi].expected);
+                self.progress
+                    .unplan(left * headline.len(), workloads[wi].expected);
                 break;
             }
             crate::experiment::terminal::note(format!(
-                "servelab compare: the interval of A/B CPU per request is wider than ±10 %: round {} of at most {}",
+                "servelab compare: the headline's interval is wider than ±10 % or below 95 %: round {} of at most {}",
                 rep + 1,
                 self.opts.max_repeat
             ));
-            for si in rotation(rep, 2).map(|k| [b, a][k]) {
+            self.restart_ours(scenarios);
+            for k in rotation(rep, headline.len()) {
+                let si = headline[k];
                 let entry = acc.entry((wi, si)).or_default();
                 self.measure_one(rep, &workloads[wi], &scenarios[si], entry)?;
             }
@@ -260,4 +271,19 @@ impl RunContext<'_> {
         }
         Ok(())
     }
+}
+
+/// The rows the headline rounds repeat: B first, then A and the client-cache row, as
+/// far as they run.
+pub(super) fn headline_scenarios(scenarios: &[Stack]) -> Vec<usize> {
+    let Some(b) = scenarios.iter().position(|s| s.name == REFERENCE_SCENARIO) else {
+        return Vec::new();
+    };
+    let mut out = vec![b];
+    out.extend(
+        [A_SCENARIO, CLIENT_CACHE_SCENARIO]
+            .iter()
+            .filter_map(|n| scenarios.iter().position(|s| s.name == *n)),
+    );
+    out
 }

@@ -24,7 +24,7 @@ use super::crosscheck;
 use super::model::*;
 use super::options::{CompareOptions, DataCacheCopies};
 use super::output::write_outputs;
-use super::scenarios::ScratchDir;
+use super::scenarios::{ScenarioSpec, ScratchDir};
 use crate::experiment::link;
 use crate::experiment::load::error_text;
 use crate::experiment::nfs::NfsServer;
@@ -32,9 +32,11 @@ use crate::experiment::ours::Metrics;
 use crate::experiment::progress::Progress;
 use crate::experiment::workspace::{Dataset, unique_run_dir};
 
+mod distance;
 mod equal;
 mod http;
 mod nfs;
+mod restart;
 mod start;
 mod tcp;
 
@@ -54,6 +56,10 @@ struct RunContext<'a> {
     /// Where the client-cache row's copies go (`None` = memfds); inside the dataset's
     /// temporary directory unless `--nfs-data-cache-dir` named one.
     data_cache_dir: Option<PathBuf>,
+    /// The scenarios started, as specified (a restart starts them again).
+    specs: Vec<ScenarioSpec>,
+    /// How many times our servers were restarted (each round after the first).
+    restarts: usize,
     // Drop order: the scratch directory goes before the dataset's temporary directory.
     scratch: ScratchDir,
     data: Dataset,
@@ -64,12 +70,13 @@ struct RunContext<'a> {
 pub fn run(opts: &CompareOptions) -> anyhow::Result<(Report, PathBuf)> {
     let mut ctx = RunContext::prepare(opts)?;
     ctx.start_nfs_servers();
-    let scenarios = ctx.start_scenarios();
+    let mut scenarios = ctx.start_scenarios();
     ctx.plan(&scenarios);
     ctx.check_bytes(&scenarios)?;
     ctx.warm_up(&scenarios)?;
-    ctx.measure_http(&scenarios)?;
+    ctx.measure_http(&mut scenarios)?;
     ctx.measure_equal_load(&scenarios)?;
+    ctx.measure_distance(&scenarios)?;
     drop(scenarios);
     ctx.measure_nfs()?;
     ctx.rustnfs = None;
@@ -128,6 +135,8 @@ impl<'a> RunContext<'a> {
             ganesha: None,
             nfs_phases: BTreeMap::new(),
             data_cache_dir,
+            specs: Vec::new(),
+            restarts: 0,
             scratch,
             data,
         })
@@ -251,6 +260,7 @@ fn header(
             max_repeat: opts.max_repeat,
             keep_busy: opts.keep_busy,
             equal_load_seconds: opts.equal_load_seconds,
+            fresh_servers: opts.restart,
             busy_other_work: Some(lab::affinity::OTHER_WORK_BUSY),
         },
         http: Vec::new(),
@@ -267,6 +277,7 @@ fn header(
         pinning: Some(pinning),
         equal_load: Vec::new(),
         answer: Answer::default(),
+        distance: None,
     }
 }
 

@@ -82,6 +82,7 @@ impl RunContext<'_> {
 
     pub(super) fn start_scenarios(&mut self) -> Vec<Stack> {
         let specs = self.specs();
+        self.specs = specs.clone();
         let mut started = Vec::new();
         for spec in &specs {
             let env = StartEnv {
@@ -121,11 +122,15 @@ impl RunContext<'_> {
             self.progress.plan(o.repeat * scenarios.len(), w.expected);
         }
         let large = workloads.first().map_or(Duration::ZERO, |w| w.expected);
-        self.progress.plan((o.max_repeat - o.repeat) * 2, large);
+        let headline = super::http::headline_scenarios(scenarios).len();
+        self.progress
+            .plan((o.max_repeat - o.repeat) * headline, large);
         if o.equal_load_seconds > 0.0 {
             let points = o.repeat * super::equal::FRACTIONS.len() * 2;
             self.progress.plan(points, secs(o.equal_load_seconds));
         }
+        let distance = self.distance_steps();
+        self.progress.plan(distance, secs(o.distance_seconds));
         let nfs_targets =
             2 * (usize::from(self.rustnfs.is_some()) + usize::from(self.ganesha.is_some()));
         self.progress
