@@ -19,7 +19,7 @@ SECONDS_PER_TARGET="${1:-20}"
 SANITIZER="${FUZZ_SANITIZER:-none}"
 JOBS="${FUZZ_JOBS:-1}"
 TRIPLE="$(rustc +nightly -vV | sed -n 's/^host: //p')"
-ALL_TARGETS="httpd_headers httpd_request httpd_differential loadgen_response nfsclient_reply rustnfs_request rustnfs_nfs4"
+ALL_TARGETS="httpd_headers httpd_request httpd_differential loadgen_response nfsclient_reply nfsclient_v4_reply rustnfs_request rustnfs_nfs4"
 TARGETS="${FUZZ_TARGETS:-$ALL_TARGETS}"
 # The fuzz crate has its own target dir: its flags differ from the workspace's.
 export CARGO_TARGET_DIR="$PWD/target"

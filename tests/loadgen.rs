@@ -852,8 +852,10 @@ fn nfs_read_checks(url: &str, file: &Path) {
     assert!(failures(&r, ErrorKind::Checksum) >= 2, "{:?}", r.failures);
 }
 
-/// The read and metadata workloads over NFSv4 (`version=4`, `4.1`, `4.2`): a verified read of the
-/// dataset's file and the OPEN/CLOSE/GETATTR/REMOVE mix, leaving nothing behind.
+/// Every workload over an NFSv4 minor version (`url_of` gives the URL of a path from
+/// the pseudo-root): a verified read of the dataset's file, the CREATE (OPEN with create
+/// and CLOSE) / GETATTR / REMOVE mix and WRITEs with their COMMITs, leaving nothing
+/// behind; a misspelt file ends the run before it starts.
 fn nfs4_checks(url_of: impl Fn(&str) -> String, export: &Path) {
     let file = export.join("testfile.bin");
     let expected = crc32(&std::fs::read(&file).unwrap());
@@ -866,16 +868,37 @@ fn nfs4_checks(url_of: impl Fn(&str) -> String, export: &Path) {
     assert_eq!(r.checksum_crc32, Some(expected));
     assert_eq!(r.latency.combined("READ", "total").unwrap().count(), 30);
 
-    let mut p = plan(&url_of("/"), Schedule::Count(400), 2);
+    let mut p = plan(&url_of("/"), Schedule::Count(300), 2);
     p.options.nfs_workload = NfsWorkload::Metadata;
     p.options.nfs_files = 50;
     let r = run_bounded(p, Duration::from_secs(120));
-    assert_eq!((r.requests, r.failed()), (400, 0), "{:?}", r.first_error);
-    // Two workers share the 400 operations, each cycling through 50 files.
-    for op in ["OPEN", "CLOSE", "GETATTR", "REMOVE"] {
+    assert_eq!((r.requests, r.failed()), (300, 0), "{:?}", r.first_error);
+    // Two workers share the 300 operations, each cycling through 50 files.
+    for op in ["CREATE", "GETATTR", "REMOVE"] {
         let n = r.latency.combined(op, "total").unwrap().count();
         assert!(n >= 50, "{op}: {n}");
     }
+
+    let mut p = plan(&url_of("/"), Schedule::Count(20), 2);
+    p.options.nfs_workload = NfsWorkload::Write;
+    p.options.block_size = 256 << 10;
+    let r = run_bounded(p, Duration::from_secs(120));
+    let writes = r
+        .latency
+        .combined("WRITE", "total")
+        .map_or(0, |s| s.count());
+    assert_eq!((writes, r.failed()), (20, 0), "{:?}", r.first_error);
+    let commits = r.latency.combined("COMMIT", "total").unwrap_or_else(|| {
+        panic!(
+            "no COMMIT: {:?}",
+            r.latency.series.keys().collect::<Vec<_>>()
+        )
+    });
+    assert_eq!(
+        commits.bytes,
+        20 * (256 << 10),
+        "every written byte committed"
+    );
     let left: Vec<_> = std::fs::read_dir(export)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -883,17 +906,19 @@ fn nfs4_checks(url_of: impl Fn(&str) -> String, export: &Path) {
         .collect();
     assert!(left.is_empty(), "left behind: {left:?}");
 
-    // The write workload is v3 only: a clear error up front.
-    let mut p = plan(&url_of("/"), Schedule::Count(1), 1);
-    p.options.nfs_workload = NfsWorkload::Write;
-    assert!(matches!(loadgen::run(p), Err(loadgen::Error::Plan(_))));
+    let p = plan(&url_of("/testfiel.bin"), Schedule::Count(5), 1);
+    let err = loadgen::run(p).unwrap_err();
+    assert!(matches!(err, loadgen::Error::NoSuchFile { .. }), "{err}");
+    assert!(
+        err.to_string().contains("no such file on the export"),
+        "{err}"
+    );
 }
 
-/// Issue 26 §3: the NFS-level read and metadata workloads over NFSv4.0 (and 4.1 and 4.2,
-/// in sessions), against rustnfs and against Ganesha serving v4 (the same client, so the
-/// rows compare).
+/// Issue 32 §3: every NFS workload over NFSv4.0, 4.1 and 4.2, against rustnfs and
+/// against Ganesha serving v4 (the same client, so the rows compare).
 #[test]
-fn nfs4_reads_and_metadata_against_rustnfs_and_ganesha() {
+fn nfs4_reads_writes_and_metadata_against_rustnfs_and_ganesha() {
     let tmp = tempfile::tempdir().unwrap();
     let export = common::write_dataset(&tmp.path().join("export"));
     let server = common::Nfsd::exporting(&export).unwrap();
@@ -917,7 +942,7 @@ fn nfs4_reads_and_metadata_against_rustnfs_and_ganesha() {
         return;
     };
     let gport = crate::support::ganesha::nfs_port(&g);
-    for v in ["4", "4.1", "4.2"] {
+    for v in ["4.0", "4.1", "4.2"] {
         nfs4_checks(
             |p| format!("nfs://127.0.0.1{p}?version={v}&nfsport={gport}&uid=0&gid=0"),
             &gexport,
@@ -980,16 +1005,20 @@ fn nfs_reads_writes_and_metadata_against_rustnfs() {
         .collect();
     assert!(left.is_empty(), "left behind: {left:?}");
 
-    // A missing file is a clear, counted error; a bad URL a clear error up front.
-    let r = run_bounded(
-        plan(&server.url("//nope.bin"), Schedule::Count(2), 1),
-        Duration::from_secs(60),
-    );
-    assert_eq!(failures(&r, ErrorKind::Server), 2, "{:?}", r.failures);
-    // A missing directory stops the run after 100 identical failures (issue 12 §5)
-    // instead of mounting again and again for the whole 30 s.
+    // A misspelt file or directory ends the run at its first LOOKUP, before any
+    // worker starts (issue 32 §3); a bad URL is a clear error up front.
+    for missing in ["//nope.bin", "//no-such-dir"] {
+        let err = loadgen::run(plan(&server.url(missing), Schedule::Count(2), 1)).unwrap_err();
+        assert!(matches!(err, loadgen::Error::NoSuchFile { .. }), "{err}");
+        assert!(
+            err.to_string().contains("no such file on the export"),
+            "{err}"
+        );
+    }
+    // A file where the metadata mix needs a directory stops the run after 100 identical
+    // failures (issue 12 §5) instead of mounting again and again for the whole 30 s.
     let mut p = plan(
-        &server.url("//no-such-dir"),
+        &server.url("//testfile.bin"),
         Schedule::Duration(Duration::from_secs(30)),
         2,
     );

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use clap::Parser;
 
+use crate::config::NfsVersionChoice;
 use crate::{Config, Error};
 
 /// Everything [`crate::run`] needs (the shape rustnfs's `run` takes too).
@@ -27,7 +28,8 @@ pub struct Args {
     #[arg(long, env = "HTTPD_ROOT", conflicts_with = "nfs",
           required_unless_present_any = ["nfs", "healthcheck"])]
     pub root: Option<PathBuf>,
-    /// Serve this NFSv3 export: nfs://HOST[:PORT]/EXPORT[//PATH][?nfsport=N&mountport=N].
+    /// Serve this NFS export: nfs://HOST[:PORT]/EXPORT[//PATH][?nfsport=N&mountport=N]
+    /// (v3, 4.0, 4.1 or 4.2: see --nfs-version).
     #[arg(long, env = "HTTPD_NFS")]
     pub nfs: Option<String>,
     /// Serve Prometheus /metrics and /metrics.json on this address.
@@ -113,10 +115,11 @@ pub struct Args {
           value_parser = parse_bool)]
     pub no_fast_path: bool,
     /// NFS: move READ data from the NFS socket through pipes to the client's socket with
-    /// splice(2) instead of copying it through httpd's memory: less httpd CPU and memory,
-    /// but lower throughput on loopback (see the README's design notes).
+    /// splice(2) instead of copying it through httpd's memory: less CPU and memory for
+    /// httpd (the serving processes' figure), more for a loopback client on receive (see
+    /// the README's design notes); on by default, `--nfs-splice=off` copies.
     #[arg(long, env = "HTTPD_NFS_SPLICE",
-          num_args = 0..=1, default_value = "false", default_missing_value = "true",
+          num_args = 0..=1, default_value = "true", default_missing_value = "true",
           value_parser = parse_bool)]
     pub nfs_splice: bool,
     /// Local: milliseconds the open-file cache answers a path (descriptor, metadata, and
@@ -125,6 +128,10 @@ pub struct Args {
     /// and stats the file).
     #[arg(long, default_value_t = 1000, env = "HTTPD_OPEN_FILE_CACHE_MS")]
     pub open_file_cache_ms: u64,
+    /// NFS: the protocol version: 3, 4.0, 4.1, 4.2, or auto (as a kernel mount without
+    /// vers=: 4.2 first, then 4.1, 4.0, 3). Default: the URL's version=, else auto.
+    #[arg(long, env = "HTTPD_NFS_VERSION", value_parser = parse_nfs_version)]
+    pub nfs_version: Option<NfsVersionChoice>,
     /// NFS: connections in the client pool.
     #[arg(long, default_value_t = 8, env = "HTTPD_NFS_CONNECTIONS")]
     pub nfs_connections: usize,
@@ -182,8 +189,10 @@ impl Args {
                 Config::local(root)
             }
             (None, Some(url)) => {
-                nfsclient::NfsUrl::parse(url).map_err(Error::Url)?;
-                Config::nfs(url)
+                let parsed = nfsclient::NfsUrl::parse(url).map_err(Error::Url)?;
+                let mut cfg = Config::nfs(url);
+                cfg.nfs_version = nfs_version_of(&parsed, url, args.nfs_version)?;
+                cfg
             }
             _ => {
                 return Err(Error::Usage(
@@ -275,6 +284,46 @@ pub fn error_line(err: &(dyn std::error::Error + 'static)) -> String {
 pub use service::init_logging;
 
 /// A switch's value from the environment (or `--list=VALUE`): true/false, 1/0, yes/no, on/off.
+/// `--nfs-version`: `3`, `4` (4.0), `4.0`, `4.1`, `4.2` or `auto`.
+fn parse_nfs_version(text: &str) -> Result<NfsVersionChoice, String> {
+    match text {
+        "auto" => Ok(NfsVersionChoice::Auto),
+        v => nfsclient::NfsVersion::parse(v)
+            .map(NfsVersionChoice::Exact)
+            .ok_or_else(|| format!("{v:?} is not an NFS version: give 3, 4.0, 4.1, 4.2 or auto")),
+    }
+}
+
+/// The version to speak: `--nfs-version` when given (it must agree with a `version=` in
+/// the URL), else the URL's `version=`, else auto.
+fn nfs_version_of(
+    parsed: &nfsclient::NfsUrl,
+    url: &str,
+    flag: Option<NfsVersionChoice>,
+) -> Result<NfsVersionChoice, Error> {
+    let in_url = url
+        .split_once('?')
+        .is_some_and(|(_, q)| q.split('&').any(|kv| kv.starts_with("version=")));
+    match (flag, in_url) {
+        (None, false) => Ok(NfsVersionChoice::Auto),
+        (None, true) => Ok(NfsVersionChoice::Url),
+        (Some(choice), false) => Ok(choice),
+        (Some(choice), true) => {
+            let agrees = match choice {
+                NfsVersionChoice::Auto => parsed.version.is_none(),
+                NfsVersionChoice::Exact(v) => parsed.version == Some(v),
+                NfsVersionChoice::Url => true,
+            };
+            if !agrees {
+                return Err(Error::Usage(
+                    "--nfs-version and the --nfs URL's version= disagree: give the version once",
+                ));
+            }
+            Ok(choice)
+        }
+    }
+}
+
 fn parse_bool(text: &str) -> Result<bool, String> {
     match text.trim().to_ascii_lowercase().as_str() {
         "1" | "true" | "yes" | "on" | "y" => Ok(true),
@@ -416,16 +465,47 @@ mod tests {
     }
 
     #[test]
-    fn nfs_splice_is_off_unless_asked_for() {
+    fn nfs_splice_is_on_unless_turned_off() {
         let url = "nfs://127.0.0.1/export";
         let cfg = |extra: &[&str]| {
             let mut argv = vec!["httpd", "--nfs", url];
             argv.extend(extra);
             Args::try_parse_from(argv).unwrap().to_config().unwrap()
         };
-        assert!(!cfg(&[]).nfs_splice);
+        assert!(cfg(&[]).nfs_splice);
         assert!(cfg(&["--nfs-splice"]).nfs_splice);
         assert!(!cfg(&["--nfs-splice=off"]).nfs_splice);
+    }
+
+    #[test]
+    fn nfs_version_defaults_to_auto_unless_the_url_names_one() {
+        use nfsclient::NfsVersion;
+        let cfg = |url: &str, extra: &[&str]| {
+            let mut argv = vec!["httpd", "--nfs", url];
+            argv.extend(extra);
+            Args::try_parse_from(argv).unwrap().to_config()
+        };
+        let plain = "nfs://127.0.0.1/export";
+        assert_eq!(cfg(plain, &[]).unwrap().nfs_version, NfsVersionChoice::Auto);
+        assert_eq!(
+            cfg(plain, &["--nfs-version", "4.1"]).unwrap().nfs_version,
+            NfsVersionChoice::Exact(NfsVersion::V4_1)
+        );
+        assert_eq!(
+            cfg(plain, &["--nfs-version", "3"]).unwrap().nfs_version,
+            NfsVersionChoice::Exact(NfsVersion::V3)
+        );
+        let v3 = "nfs://127.0.0.1/export?version=3";
+        assert_eq!(cfg(v3, &[]).unwrap().nfs_version, NfsVersionChoice::Url);
+        assert_eq!(
+            cfg(v3, &["--nfs-version", "3"]).unwrap().nfs_version,
+            NfsVersionChoice::Exact(NfsVersion::V3)
+        );
+        let err = cfg(v3, &["--nfs-version", "4.2"]).unwrap_err();
+        assert!(err.to_string().contains("disagree"), "{err}");
+        let bad = Args::try_parse_from(["httpd", "--nfs", plain, "--nfs-version", "4.3"]);
+        let err = bad.unwrap_err().to_string();
+        assert!(err.contains("3, 4.0, 4.1, 4.2 or auto"), "{err}");
     }
 
     #[test]

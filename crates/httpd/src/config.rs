@@ -13,9 +13,21 @@ use http::header::{self, HeaderName, HeaderValue};
 pub enum Backend {
     /// A local directory (or a kernel-mounted NFS path).
     Local { root: PathBuf },
-    /// An NFSv3 export through the built-in client: `nfs://HOST[:PORT]/EXPORT[//PATH]`
+    /// An NFS export (v3, 4.0, 4.1 or 4.2) through the built-in client: `nfs://HOST[:PORT]/EXPORT[//PATH]`
     /// (see `nfsclient::NfsUrl`); the path inside the export, if any, is the served root.
     Nfs { url: String },
+}
+
+/// Which NFS version the backend speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NfsVersionChoice {
+    /// What the URL's `version=` says (NFSv3 when it says nothing).
+    Url,
+    /// As a kernel mount without `vers=`: 4.2, 4.1, 4.0, then 3, the first the server
+    /// serves (`--nfs-version auto`, the command line's default).
+    Auto,
+    /// This version, whatever the URL says (`--nfs-version 3|4.0|4.1|4.2`).
+    Exact(nfsclient::NfsVersion),
 }
 
 /// Where access log lines (one JSON object per request) go.
@@ -258,6 +270,11 @@ pub struct Config {
     pub nfs_data_cache_dir: Option<PathBuf>,
     /// NFS: the data cache's counters, for the metrics endpoint (and tests).
     pub nfs_data_cache_stats: Arc<crate::cache_stats::CacheStats>,
+    /// NFS: the protocol version to speak (`--nfs-version`).
+    pub nfs_version: NfsVersionChoice,
+    /// NFS: the version the backend speaks, set once it is connected (start-up line,
+    /// `httpd_nfs_protocol_info` in the metrics).
+    pub nfs_protocol: Arc<std::sync::OnceLock<nfsclient::NfsVersion>>,
     /// How long shutdown waits for in-flight responses before closing them.
     pub shutdown_grace: Duration,
     /// Answer plain keep-alive GET/HEAD requests for small cached local files before
@@ -300,6 +317,8 @@ impl Config {
             nfs_data_cache: 0,
             nfs_data_cache_dir: None,
             nfs_data_cache_stats: Arc::default(),
+            nfs_version: NfsVersionChoice::Url,
+            nfs_protocol: Arc::default(),
             shutdown_grace: Duration::from_secs(30),
             fast_path: true,
         }

@@ -9,7 +9,9 @@
 //! connection (a client that stops reading a large body, or goes silent).
 
 use std::io::{self, IoSlice};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+
+use splice::Mode;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
@@ -151,17 +153,12 @@ impl ConnIo {
                         // SAFETY: sendfile(2) between two descriptors we keep open for the call.
                         unsafe { libc::sendfile(sock, fd, &mut offset, want) }
                     }
-                    // SAFETY: splice(2) from a pipe the job owns to our socket; no offsets.
-                    None => unsafe {
-                        libc::splice(
-                            fd,
-                            std::ptr::null_mut(),
-                            sock,
-                            std::ptr::null_mut(),
-                            want,
-                            libc::SPLICE_F_NONBLOCK | libc::SPLICE_F_MOVE,
-                        )
-                    },
+                    None => {
+                        // SAFETY: the pipe's read end belongs to the front job, which only
+                        // this writer removes from the queue, so it stays open for the call.
+                        let pipe = unsafe { BorrowedFd::borrow_raw(fd) };
+                        return splice::splice(pipe, self.stream.as_fd(), want, Mode::NonBlocking);
+                    }
                 };
                 if n < 0 {
                     Err(io::Error::last_os_error())

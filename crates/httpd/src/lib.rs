@@ -52,8 +52,8 @@ mod stream_budget;
 mod timing;
 
 pub use body::MARKER_LEN as SENDFILE_FRAME_MAX;
-pub use config::{AccessLog, AccessLogFormat, Backend, Config, HttpOptions};
-pub use server::{run, serve, serve_metrics};
+pub use config::{AccessLog, AccessLogFormat, Backend, Config, HttpOptions, NfsVersionChoice};
+pub use server::{run, serve, serve_metrics, serve_metrics_nfs};
 pub use service::Chain;
 
 /// Errors that stop the server from starting or running. Each `Display` names the flag

@@ -4,7 +4,7 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -13,6 +13,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use latency::Registry;
+use nfsclient::NfsVersion;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
@@ -62,7 +63,7 @@ async fn open_storage(
         Backend::Nfs { url } => (
             Arc::new(
                 NfsStorage::connect(
-                    url,
+                    (url, config.nfs_version),
                     config.nfs_connections,
                     config.nfs_timeout,
                     config.nfs_attr_ttl,
@@ -75,7 +76,11 @@ async fn open_storage(
                     ),
                 )
                 .await
-                .map_err(|e| connect_error(url, e))?
+                .map_err(|e| connect_error(url, e))
+                .inspect(|s| {
+                    let _ = config.nfs_protocol.set(s.version());
+                    tracing::info!(version = %s.version(), "NFS backend speaks NFSv{}", s.version());
+                })?
                 .with_splice(config.nfs_splice),
             ),
             None,
@@ -265,6 +270,8 @@ pub async fn serve(
     if !finished {
         tracing::warn!("shutdown grace period expired; remaining connections dropped");
     }
+    // Bounded: a server that went away must not hold the shutdown up.
+    let _ = tokio::time::timeout(Duration::from_secs(2), shared.storage.close()).await;
     drop(shared);
     if let Some(thread) = log_thread
         && finished
@@ -357,6 +364,8 @@ impl OpenConns {
 struct Metrics {
     registry: Arc<Registry>,
     cache: Option<Arc<CacheStats>>,
+    /// The NFS backend's protocol version, once connected.
+    protocol: Option<Arc<OnceLock<NfsVersion>>>,
 }
 
 impl service::Source for Metrics {
@@ -365,12 +374,21 @@ impl service::Source for Metrics {
         if let Some(c) = &self.cache {
             text += &c.to_prometheus();
         }
+        if let Some(v) = self.protocol.as_ref().and_then(|p| p.get()) {
+            text += "# HELP httpd_nfs_protocol_info The NFS version the backend speaks.\n";
+            text += "# TYPE httpd_nfs_protocol_info gauge\n";
+            text += &format!("httpd_nfs_protocol_info{{version=\"{v}\"}} 1\n");
+        }
         text
     }
     fn json(&self) -> serde_json::Value {
         let mut json = service::Source::json(&*self.registry);
         if let (Some(c), Some(obj)) = (&self.cache, json.as_object_mut()) {
             obj.insert("nfs_data_cache".into(), c.to_json());
+        }
+        let version = self.protocol.as_ref().and_then(|p| p.get());
+        if let (Some(v), Some(obj)) = (version, json.as_object_mut()) {
+            obj.insert("nfs_protocol".into(), v.to_string().into());
         }
         json
     }
@@ -386,7 +404,23 @@ pub async fn serve_metrics(
     cache: Option<Arc<CacheStats>>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Error> {
-    let source = Arc::new(Metrics { registry, cache });
+    serve_metrics_nfs(listener, registry, cache, None, shutdown).await
+}
+
+/// [`serve_metrics`] with the NFS backend's protocol version once it is set
+/// (`httpd_nfs_protocol_info{version="4.2"} 1`, and `nfs_protocol` in the JSON).
+pub async fn serve_metrics_nfs(
+    listener: TcpListener,
+    registry: Arc<Registry>,
+    cache: Option<Arc<CacheStats>>,
+    protocol: Option<Arc<OnceLock<NfsVersion>>>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), Error> {
+    let source = Arc::new(Metrics {
+        registry,
+        cache,
+        protocol,
+    });
     let limits = service::metrics::Limits::default();
     Ok(service::metrics::serve(listener, source, limits, shutdown).await?)
 }
@@ -407,10 +441,13 @@ pub async fn run(rc: service::RunConfig<Config>) -> Result<(), Error> {
             let l = bind("--metrics", addr).await?;
             tracing::info!(addr = %l.local_addr()?, "metrics listening");
             let cache = (config.nfs_data_cache > 0).then(|| config.nfs_data_cache_stats.clone());
-            Some(tokio::spawn(serve_metrics(
+            let protocol =
+                matches!(config.backend, Backend::Nfs { .. }).then(|| config.nfs_protocol.clone());
+            Some(tokio::spawn(serve_metrics_nfs(
                 l,
                 registry.clone(),
                 cache,
+                protocol,
                 stop.stopped(),
             )))
         }

@@ -243,6 +243,24 @@ impl InProcess<httpd::Error> {
         )
     }
 
+    /// httpd's metrics endpoint as `httpd --metrics` serves it for `config`: its data
+    /// cache's values when it has one, and the NFS backend's protocol version
+    /// (`httpd_nfs_protocol_info`) when it serves NFS.
+    pub fn metrics_for(&self, config: &httpd::Config) -> Result<Httpd> {
+        let cache = (config.nfs_data_cache > 0).then(|| config.nfs_data_cache_stats.clone());
+        let protocol = matches!(config.backend, httpd::Backend::Nfs { .. })
+            .then(|| config.nfs_protocol.clone());
+        InProcess::spawn(
+            None,
+            Bind::Addr("127.0.0.1:0"),
+            self.registry.clone(),
+            Duration::ZERO,
+            move |listener, reg, shutdown| {
+                httpd::serve_metrics_nfs(listener, reg, cache, protocol, shutdown)
+            },
+        )
+    }
+
     /// httpd with `config` on 127.0.0.1:0, on its own runtime; see [`Httpd::start_on`].
     pub fn start(config: httpd::Config) -> Result<Httpd> {
         Httpd::start_on(None, "127.0.0.1:0", config)

@@ -5,9 +5,8 @@
 //! - `worker`: the one worker loop, driven by the schedule against a `Target`; workers
 //!   run on single-threaded event loops, one per OS thread, like wrk's threads.
 //! - `pace`: the open-loop pacer thread, releasing fixed-rate tickets on time.
-//! - [`http`], `tcp`, `nfs`, `nfs4`, `file`: the `Target` implementations (`nfs4`: the
-//!   read and metadata workloads over NFSv4.0, 4.1 and 4.2, for `nfs://…?version=4`,
-//!   `4.1`, `4.2`). [`tcp::serve`] is the
+//! - [`http`], `tcp`, `nfs`, `file`: the `Target` implementations (`nfs`: every NFS
+//!   workload over v3, 4.0, 4.1 or 4.2, as `nfs://…?version=` says). [`tcp::serve`] is the
 //!   server side of `tcp://` (`servelab tcp-server`); [`http::parse_response_head`] is
 //!   the HTTP client's response parser, public for fuzzing.
 //! - [`sample`]: one operation's raw instants and outcome; the per-worker collector that
@@ -27,7 +26,6 @@ pub mod tcp;
 
 mod file;
 mod nfs;
-mod nfs4;
 mod pace;
 mod progress;
 mod worker;
@@ -61,6 +59,14 @@ pub enum Error {
     Worker(String),
     #[error("NFS: {0}")]
     Nfs(String),
+    /// The URL's path does not exist on the export: the run is not started (every
+    /// operation would fail the same way).
+    #[error("no such file on the export: {path:?}")]
+    NoSuchFile {
+        path: String,
+        #[source]
+        source: nfsclient::Error,
+    },
     #[error("invalid report JSON: {0}")]
     Json(String),
     #[error("{path}: {source}")]
@@ -151,20 +157,10 @@ pub fn run(plan: LoadPlan) -> Result<Report, Error> {
             });
             drive(Arc::new(target), &plan, threads)?
         }
-        TargetUrl::Nfs { url } if nfs4::wants_v4(url) => {
-            report.target.clone_from(url);
-            let target = nfs4::Nfs4Target::new(url, &plan)?;
-            report.host = target.host();
-            report.port = target.port();
-            report.path = target.path();
-            let target = Arc::new(target);
-            let out = drive(Arc::new(target.clone()), &plan, threads)?;
-            report.checksum_crc32 = target.checksum();
-            out
-        }
         TargetUrl::Nfs { url } => {
             report.target.clone_from(url);
             let target = nfs::NfsTarget::new(url, &plan)?;
+            target.preflight()?;
             report.host = target.host();
             report.port = target.port();
             report.path = target.path();

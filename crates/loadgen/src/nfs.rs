@@ -1,6 +1,8 @@
-//! The NFSv3 target: every worker mounts with its own `nfsclient::Client` (one
+//! The NFS target, in whichever version the URL names (v3, 4.0, 4.1, 4.2): every worker
+//! mounts (v3) or sets up its lease and session (v4) with its own `nfsclient::Client` (one
 //! connection), then reads a file sequentially, writes a file of its own, or runs a
-//! bonnie++ -n style metadata mix; each NFS procedure is recorded under its own name.
+//! bonnie++ -n style metadata mix; each operation is recorded under its own name (over
+//! v4, CREATE is the OPEN with create and its CLOSE that `touch` sends).
 //!
 //! The write workload writes UNSTABLE and COMMITs each file at its end (every
 //! [`WRITE_FILE`] bytes, and what is left when the run ends), as the kernel client does
@@ -71,6 +73,36 @@ impl NfsTarget {
     pub fn checksum(&self) -> Option<u32> {
         *self.first_crc.lock()
     }
+
+    /// Looks the URL's path up once before any worker starts: a path that does not exist
+    /// on the export ends the run here, with that message, instead of failing every
+    /// operation. A server that cannot be reached is left to the run (its failures are
+    /// what it measures).
+    pub fn preflight(&self) -> Result<(), crate::Error> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(crate::Error::Runtime)?;
+        let cfg = ClientConfig {
+            connections: 1,
+            call_timeout: self.timeout,
+            connect_timeout: self.timeout.min(Duration::from_secs(5)),
+        };
+        rt.block_on(async {
+            let Ok(client) = Client::connect(&self.url, cfg).await else {
+                return Ok(());
+            };
+            let found = client.lookup_path(client.path()).await;
+            let _ = client.close().await;
+            match found {
+                Err(e) if e.is_not_found() => Err(crate::Error::NoSuchFile {
+                    path: client.url().full_path(),
+                    source: e,
+                }),
+                _ => Ok(()),
+            }
+        })
+    }
 }
 
 fn op_error(op: &'static str, e: &nfsclient::Error) -> OpError {
@@ -79,10 +111,12 @@ fn op_error(op: &'static str, e: &nfsclient::Error) -> OpError {
         E::Unreachable { .. } => ErrorKind::Connect,
         E::Timeout { .. } => ErrorKind::Timeout,
         E::ConnectionLost { .. } => ErrorKind::Reset,
-        E::Status { .. } | E::MountDenied { .. } | E::BadPath { .. } | E::BadUrl { .. } => {
-            ErrorKind::Server
-        }
-        E::Rpc { .. } | E::Protocol { .. } => ErrorKind::Malformed,
+        E::Status { .. }
+        | E::Status4 { .. }
+        | E::MountDenied { .. }
+        | E::BadPath { .. }
+        | E::BadUrl { .. } => ErrorKind::Server,
+        E::Rpc { .. } | E::Protocol { .. } | E::Decode { .. } => ErrorKind::Malformed,
     };
     OpError::new(op, kind, e.to_string())
 }
@@ -348,7 +382,17 @@ impl Worker for NfsWorker {
     }
 
     async fn finish(&mut self) -> Option<Result<OpOk, OpError>> {
-        // Leave the export as it was: remove what this worker created.
+        let r = self.clean_up().await;
+        // An NFSv4.1+ session and client id end here, not with their lease.
+        let _ = self.client.close().await;
+        r
+    }
+}
+
+impl NfsWorker {
+    /// Leaves the export as it was: removes what this worker created (after the COMMIT of
+    /// what the last written file holds uncommitted, which is counted).
+    async fn clean_up(&mut self) -> Option<Result<OpOk, OpError>> {
         match &self.state {
             State::Read { .. } => None,
             State::Write {

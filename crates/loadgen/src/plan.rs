@@ -19,9 +19,9 @@ pub enum TargetUrl {
     /// `tcp://host:port`, a `servelab tcp-server`.
     Tcp { host: String, port: u16 },
     /// `nfs://host[:port]/export/path[?nfsport=&mountport=&version=3]`, kept as text and
-    /// parsed by `nfsclient` so both crates agree on the libnfs forms; `version=4` (4.1,
-    /// 4.2) runs the read and metadata workloads over NFSv4.0 (4.1, 4.2; the path from
-    /// the pseudo-root).
+    /// parsed by `nfsclient` so both crates agree on the libnfs forms; `version=4.0`,
+    /// `4.1`, `4.2` (`4` is 4.0) run every workload over NFSv4 (the path from the
+    /// pseudo-root), `auto` negotiates as a kernel mount does.
     Nfs { url: String },
     /// `file:///absolute/path` (or `file://localhost/…`): a file to read or a directory
     /// to write or run the metadata mix in, on this machine's file systems.

@@ -1,4 +1,5 @@
-//! [`Client`]: one MOUNT, then a pool of NFSv3 connections with timeouts and reconnects.
+//! [`Client`]: one MOUNT (v3) or lease (v4), then a pool of connections with timeouts
+//! and reconnects; each procedure runs over v3 here or over `crate::v4`.
 //!
 //! `nfs3_client` runs one call at a time per connection, so throughput comes from several
 //! connections: each call leases one from the pool (`crate::pool`, up to
@@ -25,17 +26,10 @@ use tokio::time::Instant;
 
 use crate::fastread::{RawConn, ReadOutcome};
 use crate::pool::{Conn, Pool, connect_tcp, pool_call};
-use crate::splice::{PipedData, PipedOutcome};
-use crate::{Attr, DirEntry, Error, NfsUrl};
-use bytes::Bytes;
-
-/// A WRITE's answer: bytes written, how stable they are, the server's write verifier.
-#[derive(Debug, Clone, Copy)]
-pub struct Written {
-    pub count: u32,
-    pub committed: stable_how,
-    pub verf: [u8; 8],
-}
+use crate::reply::{PipedReply, ReadReply, Written};
+use crate::splice::PipedOutcome;
+use crate::v4::V4;
+use crate::{Attr, DirEntry, Error, NfsUrl, NfsVersion};
 
 pub use crate::pool::ClientConfig;
 
@@ -65,6 +59,18 @@ struct Inner {
     wtmax: AtomicU32,
     /// Serialises re-MOUNTs so a burst of stale errors mounts once.
     remount: tokio::sync::Mutex<()>,
+    /// The version spoken.
+    version: NfsVersion,
+    /// The NFSv4 side, with its own pool, when the version is 4.x (the v3 pool then
+    /// stays empty).
+    v4: Option<V4>,
+}
+
+impl Inner {
+    /// The NFSv4 side (only called where [`Client::v4`] was checked).
+    fn v4_side(&self) -> &V4 {
+        self.v4.as_ref().expect("an NFSv4 client")
+    }
 }
 
 /// Runs one RPC on a pooled `nfs3_client` connection (see [`pool_call`]).
@@ -79,18 +85,75 @@ fn status_err<T>(op: &'static str, status: nfsstat3) -> Result<T, Error> {
 }
 
 impl Client {
-    /// Mounts the URL's export and checks the NFS program answers (FSINFO).
+    /// Connects in the URL's version ([`NfsUrl::version`]); with `version=auto`, as a
+    /// kernel mount without `vers=` does: 4.2, then 4.1, then 4.0 while the server
+    /// refuses the minor version or NFSv4 itself, then v3.
+    pub async fn connect(url: &NfsUrl, cfg: ClientConfig) -> Result<Client, Error> {
+        let Some(version) = url.version else {
+            for v in [NfsVersion::V4_2, NfsVersion::V4_1, NfsVersion::V4_0] {
+                match Client::connect_v4(url, cfg.clone(), v).await {
+                    Err(e) if e.is_version_refused() => {
+                        tracing::debug!(version = %v, error = %e, "NFS version refused, trying the next");
+                    }
+                    other => return other,
+                }
+            }
+            return Client::connect_v3(url, cfg).await;
+        };
+        match version {
+            NfsVersion::V3 => Client::connect_v3(url, cfg).await,
+            v => Client::connect_v4(url, cfg, v).await,
+        }
+    }
+
+    /// NFSv4.x: the lease (and session) set up, the export's handle found from the
+    /// server's root, its READ and WRITE limits read. Without `//` in the URL the whole
+    /// path is walked from the root (v4 has no MOUNT to find where the export ends).
+    async fn connect_v4(
+        url: &NfsUrl,
+        cfg: ClientConfig,
+        version: NfsVersion,
+    ) -> Result<Client, Error> {
+        let minor = version.minor().expect("a v4 version");
+        let cred = opaque_auth::auth_unix(&auth_unix_of(url));
+        let mut url = url.clone();
+        if !url.export_is_explicit {
+            url.path = url.full_path().trim_matches('/').to_string();
+            url.export = "/".to_string();
+            url.export_is_explicit = true;
+        }
+        url.version = Some(version);
+        let v4 = V4::new(
+            minor,
+            Pool::new(&url, cfg.clone(), cred.clone()),
+            auth_sys_body(url.uid, url.gid),
+        );
+        v4.session.ensure(&v4).await?;
+        let root = v4.root_of(&url.export).await?;
+        let (rtmax, wtmax) = v4.limits(&root).await?;
+        let cap = |v: u64| v.clamp(4096, 1 << 20) as u32;
+        let client = Client {
+            inner: Arc::new(Inner {
+                pool: Pool::new(&url, cfg, cred),
+                url,
+                root: RwLock::new(root),
+                rtmax: AtomicU32::new(cap(rtmax)),
+                wtmax: AtomicU32::new(cap(wtmax)),
+                remount: tokio::sync::Mutex::new(()),
+                version,
+                v4: Some(v4),
+            }),
+        };
+        tracing::debug!(url = %client.inner.url, "NFSv4 export reached");
+        Ok(client)
+    }
+
+    /// NFSv3: mounts the URL's export and checks the NFS program answers (FSINFO).
     ///
     /// When the URL does not say where the export ends (no `//`), the whole path is tried
     /// as the export first, then each parent, and the rest becomes [`Client::path`].
-    pub async fn connect(url: &NfsUrl, cfg: ClientConfig) -> Result<Client, Error> {
-        let cred = opaque_auth::auth_unix(&auth_unix {
-            stamp: 0,
-            machinename: Opaque::owned(b"servelab".to_vec()),
-            uid: url.uid,
-            gid: url.gid,
-            gids: vec![url.gid],
-        });
+    async fn connect_v3(url: &NfsUrl, cfg: ClientConfig) -> Result<Client, Error> {
+        let cred = opaque_auth::auth_unix(&auth_unix_of(url));
         let mut first_err = None;
         let mut mounted = None;
         for (export, path) in url.export_candidates() {
@@ -112,6 +175,7 @@ impl Client {
         url.export = export;
         url.path = path;
         url.export_is_explicit = true;
+        url.version = Some(NfsVersion::V3);
         let client = Client {
             inner: Arc::new(Inner {
                 pool: Pool::new(&url, cfg, cred),
@@ -120,6 +184,8 @@ impl Client {
                 rtmax: AtomicU32::new(1 << 20),
                 wtmax: AtomicU32::new(1 << 20),
                 remount: tokio::sync::Mutex::new(()),
+                version: NfsVersion::V3,
+                v4: None,
             }),
         };
         let root = client.root();
@@ -142,6 +208,42 @@ impl Client {
     /// The URL as mounted: the export MOUNT accepted, and the path inside it.
     pub fn url(&self) -> &NfsUrl {
         &self.inner.url
+    }
+
+    /// The protocol version spoken.
+    pub fn version(&self) -> NfsVersion {
+        self.inner.version
+    }
+
+    fn v4(&self) -> Option<&V4> {
+        self.inner.v4.as_ref()
+    }
+
+    /// Runs an NFSv4 call as a task of its own, so a caller that goes away (an HTTP
+    /// client that disconnects, a timed run's end) does not cut it off mid-exchange:
+    /// the call finishes within its deadline and its session slot stays in step with
+    /// the server's. (Cut off, the slot's sequence id would be unknown and the session
+    /// set up again.)
+    async fn detached<T, F>(&self, call: impl FnOnce(Arc<Inner>) -> F) -> Result<T, Error>
+    where
+        T: Send + 'static,
+        F: std::future::Future<Output = Result<T, Error>> + Send + 'static,
+    {
+        let task = tokio::spawn(call(self.inner.clone()));
+        task.await.map_err(|_| Error::Protocol {
+            op: "NFSv4 call",
+            what: "an answer (its task panicked)",
+        })?
+    }
+
+    /// Ends this client's NFSv4.1+ session and client id on the server (its state is
+    /// freed now, not when its lease runs out); v3 and 4.0 have nothing to end. Calls
+    /// after it set the session up again.
+    pub async fn close(&self) -> Result<(), Error> {
+        match self.v4() {
+            Some(v4) => v4.session.destroy(v4).await,
+            None => Ok(()),
+        }
     }
 
     /// The path inside the export that the URL named (may be empty).
@@ -177,6 +279,11 @@ impl Client {
         if self.root() != before {
             return Ok(self.root());
         }
+        if let Some(v4) = self.v4() {
+            let fh = v4.root_of(&self.inner.url.export).await?;
+            *self.inner.root.write() = fh.clone();
+            return Ok(fh);
+        }
         let fh = mount(
             &self.inner.url,
             &self.inner.pool.cred,
@@ -190,6 +297,12 @@ impl Client {
 
     /// GETATTR.
     pub async fn getattr(&self, fh: &nfs_fh3) -> Result<Attr, Error> {
+        if self.v4().is_some() {
+            let fh = fh.clone();
+            return self
+                .detached(|i| async move { i.v4_side().getattr(&fh).await })
+                .await;
+        }
         let args = GETATTR3args { object: fh.clone() };
         match nfs_call!(self, "GETATTR", true, |c| c.getattr(&args))? {
             Nfs3Result::Ok(ok) => Ok(Attr::from(&ok.obj_attributes)),
@@ -199,6 +312,12 @@ impl Client {
 
     /// LOOKUP of one name in `dir`; returns the handle and its attributes.
     pub async fn lookup(&self, dir: &nfs_fh3, name: &str) -> Result<(nfs_fh3, Attr), Error> {
+        if let Some(v4) = self.v4() {
+            return {
+                check_name(name)?;
+                v4.walk(dir, &[name]).await
+            };
+        }
         check_name(name)?;
         let args = LOOKUP3args {
             what: diropargs3 {
@@ -241,6 +360,16 @@ impl Client {
                 });
             }
         }
+        if self.v4().is_some() {
+            let (root, comps): (nfs_fh3, Vec<String>) =
+                (self.root(), comps.iter().map(|c| c.to_string()).collect());
+            return self
+                .detached(|i| async move {
+                    let comps: Vec<&str> = comps.iter().map(String::as_str).collect();
+                    i.v4_side().walk(&root, &comps).await
+                })
+                .await;
+        }
         let mut fh = self.root();
         if comps.is_empty() {
             let attr = self.getattr(&fh).await?;
@@ -257,6 +386,9 @@ impl Client {
 
     /// READLINK: the target of a symlink, as stored (not resolved).
     pub async fn readlink(&self, fh: &nfs_fh3) -> Result<String, Error> {
+        if let Some(v4) = self.v4() {
+            return v4.readlink(fh).await;
+        }
         let args = READLINK3args {
             symlink: fh.clone(),
         };
@@ -269,6 +401,12 @@ impl Client {
     /// READ of up to `count` bytes at `offset`; the reply may be shorter (check `eof`).
     /// The data is a zero-copy slice of the received record (see `fastread`).
     pub async fn read(&self, fh: &nfs_fh3, offset: u64, count: u32) -> Result<ReadReply, Error> {
+        if self.v4().is_some() {
+            let fh = fh.clone();
+            return self
+                .detached(move |i| async move { i.v4_side().read(&fh, offset, count).await })
+                .await;
+        }
         let args = READ3args {
             file: fh.clone(),
             offset,
@@ -292,6 +430,12 @@ impl Client {
         offset: u64,
         count: u32,
     ) -> Result<PipedReply, Error> {
+        if self.v4().is_some() {
+            let fh = fh.clone();
+            return self
+                .detached(move |i| async move { i.v4_side().read_piped(&fh, offset, count).await })
+                .await;
+        }
         let args = READ3args {
             file: fh.clone(),
             offset,
@@ -336,6 +480,9 @@ impl Client {
             path: String::new(),
             reason: "write larger than 4 GiB".into(),
         })?;
+        if let Some(v4) = self.v4() {
+            return v4.write(fh, offset, data, stable).await;
+        }
         let args = WRITE3args {
             file: fh.clone(),
             offset,
@@ -358,6 +505,9 @@ impl Client {
     /// stable when it returns; returns the server's write verifier, to compare with the
     /// WRITEs' (a different one means the server restarted and the data must be resent).
     pub async fn commit(&self, fh: &nfs_fh3) -> Result<[u8; 8], Error> {
+        if let Some(v4) = self.v4() {
+            return v4.commit(fh).await;
+        }
         let args = COMMIT3args {
             file: fh.clone(),
             offset: 0,
@@ -377,6 +527,9 @@ impl Client {
         mode: u32,
     ) -> Result<(nfs_fh3, Attr), Error> {
         check_name(name)?;
+        if let Some(v4) = self.v4() {
+            return v4.create(dir, name, mode).await;
+        }
         let args = CREATE3args {
             where_: diropargs3 {
                 dir: dir.clone(),
@@ -404,6 +557,9 @@ impl Client {
         mode: u32,
     ) -> Result<(nfs_fh3, Attr), Error> {
         check_name(name)?;
+        if let Some(v4) = self.v4() {
+            return v4.mkdir(dir, name, mode).await;
+        }
         let args = MKDIR3args {
             where_: diropargs3 {
                 dir: dir.clone(),
@@ -425,6 +581,12 @@ impl Client {
 
     /// REMOVE of a file.
     pub async fn remove(&self, dir: &nfs_fh3, name: &str) -> Result<(), Error> {
+        if let Some(v4) = self.v4() {
+            return {
+                check_name(name)?;
+                v4.remove(dir, name, "REMOVE").await
+            };
+        }
         check_name(name)?;
         let args = REMOVE3args {
             object: diropargs3 {
@@ -440,6 +602,12 @@ impl Client {
 
     /// RMDIR of an empty directory.
     pub async fn rmdir(&self, dir: &nfs_fh3, name: &str) -> Result<(), Error> {
+        if let Some(v4) = self.v4() {
+            return {
+                check_name(name)?;
+                v4.remove(dir, name, "RMDIR").await
+            };
+        }
         check_name(name)?;
         let args = RMDIR3args {
             object: diropargs3 {
@@ -456,6 +624,9 @@ impl Client {
     /// Every entry of a directory except `.` and `..`, with attributes and handles when
     /// the server supports READDIRPLUS (plain READDIR otherwise).
     pub async fn readdir(&self, dir: &nfs_fh3) -> Result<Vec<DirEntry>, Error> {
+        if let Some(v4) = self.v4() {
+            return v4.readdir(dir).await;
+        }
         let mut out = Vec::new();
         let mut cookie = 0;
         let mut verf = cookieverf3::default();
@@ -568,24 +739,28 @@ impl Client {
     }
 }
 
-/// The answer to [`Client::read_piped`]: the data waits in pipes.
-#[derive(Debug)]
-pub struct PipedReply {
-    pub data: PipedData,
-    /// The server says the read reached the end of the file.
-    pub eof: bool,
-    /// Post-operation attributes when the server sent them.
-    pub attr: Option<Attr>,
+/// The AUTH_UNIX credential of the URL's identity.
+fn auth_unix_of(url: &NfsUrl) -> auth_unix {
+    auth_unix {
+        stamp: 0,
+        machinename: Opaque::owned(b"servelab".to_vec()),
+        uid: url.uid,
+        gid: url.gid,
+        gids: vec![url.gid],
+    }
 }
 
-/// The reply to a READ.
-#[derive(Debug)]
-pub struct ReadReply {
-    pub data: Bytes,
-    /// The server says the read reached the end of the file.
-    pub eof: bool,
-    /// Post-operation attributes when the server sent them.
-    pub attr: Option<Attr>,
+/// The same credential's body as NFSv4 calls send it (`authsys_parms`).
+fn auth_sys_body(uid: u32, gid: u32) -> Vec<u8> {
+    let mut b = Vec::with_capacity(40);
+    for w in [0u32, 8] {
+        b.extend_from_slice(&w.to_be_bytes());
+    }
+    b.extend_from_slice(b"servelab");
+    for w in [uid, gid, 1, gid] {
+        b.extend_from_slice(&w.to_be_bytes());
+    }
+    b
 }
 
 fn check_name(name: &str) -> Result<(), Error> {

@@ -440,3 +440,54 @@ mod tests {
         }
     }
 }
+
+/// The NFSv4 reply decoders a COMPOUND's results go through, by number: `fattr4`,
+/// OPEN's result, a READDIR page, GETATTR's result, and the RPC reply header check.
+pub const V4_DECODERS: usize = 5;
+
+/// Runs NFSv4 decoder `which` (of [`V4_DECODERS`]) over `bytes`; true when it decoded.
+/// Whatever the bytes, it returns (no panic, no allocation sized by the input).
+pub fn v4_reply(which: usize, bytes: &[u8]) -> bool {
+    use crate::v4::fuzz_entry;
+    fuzz_entry(which % V4_DECODERS, bytes)
+}
+
+/// Well-formed inputs for [`v4_reply`], one per decoder (the fuzz target's seeds):
+/// `(decoder, bytes)`.
+pub fn v4_seeds() -> Vec<(usize, Vec<u8>)> {
+    crate::v4::fuzz_seeds()
+}
+
+#[cfg(test)]
+mod v4_tests {
+    use super::*;
+
+    #[test]
+    fn every_v4_seed_decodes_and_every_truncation_fails_cleanly() {
+        let seeds = v4_seeds();
+        assert_eq!(seeds.len(), V4_DECODERS);
+        for (which, bytes) in seeds {
+            assert!(v4_reply(which, &bytes), "seed {which} does not decode");
+            for cut in 0..bytes.len() {
+                assert!(
+                    !v4_reply(which, &bytes[..cut]),
+                    "seed {which} cut at {cut} decoded"
+                );
+            }
+        }
+    }
+
+    /// Writes the seeds to `$NFSCLIENT_V4_SEEDS` (fuzz/seeds/nfsclient_v4_reply), the
+    /// first byte selecting the decoder as the fuzz target reads it.
+    #[test]
+    fn write_v4_seeds_when_asked() {
+        let Some(dir) = std::env::var_os("NFSCLIENT_V4_SEEDS") else {
+            return;
+        };
+        for (which, bytes) in v4_seeds() {
+            let mut v = vec![which as u8];
+            v.extend(bytes);
+            std::fs::write(std::path::Path::new(&dir).join(format!("{which:03}")), v).unwrap();
+        }
+    }
+}

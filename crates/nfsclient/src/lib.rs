@@ -1,4 +1,5 @@
-//! A pooled, reconnecting NFSv3 client for servelab, on top of the `nfs3_client` crate.
+//! A pooled, reconnecting NFS client for servelab: NFSv3 on top of the `nfs3_client`
+//! crate, NFSv4.0, 4.1 and 4.2 of its own.
 //!
 //! # Layout
 //! - [`url`]: `nfs://HOST[:PORT]/EXPORT[//PATH]?nfsport=&mountport=` parsing ([`NfsUrl`]).
@@ -11,6 +12,9 @@
 //! - `splice`: READ whose data goes from the socket into pipes ([`PipedData`]), for
 //!   callers that splice it on (httpd).
 //! - [`attr`]: [`Attr`] and [`DirEntry`], plain Rust views of NFS attributes.
+//! - `v4`: NFSv4.0, 4.1 and 4.2 ([`NfsVersion`]): COMPOUND encoding, the lease and
+//!   session, the procedures; [`Client`] uses it when the URL's `version=` asks for v4
+//!   (or `auto` negotiates it).
 //!
 //! Every call sends an AUTH_UNIX credential (NFS-Ganesha refuses AUTH_NULL) from an
 //! unprivileged source port. Errors are typed ([`Error`]) so callers can tell an
@@ -24,16 +28,22 @@ mod fastread;
 pub mod fuzzing;
 mod mount;
 mod pool;
+mod reply;
 mod rpc_io;
 mod splice;
 pub mod url;
+pub mod v4;
+mod version;
 
 pub use attr::{Attr, DirEntry, FileKind};
-pub use client::{Client, ClientConfig, PipedReply, ReadReply, Written};
+pub use client::{Client, ClientConfig};
 pub use nfs3_client::nfs3_types;
 pub use nfs3_client::nfs3_types::nfs3::{nfs_fh3 as FileHandle, nfsstat3};
+pub use reply::{PipedReply, ReadReply, Written};
 pub use splice::{PipePart, PipedData};
 pub use url::{Host, NfsUrl};
+pub use v4::{ReplyError, Status4};
+pub use version::NfsVersion;
 
 use std::time::Duration;
 
@@ -80,6 +90,18 @@ pub enum Error {
     /// The server answered the call with an NFS error status.
     #[error("NFS {op} failed: {status}")]
     Status { op: &'static str, status: nfsstat3 },
+    /// An NFSv4 server answered with a status NFSv3 has no equivalent of (those it has,
+    /// NOENT, ACCES, STALE…, are [`Error::Status`]).
+    #[error("NFS {op} failed: {status}")]
+    Status4 { op: &'static str, status: Status4 },
+    /// An NFSv4 reply that does not decode (the connection stays usable: the whole
+    /// record was read).
+    #[error("NFS {op}: undecodable reply")]
+    Decode {
+        op: &'static str,
+        #[source]
+        source: ReplyError,
+    },
     /// An RPC-level failure (authentication, garbage reply, program unavailable…).
     #[error("NFS {op}: RPC error: {source}")]
     Rpc {
@@ -136,6 +158,22 @@ impl Error {
             self.status(),
             Some(nfsstat3::NFS3ERR_STALE | nfsstat3::NFS3ERR_BADHANDLE)
         )
+    }
+
+    /// True when the server refused the protocol version asked for (an NFSv4 minor
+    /// version it does not serve, or NFSv4 itself): negotiation tries the next one.
+    pub fn is_version_refused(&self) -> bool {
+        use nfs3_client::RpcError;
+        match self {
+            Error::Status4 { status, .. } => status.0 == v4::xdr::MINOR_VERS_MISMATCH,
+            Error::Rpc { source, .. } => {
+                matches!(
+                    source,
+                    RpcError::ProgMismatch { .. } | RpcError::ProgUnavail
+                )
+            }
+            _ => false,
+        }
     }
 
     /// True when the server's host name did not resolve.

@@ -1,11 +1,11 @@
 //! The connection pool under [`crate::Client`]: one permit per connection that may exist,
-//! idle connections of two kinds under those permits (`nfs3_client`'s, for every
-//! procedure, and the zero-copy READ path's `fastread` connections), and one
-//! checkout/settle path for every call of either kind.
+//! idle connections of three kinds under those permits (`nfs3_client`'s, for every
+//! NFSv3 procedure, the zero-copy READ path's `fastread` connections, and NFSv4's), and
+//! one checkout/settle path for every call of any kind.
 //!
 //! A call leases an idle connection (or opens one) within its deadline and settles it
 //! afterwards: back to the idle list when the connection is still at a message
-//! boundary; dropped, with every idle one of both kinds (a server restart kills them
+//! boundary; dropped, with every idle one of every kind (a server restart kills them
 //! all), when its transport died — and then, for an idempotent call on a reused
 //! connection, retried once on a fresh one, so the first call after a restart succeeds.
 
@@ -22,6 +22,7 @@ use tokio::time::Instant;
 use crate::fastread::RawConn;
 use crate::rpc_io::RpcIo;
 use crate::url::{Host, endpoint};
+use crate::v4::V4Conn;
 use crate::{Error, NfsUrl, Unreachable};
 
 /// An `nfs3_client` connection: every procedure but the zero-copy READ.
@@ -61,6 +62,8 @@ pub(crate) struct Pool {
     idle: Mutex<Vec<Conn>>,
     /// Idle connections of the zero-copy READ path (same permits as `idle`).
     raw_idle: Mutex<Vec<RawConn>>,
+    /// Idle NFSv4 connections (a v4 client uses only these).
+    v4_idle: Mutex<Vec<V4Conn>>,
     /// One permit per connection that may exist.
     permits: Semaphore,
 }
@@ -83,6 +86,15 @@ impl Pooled for Conn {
             pool.cred.clone(),
             opaque_auth::default(),
         )
+    }
+}
+
+impl Pooled for V4Conn {
+    fn idle(pool: &Pool) -> &Mutex<Vec<Self>> {
+        &pool.v4_idle
+    }
+    fn open(stream: TcpStream, _: &Pool) -> Self {
+        V4Conn::new(stream)
     }
 }
 
@@ -134,6 +146,7 @@ impl Pool {
             cred,
             idle: Mutex::new(Vec::new()),
             raw_idle: Mutex::new(Vec::new()),
+            v4_idle: Mutex::new(Vec::new()),
         }
     }
 
@@ -185,9 +198,10 @@ impl Pool {
             }
             Ok(Err(e)) => {
                 // The transport is dead; the server probably went away, so the idle
-                // connections of both kinds are dead too.
+                // connections of every kind are dead too.
                 self.idle.lock().clear();
                 self.raw_idle.lock().clear();
+                self.v4_idle.lock().clear();
                 if lease.reused && may_retry {
                     tracing::debug!(op, addr = %self.addr, error = %e, "NFS connection lost, retrying on a new one");
                     return Ok(None);

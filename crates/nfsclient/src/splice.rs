@@ -16,7 +16,9 @@
 //! whole and decoded by the same path as [`crate::fastread`], so errors are identical.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+
+use ::splice::{Mode, Pipe};
 
 use nfs3_client::RpcError;
 use nfs3_client::nfs3_types::nfs3::READ3args;
@@ -77,17 +79,10 @@ pub(crate) enum PipedOutcome {
 
 /// A new pipe (both ends non-blocking) of `bytes` capacity where the limits allow.
 fn new_pipe(bytes: usize) -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0 as RawFd; 2];
-    // SAFETY: pipe2 writes two descriptors into the array we pass.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: both descriptors were just created and are owned by nobody else.
-    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let pipe = Pipe::new(true)?;
     // A smaller pipe only means more parts (the per-user pipe quota may refuse the size).
-    // SAFETY: fcntl on a descriptor we own.
-    unsafe { libc::fcntl(write.as_raw_fd(), libc::F_SETPIPE_SZ, bytes as libc::c_int) };
-    Ok((read, write))
+    let _ = pipe.resize(bytes);
+    Ok(pipe.into_ends())
 }
 
 /// Bytes waiting in a socket's receive queue.
@@ -101,23 +96,8 @@ fn bytes_waiting(sock: RawFd) -> io::Result<usize> {
 }
 
 /// One `splice(2)` call, non-blocking on both ends.
-fn splice_once(from: RawFd, to: RawFd, len: usize) -> io::Result<usize> {
-    // SAFETY: splice between two descriptors the caller keeps open; no offsets.
-    let n = unsafe {
-        libc::splice(
-            from,
-            std::ptr::null_mut(),
-            to,
-            std::ptr::null_mut(),
-            len,
-            libc::SPLICE_F_NONBLOCK | libc::SPLICE_F_MOVE,
-        )
-    };
-    if n < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(n as usize)
-    }
+fn splice_once(from: BorrowedFd<'_>, to: BorrowedFd<'_>, len: usize) -> io::Result<usize> {
+    ::splice::splice(from, to, len, Mode::NonBlocking)
 }
 
 /// Reads one RPC record from a socket across its fragments, without reading past what
@@ -245,7 +225,6 @@ impl<'a> RecordIn<'a> {
 
     /// Moves exactly `n` record bytes into pipes.
     async fn splice_into(&mut self, mut n: usize) -> io::Result<PipedData> {
-        let sock = self.stream.as_raw_fd();
         let mut data = PipedData::default();
         // The pipe being filled: its read end, bytes in it, its write end.
         let mut pipe: Option<(OwnedFd, usize, OwnedFd)> = None;
@@ -258,11 +237,11 @@ impl<'a> RecordIn<'a> {
                     pipe.insert((r, 0, w))
                 }
             };
-            let to = write.as_raw_fd();
+            let to = write.as_fd();
             let want = n.min(self.frag_left);
-            let res = match splice_once(sock, to, want) {
+            let res = match splice_once(self.stream.as_fd(), to, want) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    if *held > 0 && bytes_waiting(sock)? > 0 {
+                    if *held > 0 && bytes_waiting(self.stream.as_raw_fd())? > 0 {
                         // The pipe is full while data waits: the rest goes into a new one.
                         if data.parts.len() + 1 >= MAX_PARTS {
                             return Err(io::Error::other("READ data needs too many pipes"));
@@ -273,8 +252,9 @@ impl<'a> RecordIn<'a> {
                     }
                     // The socket is empty: wait (after a splice that found it so).
                     self.stream.readable().await?;
-                    self.stream
-                        .try_io(Interest::READABLE, || splice_once(sock, to, want))
+                    self.stream.try_io(Interest::READABLE, || {
+                        splice_once(self.stream.as_fd(), to, want)
+                    })
                 }
                 other => other,
             };
@@ -372,6 +352,74 @@ impl RawConn {
         }
         Ok(PipedOutcome::Data { data, eof, attr })
     }
+}
+
+/// The rest of a reply that is not a successful READ, read whole.
+async fn whole(
+    mut rec: RecordIn<'_>,
+    mut head: Vec<u8>,
+) -> io::Result<(Vec<u8>, Option<PipedData>)> {
+    rec.read_rest(&mut head).await?;
+    Ok((head, None))
+}
+
+/// Reads an NFSv4 COMPOUND reply whose last operation is a successful READ (after
+/// SEQUENCE when `seq`, and PUTFH) with the data left in pipes: returns the record up
+/// to the data (it decodes as the reply's prefix, the data's length word last) and the
+/// pipes. Any other reply (an error status anywhere, a tag, a denied call) is read
+/// whole and returned without pipes, for the copying decoder. More data than `max`,
+/// or bytes after it, is an I/O error (the connection is dropped).
+pub(crate) async fn read_v4_piped(
+    stream: &mut TcpStream,
+    seq: bool,
+    max: u32,
+) -> io::Result<(Vec<u8>, Option<PipedData>)> {
+    let mut rec = RecordIn::start(stream).await?;
+    let mut head = Vec::with_capacity(160);
+    rec.read_into(&mut head, 20).await?;
+    if !(be32(&head, 4) == 1 && be32(&head, 8) == 0) {
+        return whole(rec, head).await;
+    }
+    let verf_len = be32(&head, 16) as usize;
+    if verf_len > 400 {
+        return Err(io::Error::other("RPC verifier too long"));
+    }
+    // Verifier body, accept status, then COMPOUND status, tag length, result count.
+    rec.read_into(&mut head, verf_len.next_multiple_of(4) + 16)
+        .await?;
+    let at = 20 + verf_len.next_multiple_of(4);
+    if be32(&head, at) != 0 || be32(&head, at + 4) != 0 || be32(&head, at + 8) != 0 {
+        return whole(rec, head).await;
+    }
+    // (operation, status) pairs: SEQUENCE (and its 36-byte result), PUTFH, READ.
+    let ops: &[(u32, usize)] = if seq {
+        &[(53, 36), (22, 0), (25, 0)]
+    } else {
+        &[(22, 0), (25, 0)]
+    };
+    for &(code, body) in ops {
+        rec.read_into(&mut head, 8).await?;
+        let n = head.len();
+        if (be32(&head, n - 8), be32(&head, n - 4)) != (code, 0) {
+            return whole(rec, head).await;
+        }
+        rec.read_into(&mut head, body).await?;
+    }
+    // eof, the data's length.
+    rec.read_into(&mut head, 8).await?;
+    let n = be32(&head, head.len() - 4) as usize;
+    if n > max as usize {
+        return Err(io::Error::other(
+            "READ reply carries more data than asked for",
+        ));
+    }
+    let data = rec.splice_into(n).await?;
+    let mut pad = Vec::new();
+    rec.read_into(&mut pad, n.next_multiple_of(4) - n).await?;
+    if !rec.at_end() {
+        return Err(io::Error::other("READ reply has bytes after its data"));
+    }
+    Ok((head, Some(data)))
 }
 
 #[cfg(test)]

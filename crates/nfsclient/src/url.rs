@@ -5,7 +5,8 @@
 //! - `nfs://HOST[:PORT]/EXPORT//PATH` — a `//` separates the export from the path inside
 //!   it: `nfs://h/srv/share//dir/f.bin` is export `/srv/share`, path `dir/f.bin`;
 //!   `nfs://h//f.bin` is export `/`, path `f.bin`.
-//! - Query parameters: `version=3` (only 3 is accepted), `nfsport=N`, `mountport=N`,
+//! - Query parameters: `version=3|4.0|4.1|4.2|auto` (`4` is 4.0; default 3; `auto`
+//!   negotiates newest first, as a kernel mount does), `nfsport=N`, `mountport=N`,
 //!   `uid=N`, `gid=N` (the AUTH_UNIX identity; default: this process's).
 //!
 //! HOST is an IPv4 address, a bracketed IPv6 literal (`[::1]`), `localhost` (127.0.0.1)
@@ -24,6 +25,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::str::FromStr;
 
 use crate::Error;
+use crate::version::NfsVersion;
 
 /// The default NFS (and MOUNT) port when the URL gives none.
 pub const DEFAULT_PORT: u16 = 2049;
@@ -62,6 +64,9 @@ pub struct NfsUrl {
     /// True when the split between export and path was given (`//`) or set with
     /// [`NfsUrl::with_export`]; false when the whole path is a guess at the export.
     pub export_is_explicit: bool,
+    /// The protocol version to speak (`version=`; 3 when not given); `None`
+    /// (`version=auto`) negotiates as a kernel mount does: 4.2, 4.1, 4.0, then 3.
+    pub version: Option<NfsVersion>,
     /// AUTH_UNIX uid sent with every call.
     pub uid: u32,
     /// AUTH_UNIX gid sent with every call.
@@ -144,17 +149,22 @@ impl NfsUrl {
         let mut mount_port = None;
         let mut uid = None;
         let mut gid = None;
+        let mut version = Some(NfsVersion::V3);
         for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
             let (k, v) = pair
                 .split_once('=')
                 .ok_or_else(|| bad(url, format!("query item {pair:?} is not key=value")))?;
             match k {
-                "version" if v == "3" => {}
+                "version" if v == "auto" => version = None,
                 "version" => {
-                    return Err(bad(
-                        url,
-                        format!("NFS version {v} is not supported (only 3)"),
-                    ));
+                    version = Some(NfsVersion::parse(v).ok_or_else(|| {
+                        bad(
+                            url,
+                            format!(
+                                "NFS version {v:?} is not supported (3, 4.0, 4.1, 4.2 or auto)"
+                            ),
+                        )
+                    })?)
                 }
                 "nfsport" => {
                     let p = parse_port("nfsport", v)?;
@@ -205,6 +215,7 @@ impl NfsUrl {
             export,
             path: inner,
             export_is_explicit: explicit,
+            version,
             uid: uid.unwrap_or(euid),
             gid: gid.unwrap_or(egid),
         })
@@ -332,9 +343,10 @@ impl fmt::Display for NfsUrl {
         } else {
             self.full_path()
         };
+        let version = self.version.map_or("auto".to_string(), |v| v.to_string());
         write!(
             f,
-            "nfs://{host}:{}{path}?version=3&nfsport={}&mountport={}",
+            "nfs://{host}:{}{path}?version={version}&nfsport={}&mountport={}",
             self.nfs_port, self.nfs_port, self.mount_port
         )
     }
@@ -489,7 +501,8 @@ mod tests {
             "nfs://127.0.0.1:99999/x",
             "nfs://[::1/x",
             "nfs://[127.0.0.1]/x",
-            "nfs://127.0.0.1/x?version=4",
+            "nfs://127.0.0.1/x?version=5",
+            "nfs://127.0.0.1/x?version=4.3",
             "nfs://127.0.0.1/x?nfsport=abc",
             "nfs://127.0.0.1/x?bogus=1",
             "nfs://127.0.0.1:1/x?nfsport=2",
@@ -504,5 +517,27 @@ mod tests {
         }
         let u = NfsUrl::parse("nfs://127.0.0.1/a/b").unwrap();
         assert!(u.with_export("/c").is_err());
+    }
+
+    #[test]
+    fn versions_parse_and_print_back() {
+        for (q, want) in [
+            ("", Some(NfsVersion::V3)),
+            ("?version=3", Some(NfsVersion::V3)),
+            ("?version=4", Some(NfsVersion::V4_0)),
+            ("?version=4.0", Some(NfsVersion::V4_0)),
+            ("?version=4.1", Some(NfsVersion::V4_1)),
+            ("?version=4.2", Some(NfsVersion::V4_2)),
+            ("?version=auto", None),
+        ] {
+            let u = NfsUrl::parse(&format!("nfs://127.0.0.1/x{q}")).unwrap();
+            assert_eq!(u.version, want, "{q}");
+            assert_eq!(NfsUrl::parse(&u.to_string()).unwrap().version, want, "{u}");
+        }
+        let err = NfsUrl::parse("nfs://127.0.0.1/x?version=4.3").unwrap_err();
+        assert!(
+            err.to_string().contains("3, 4.0, 4.1, 4.2 or auto"),
+            "{err}"
+        );
     }
 }

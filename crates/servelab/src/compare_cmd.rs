@@ -477,3 +477,35 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod nfs_version_tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cmd {
+        #[command(flatten)]
+        compare: CompareArgs,
+    }
+
+    /// Issue 32 §3: the container comparison's A speaks the version `--nfs-version`
+    /// names, 4.2 by default; a bad version is refused naming the choices.
+    #[test]
+    fn containers_take_the_nfs_version_asked_for() {
+        let parse = |args: &[&str]| {
+            Cmd::try_parse_from(std::iter::once("compare").chain(args.iter().copied()))
+                .map(|c| c.compare.containers)
+        };
+        let a = parse(&[]).unwrap();
+        assert_eq!(a.nfs_version(), nfsclient::NfsVersion::V4_2);
+        assert_eq!(
+            a.httpd_a_args("nfs://10.0.0.2/nfs-share"),
+            ["--nfs", "nfs://10.0.0.2/nfs-share", "--nfs-version", "4.2"]
+        );
+        let a = parse(&["--nfs-version", "4.0"]).unwrap();
+        assert_eq!(a.nfs_version(), nfsclient::NfsVersion::V4_0);
+        let err = parse(&["--nfs-version", "5"]).err().unwrap().to_string();
+        assert!(err.contains("3, 4.0, 4.1 or 4.2"), "{err}");
+    }
+}

@@ -46,9 +46,9 @@ impl std::error::Error for Exit {}
 #[command(after_help = EXIT_CODES)]
 pub struct LoadArgs {
     /// Target: http://HOST[:PORT]/PATH, tcp://HOST:PORT,
-    /// nfs://HOST[:PORT]/EXPORT/PATH[?nfsport=N&mountport=N&version=3] (version=4, 4.1 or
-    /// 4.2: the read and metadata workloads over that NFSv4 minor version, PATH from the
-    /// pseudo-root) or
+    /// nfs://HOST[:PORT]/EXPORT/PATH[?nfsport=N&mountport=N&version=3] (version=4.0, 4.1,
+    /// 4.2: every workload over NFSv4, PATH from the pseudo-root; auto: as a kernel
+    /// mount negotiates) or
     /// file:///PATH (a file to read, a directory to write or run the metadata mix in).
     pub url: String,
 

@@ -113,6 +113,7 @@ fn short_compare_reports_every_scenario() {
     let mut expected = vec![
         "B (local)",
         "A (NFS: rustnfs)",
+        "A (NFS: rustnfs, NFSv4.2)",
         "A (NFS: rustnfs, client cache — like a kernel mount)",
         control_scenario(),
         "A (NFS: rustnfs, rate=1gbit,delay=200us)",

@@ -251,4 +251,8 @@ pub trait Storage: Send + Sync + 'static {
 
     /// Short name for logs (`local`, `nfs`).
     fn name(&self) -> &'static str;
+
+    /// Releases what the backend holds on a server at shutdown (an NFSv4.1+ session
+    /// and client id); nothing by default.
+    async fn close(&self) {}
 }

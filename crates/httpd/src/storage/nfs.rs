@@ -38,6 +38,7 @@ use super::cache_file::CopyStore;
 use super::data_cache::{DataCache, Validator};
 use super::{Chunk, Entry, Handle, Kind, ListEntry, Meta, OpenFile, Storage, StorageError};
 use crate::cache_stats::CacheStats;
+use crate::config::NfsVersionChoice;
 
 /// Entries beyond this make the cache start over (a crude but bounded policy).
 const CACHE_MAX: usize = 100_000;
@@ -168,12 +169,17 @@ pub enum ConnectError {
 }
 
 impl NfsStorage {
-    /// Mounts `url` and checks that the served root is a directory; for a missing or
+    /// The NFS version the client speaks.
+    pub fn version(&self) -> nfsclient::NfsVersion {
+        self.client.version()
+    }
+
+    /// Mounts `url` in `version` and checks that the served root is a directory; for a missing or
     /// wrong root, the error names the path inside the export. A data-cache size
     /// of 0 leaves `--nfs-data-cache` off (its stats then stay 0); with a directory, its
     /// copies are files there, checked before anything is mounted.
     pub async fn connect(
-        url: &str,
+        (url, version): (&str, NfsVersionChoice),
         connections: usize,
         timeout: Duration,
         ttl: Duration,
@@ -197,7 +203,12 @@ impl NfsStorage {
                 Some(DataCache::new(size, store, stats))
             }
         };
-        let url = NfsUrl::parse(url).map_err(ConnectError::Url)?;
+        let mut url = NfsUrl::parse(url).map_err(ConnectError::Url)?;
+        match version {
+            NfsVersionChoice::Url => {}
+            NfsVersionChoice::Auto => url.version = None,
+            NfsVersionChoice::Exact(v) => url.version = Some(v),
+        }
         let client = Client::connect(
             &url,
             ClientConfig {
@@ -685,7 +696,18 @@ impl Storage for NfsStorage {
         self.budgets.clone()
     }
 
+    async fn close(&self) {
+        if let Err(e) = self.client.close().await {
+            tracing::debug!(error = %e, "NFS session not ended at shutdown");
+        }
+    }
+
     fn name(&self) -> &'static str {
-        "nfs"
+        match self.version() {
+            nfsclient::NfsVersion::V3 => "nfs (NFSv3)",
+            nfsclient::NfsVersion::V4_0 => "nfs (NFSv4.0)",
+            nfsclient::NfsVersion::V4_1 => "nfs (NFSv4.1)",
+            nfsclient::NfsVersion::V4_2 => "nfs (NFSv4.2)",
+        }
     }
 }

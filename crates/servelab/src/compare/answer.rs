@@ -232,6 +232,7 @@ fn conditions(report: &Report, answer: &Answer) -> String {
 
 fn sentences(report: &Report, answer: &Answer) -> Vec<String> {
     let mut out = headline_sentences(report, answer);
+    out.extend(v42_sentence(report, answer));
     if let Some(s) = equal_load_sentence(report) {
         out.push(s);
     }
@@ -248,7 +249,10 @@ fn sentences(report: &Report, answer: &Answer) -> Vec<String> {
         .ratios
         .iter()
         .filter(|r| {
-            r.workload == "large" && r.scenario != A_SCENARIO && r.scenario != CLIENT_CACHE_SCENARIO
+            r.workload == "large"
+                && r.scenario != A_SCENARIO
+                && r.scenario != CLIENT_CACHE_SCENARIO
+                && r.scenario != A42_SCENARIO
         })
         .map(|r| format!("{}: {}", r.scenario, ratio_words(&r.cpu_per_request)))
         .collect();
@@ -260,6 +264,34 @@ fn sentences(report: &Report, answer: &Answer) -> Vec<String> {
     }
     out.push(conditions(report, answer));
     out
+}
+
+/// Scenario A over NFSv4.2 against B: the large file, and the small one when measured.
+fn v42_sentence(report: &Report, answer: &Answer) -> Option<String> {
+    let c = ratio_of(answer, "large", A42_SCENARIO)?;
+    let (a, b) = (
+        demand_of(answer, "large", A42_SCENARIO)?,
+        demand_of(answer, "large", REFERENCE_SCENARIO)?,
+    );
+    let small = match ratio_of(answer, "small", A42_SCENARIO) {
+        Some(s) => format!(
+            "; on the {} file over keep-alive, {}",
+            size_words(report.dataset.small_bytes),
+            ratio_words(s)
+        ),
+        None => String::new(),
+    };
+    let what = match c.significant {
+        true => format!("cost {} the CPU of B", ratio_words(c)),
+        false => format!("showed {} against B", ratio_words(c)),
+    };
+    Some(format!(
+        "Over NFSv4.2, what a kernel mount negotiates, it {what}: {:.2} vs {:.2} ms per {} request ({}){small}.",
+        a.cpu_ms_per_request,
+        b.cpu_ms_per_request,
+        size_words(report.dataset.large_bytes),
+        split_words(a),
+    ))
 }
 
 /// How each of the two A configurations reads, as the answer names them.
@@ -731,6 +763,39 @@ mod tests {
             k.contains("4.62 ×") && k.contains("httpd 0.033 ms + rustnfs 0.017 ms"),
             "{k}"
         );
+    }
+
+    /// Issue 32 §3: the answer names the protocol version of its A rows — the headline
+    /// (NFSv3, from the row's description) and a sentence for the NFSv4.2 row.
+    #[test]
+    fn the_answer_names_the_version_of_every_a_row() {
+        let mut report: Report = serde_json::from_str(include_str!(
+            "../../../../benches/results/2026-12-02-answer/report.json"
+        ))
+        .unwrap();
+        let mut v42: Vec<HttpRow> = report
+            .http
+            .iter()
+            .filter(|r| r.scenario == A_SCENARIO)
+            .cloned()
+            .collect();
+        for r in &mut v42 {
+            r.scenario = A42_SCENARIO.into();
+        }
+        report.http.extend(v42);
+        let answer = compute(&report);
+        let said = |what: &str| {
+            answer
+                .sentences
+                .iter()
+                .find(|s| s.contains(what))
+                .unwrap_or_else(|| panic!("no sentence with {what:?}: {:#?}", answer.sentences))
+                .clone()
+        };
+        let s = said("Over NFSv4.2, what a kernel mount negotiates, it cost");
+        assert!(s.contains("on the 4 KiB file over keep-alive"), "{s}");
+        assert!(answer.sentences.iter().all(|s| !s.contains("NFSv4.2)")));
+        assert!(said("Serving 10 MiB files from rustnfs (NFSv3").contains("×"));
     }
 
     /// The committed default run as if a neighbour had taken 40 % of the CPU in every

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use lab::peers::Baseline;
 
-use super::model::{A_SCENARIO, CLIENT_CACHE_SCENARIO, REFERENCE_SCENARIO};
+use super::model::{A_SCENARIO, A42_SCENARIO, CLIENT_CACHE_SCENARIO, REFERENCE_SCENARIO};
 use crate::experiment::link::{self, LinkPath, LinkSpec};
 use crate::experiment::stack::Launch;
 
@@ -34,11 +34,19 @@ pub fn specs(link: Option<LinkSpec>, ganesha: bool, peers: &[Baseline]) -> Vec<S
         },
         ScenarioSpec {
             name: A_SCENARIO.into(),
-            description: "httpd --nfs: built-in NFSv3 client → rustnfs, every byte over the wire"
+            description: "httpd --nfs --nfs-version 3: built-in NFSv3 client → rustnfs, every byte over the wire"
                 .into(),
             launch: Launch::HttpdRustnfs {
                 link: None,
                 data_cache: None,
+            },
+        },
+        ScenarioSpec {
+            name: A42_SCENARIO.into(),
+            description: "httpd --nfs --nfs-version 4.2: built-in NFSv4.2 client (a session, one COMPOUND per call) → rustnfs, every byte over the wire"
+                .into(),
+            launch: Launch::HttpdRustnfsOver {
+                version: nfsclient::NfsVersion::V4_2,
             },
         },
         ScenarioSpec {

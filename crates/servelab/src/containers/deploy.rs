@@ -74,7 +74,7 @@ impl<'a> Run<'a> {
         // Host.
         let host_b = HostHttpd::start(&httpd_bin, &b_args(&data, &[]))?;
         let host_a = match &nfs_url {
-            Some(u) => Some(HostHttpd::start(&httpd_bin, &["--nfs".into(), u.clone()])?),
+            Some(u) => Some(HostHttpd::start(&httpd_bin, &args.httpd_a_args(u))?),
             None => None,
         };
         let mut places = vec![Place {
@@ -182,7 +182,7 @@ impl<'a> Run<'a> {
         let tag = &self.args.image_tag;
         let data_args = vec!["--root".to_string(), "/www".to_string()];
         let b = d.httpd("b", tag, &self.data, &data_args)?;
-        let a = d.httpd("a", tag, &self.data, &["--nfs".into(), nfs_url.clone()])?;
+        let a = d.httpd("a", tag, &self.data, &self.args.httpd_a_args(nfs_url))?;
         for c in [&a, &b] {
             wait_http(&c.url, Duration::from_secs(15))?;
         }

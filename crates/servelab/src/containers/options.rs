@@ -38,6 +38,11 @@ pub struct ContainerArgs {
     /// only the ladder), not compare's main tables.
     #[arg(long)]
     pub containers_only: bool,
+    /// The NFS version scenario A's httpd speaks to rustnfs in the container comparison
+    /// and sweeps: 3, 4.0, 4.1 or 4.2 (default 4.2, what a kernel mount negotiates; 4.0
+    /// repeats the original experiment's `mount -t nfs4 -o vers=4.0`).
+    #[arg(long, value_name = "VERSION", value_parser = parse_nfs_version)]
+    pub nfs_version: Option<nfsclient::NfsVersion>,
     /// File-system workloads (sequential read, metadata mix) on the host, in a Docker
     /// container through a bind mount, and over NFS: seconds per run (0 = off).
     #[arg(long, value_name = "SECONDS", default_value_t = 0.0)]
@@ -57,6 +62,29 @@ pub struct ContainerArgs {
     /// Seconds of each open-loop ladder run at equal load.
     #[arg(long, default_value_t = 2.0)]
     pub ladder_seconds: f64,
+}
+
+impl ContainerArgs {
+    /// The version scenario A speaks: `--nfs-version`, 4.2 by default.
+    pub fn nfs_version(&self) -> nfsclient::NfsVersion {
+        self.nfs_version.unwrap_or(nfsclient::NfsVersion::V4_2)
+    }
+
+    /// httpd's arguments for scenario A reading `url`.
+    pub fn httpd_a_args(&self, url: &str) -> Vec<String> {
+        vec![
+            "--nfs".into(),
+            url.into(),
+            "--nfs-version".into(),
+            self.nfs_version().to_string(),
+        ]
+    }
+}
+
+/// `--nfs-version`: 3, 4.0 (or 4), 4.1, 4.2.
+fn parse_nfs_version(text: &str) -> Result<nfsclient::NfsVersion, String> {
+    nfsclient::NfsVersion::parse(text)
+        .ok_or_else(|| format!("{text:?} is not an NFS version: give 3, 4.0, 4.1 or 4.2"))
 }
 
 /// The workload sizes compare's own options give (the same for every column).

@@ -123,7 +123,7 @@ impl Run<'_> {
             let extra = vec!["--workers".to_string(), workers.to_string()];
             let mut scenarios = vec![("B", b_args(&self.data, &extra))];
             if let Some(u) = &self.nfs_url {
-                let mut a = vec!["--nfs".to_string(), u.clone()];
+                let mut a = self.args.httpd_a_args(u);
                 a.extend(extra.iter().cloned());
                 scenarios.push(("A", a));
             }

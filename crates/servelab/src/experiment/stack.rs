@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 
 use lab::peers::Baseline;
+use nfsclient::NfsVersion;
 
 use super::link::{self, Link, LinkPath, LinkSpec};
 use super::netns;
@@ -29,6 +30,10 @@ pub enum Launch {
         link: Option<LinkSpec>,
         data_cache: Option<&'static str>,
     },
+    /// `servelab httpd --nfs --nfs-version VERSION` reading from the run's rustnfs, no
+    /// link, no cache: scenario A over another protocol version than v3 (the other
+    /// `--nfs` stacks speak NFSv3).
+    HttpdRustnfsOver { version: NfsVersion },
     /// The unshaped control of a `netns+tbf` link: `servelab httpd --nfs` reading from a
     /// rustnfs of its own that listens inside a network namespace, across the same veth
     /// pair as the shaped wire but without tbf or relay ([`LinkPath::Veth`]).
@@ -145,16 +150,23 @@ pub fn start(
                 .rustnfs
                 .ok_or_else(|| anyhow::anyhow!("rustnfs is not running"))?;
             let (export, nfs) = across(shared, *link, env, &mut notes, &mut behind)?;
-            let mut args = nfs_args(&export, env.nfs_cache_ms);
+            let mut args = nfs_args(&export, env.nfs_cache_ms, NfsVersion::V3);
             if let Some(size) = data_cache {
                 args.extend(data_cache_args(size, env.data_cache_dir, &mut notes));
             }
             (args, Some(nfs))
         }
+        Launch::HttpdRustnfsOver { version } => {
+            let shared = env
+                .rustnfs
+                .ok_or_else(|| anyhow::anyhow!("rustnfs is not running"))?;
+            let args = nfs_args(&shared.export, env.nfs_cache_ms, *version);
+            (args, Some(Behind::of(shared)))
+        }
         Launch::HttpdRustnfsVeth => {
             let (l, own) = start_rustnfs_inside(env, LinkSpec::unshaped())?;
             notes.push(l.path_note().to_string());
-            let args = nfs_args(&own.export, env.nfs_cache_ms);
+            let args = nfs_args(&own.export, env.nfs_cache_ms, NfsVersion::V3);
             let nfs = Behind::of(&own);
             behind.push(Box::new(own));
             behind.push(Box::new(l));
@@ -164,7 +176,8 @@ pub fn start(
             let g = env
                 .ganesha
                 .ok_or_else(|| anyhow::anyhow!("NFS-Ganesha is not running"))?;
-            (nfs_args(&g.export, env.nfs_cache_ms), Some(Behind::of(g)))
+            let args = nfs_args(&g.export, env.nfs_cache_ms, NfsVersion::V3);
+            (args, Some(Behind::of(g)))
         }
         Launch::Peer(_) => unreachable!("peers are started above"),
     };
@@ -241,9 +254,16 @@ fn start_rustnfs_inside(env: &StartEnv<'_>, spec: LinkSpec) -> anyhow::Result<(L
     Ok((Link::inside(wire, addr, spec), NfsServer::rustnfs(nfs)))
 }
 
-/// `httpd` arguments for reading an export: its URL and the NFS cache lifetime.
-fn nfs_args(export: &NfsExport, cache_ms: Option<u64>) -> Vec<String> {
-    let mut args = vec!["--nfs".into(), export.httpd_url()];
+/// `httpd` arguments for reading an export: its URL, the protocol version (httpd's own
+/// default is what a kernel mount negotiates, so every stack names its version) and the
+/// NFS cache lifetime.
+fn nfs_args(export: &NfsExport, cache_ms: Option<u64>, version: NfsVersion) -> Vec<String> {
+    let mut args = vec![
+        "--nfs".into(),
+        export.httpd_url(),
+        "--nfs-version".into(),
+        version.to_string(),
+    ];
     if let Some(ms) = cache_ms {
         args.extend(["--nfs-attr-ttl-ms".into(), ms.to_string()]);
     }

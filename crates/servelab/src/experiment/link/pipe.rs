@@ -1,120 +1,53 @@
 //! Bytes from socket to socket through a pipe with splice(2), never through user space:
 //! the unshaped direction's [`pump`], and the pipe and splice calls the shaper is built
-//! from.
+//! from (on the workspace's one wrapper, the `splice` crate).
 
 use std::net::TcpStream;
-use std::os::fd::AsRawFd as _;
+use std::os::fd::{AsFd as _, BorrowedFd};
+
+use splice::{Mode, Pipe, splice};
 
 /// Moves bytes socket → pipe → socket without copying them through user space.
 pub fn pump(from: &TcpStream, to: &TcpStream) -> std::io::Result<()> {
-    let mut fds = [0i32; 2];
-    // SAFETY: pipe2 writes two descriptors into the array we pass.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    let (pr, pw) = (fds[0], fds[1]);
-    // A 1 MiB pipe lets one splice carry what a fast sender has queued.
-    // SAFETY: fcntl on the pipe we just created; failure leaves the default size.
-    unsafe { libc::fcntl(pw, libc::F_SETPIPE_SZ, 1 << 20) };
-    let result = (|| loop {
-        // SAFETY: splice between descriptors we own; null offsets (sockets and pipes).
-        let n = unsafe {
-            libc::splice(
-                from.as_raw_fd(),
-                std::ptr::null_mut(),
-                pw,
-                std::ptr::null_mut(),
-                1 << 20,
-                libc::SPLICE_F_MOVE,
-            )
-        };
+    let pipe = Pipe::new(false)?;
+    // A 1 MiB pipe lets one splice carry what a fast sender has queued; failure leaves
+    // the default size.
+    let _ = pipe.resize(1 << 20);
+    loop {
+        let n = splice(from.as_fd(), pipe.writer(), 1 << 20, Mode::Blocking)?;
         if n == 0 {
             return Ok(());
         }
-        if n < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        let mut left = n as usize;
+        let mut left = n;
         while left > 0 {
-            // SAFETY: as above.
-            let m = unsafe {
-                libc::splice(
-                    pr,
-                    std::ptr::null_mut(),
-                    to.as_raw_fd(),
-                    std::ptr::null_mut(),
-                    left,
-                    libc::SPLICE_F_MOVE,
-                )
-            };
-            if m <= 0 {
-                let e = std::io::Error::last_os_error();
-                if m < 0 && e.kind() == std::io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(e);
-            }
-            left -= m as usize;
-        }
-    })();
-    // SAFETY: closing the two pipe descriptors created above, once.
-    unsafe {
-        libc::close(pr);
-        libc::close(pw);
-    }
-    result
-}
-
-/// A pipe owned by one shaped direction; both ends closed on drop.
-pub struct Pipe {
-    pub read: i32,
-    pub write: i32,
-}
-
-impl Pipe {
-    pub fn new(size: i32) -> std::io::Result<Pipe> {
-        let mut fds = [0i32; 2];
-        // SAFETY: pipe2 writes two descriptors into the array we pass.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: fcntl on the pipe just created; on failure the smaller size (or the
-        // default) stays.
-        unsafe {
-            if libc::fcntl(fds[1], libc::F_SETPIPE_SZ, size) < 0 {
-                libc::fcntl(fds[1], libc::F_SETPIPE_SZ, 1 << 20);
+            match splice(pipe.reader(), to.as_fd(), left, Mode::Blocking)? {
+                0 => return Err(std::io::ErrorKind::WriteZero.into()),
+                m => left -= m,
             }
         }
-        Ok(Pipe {
-            read: fds[0],
-            write: fds[1],
-        })
     }
 }
 
-impl Drop for Pipe {
-    fn drop(&mut self) {
-        // SAFETY: closing the two descriptors this value owns, once.
-        unsafe {
-            libc::close(self.read);
-            libc::close(self.write);
-        }
+/// A pipe for one shaped direction of `size` bytes, or 1 MiB (or the default) when the
+/// limits refuse that.
+pub fn shaper_pipe(size: usize) -> std::io::Result<Pipe> {
+    let pipe = Pipe::new(false)?;
+    if pipe.resize(size).is_err() {
+        let _ = pipe.resize(1 << 20);
     }
+    Ok(pipe)
 }
 
 /// Waits until `fd` is ready for `events` (or has hung up), at most `timeout_ms`
 /// (-1: no limit).
-fn wait_fd(fd: i32, events: i16, timeout_ms: i32) {
+fn wait_fd(fd: BorrowedFd<'_>, events: i16, timeout_ms: i32) {
+    use std::os::fd::AsRawFd as _;
     let mut p = libc::pollfd {
-        fd,
+        fd: fd.as_raw_fd(),
         events,
         revents: 0,
     };
-    // SAFETY: poll on one pollfd we own.
+    // SAFETY: poll on one pollfd we own, for a descriptor borrowed for the call.
     unsafe { libc::poll(&mut p, 1, timeout_ms) };
 }
 
@@ -122,56 +55,28 @@ fn wait_fd(fd: i32, events: i16, timeout_ms: i32) {
 /// socket holds the pipe's lock while it waits for data, which would stall the writer
 /// draining the same pipe (and, for a request/response protocol, deadlock). Waits with
 /// poll(2) instead. `Ok(0)` is end of stream.
-pub fn splice_in(from: i32, pipe_write: i32, len: usize) -> std::io::Result<usize> {
+pub fn splice_in(
+    from: BorrowedFd<'_>,
+    pipe_write: BorrowedFd<'_>,
+    len: usize,
+) -> std::io::Result<usize> {
     loop {
         // SPLICE_F_NONBLOCK covers only the pipe: a blocking socket still blocks (with
         // the pipe locked, so the writer could not drain what is already queued), so
         // wait — without a time limit — until there is data or the peer has gone.
         wait_fd(from, libc::POLLIN, -1);
-        // SAFETY: splice between descriptors the caller owns; null offsets.
-        let n = unsafe {
-            libc::splice(
-                from,
-                std::ptr::null_mut(),
-                pipe_write,
-                std::ptr::null_mut(),
-                len,
-                libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK,
-            )
-        };
-        if n >= 0 {
-            return Ok(n as usize);
-        }
-        let e = std::io::Error::last_os_error();
-        match e.kind() {
-            std::io::ErrorKind::Interrupted => {}
+        match splice(from, pipe_write, len, Mode::NonBlocking) {
+            Ok(n) => return Ok(n),
             // No data yet, or the pipe is full: wait for room, then for data.
-            std::io::ErrorKind::WouldBlock => wait_fd(pipe_write, libc::POLLOUT, 50),
-            _ => return Err(e),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                wait_fd(pipe_write, libc::POLLOUT, 50)
+            }
+            Err(e) => return Err(e),
         }
     }
 }
 
-/// One splice(2) call, retried on EINTR; `Ok(0)` is end of stream.
-pub fn splice_once(from: i32, to: i32, len: usize) -> std::io::Result<usize> {
-    loop {
-        // SAFETY: splice between descriptors the caller owns; null offsets (sockets, pipes).
-        let n = unsafe {
-            libc::splice(
-                from,
-                std::ptr::null_mut(),
-                to,
-                std::ptr::null_mut(),
-                len,
-                libc::SPLICE_F_MOVE,
-            )
-        };
-        if n >= 0 {
-            return Ok(n as usize);
-        }
-        let e = std::io::Error::last_os_error();
-        if e.kind() != std::io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
+/// One splice(2) call (blocking, retried on EINTR); `Ok(0)` is end of stream.
+pub fn splice_once(from: BorrowedFd<'_>, to: BorrowedFd<'_>, len: usize) -> std::io::Result<usize> {
+    splice(from, to, len, Mode::Blocking)
 }

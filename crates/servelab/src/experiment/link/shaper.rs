@@ -3,14 +3,14 @@
 //! the link has carried it plus the delay, sleeping on the high-resolution timer.
 
 use std::net::TcpStream;
-use std::os::fd::AsRawFd as _;
+use std::os::fd::AsFd as _;
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use super::pipe::{Pipe, splice_in, splice_once};
+use super::pipe::{shaper_pipe, splice_in, splice_once};
 use super::spec::LinkSpec;
 
 /// The moment the shared link is next free, per direction.
@@ -39,7 +39,7 @@ impl LinkClock {
 /// late — with 1 MiB (1.7 ms at 5 Gbit/s) those stalled the sender, and 5 Gbit/s behind
 /// tbf fell to ~3 Gbit/s at load 15; with 8 MiB it held 4.65. A rate-limiting direction
 /// keeps 1 MiB: there the pipe is the link's queue, and 8 MiB would be 0.7 s at 100 Mbit/s.
-const DELAY_PIPE: i32 = 8 << 20;
+const DELAY_PIPE: usize = 8 << 20;
 
 /// The reader thread splices what arrives into a pipe and books it on the link as it
 /// arrives (so the link's clock runs ahead while earlier bytes wait out their delay);
@@ -54,7 +54,7 @@ pub fn pump(from: Option<TcpStream>, to: &TcpStream, spec: LinkSpec, clock: Arc<
     } else {
         DELAY_PIPE
     };
-    let Ok(pipe) = Pipe::new(size) else { return };
+    let Ok(pipe) = shaper_pipe(size) else { return };
     let pipe = Arc::new(pipe);
     let (tx, rx) = mpsc::channel::<(Instant, usize)>();
     let reader = {
@@ -62,7 +62,7 @@ pub fn pump(from: Option<TcpStream>, to: &TcpStream, spec: LinkSpec, clock: Arc<
         std::thread::Builder::new()
             .name("link-read".into())
             .spawn(move || {
-                while let Ok(n) = splice_in(from.as_raw_fd(), pipe.write, 1 << 20) {
+                while let Ok(n) = splice_in(from.as_fd(), pipe.writer(), 1 << 20) {
                     if n == 0 {
                         break;
                     }
@@ -96,7 +96,7 @@ pub fn pump(from: Option<TcpStream>, to: &TcpStream, spec: LinkSpec, clock: Arc<
             }
         }
         while left > 0 {
-            match splice_once(pipe.read, to.as_raw_fd(), left) {
+            match splice_once(pipe.reader(), to.as_fd(), left) {
                 Ok(0) | Err(_) => break 'out,
                 Ok(m) => left -= m,
             }
