@@ -170,6 +170,24 @@ fn every_version_reads_writes_and_lists_against_rustnfs() {
     let base = server.export_url();
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(every_version(&base, &data));
+    // A URL that names the export by its server path, as MOUNT knows it (the form
+    // docker/README's examples use) connects with `auto` and reads. Where the path is
+    // not in the server's NFSv4 namespace (the image's export is its v4 root), `auto`
+    // falls back to v3 as mount.nfs does on ENOENT: tests/deploy.rs's httpd-in-LXC,
+    // compose and LXD tests read the rustnfs image that way.
+    let by_path = format!(
+        "{}{}?version=auto",
+        base.trim_end_matches('/'),
+        dir.path().display()
+    );
+    let client = rt
+        .block_on(Client::connect(
+            &NfsUrl::parse(&by_path).unwrap(),
+            ClientConfig::default(),
+        ))
+        .unwrap_or_else(|e| panic!("{by_path}: {e}"));
+    let (_, attr) = rt.block_on(client.lookup_path("sub/big.bin")).unwrap();
+    assert_eq!(attr.size, data.len() as u64);
 }
 
 async fn every_version(base: &str, data: &[u8]) {

@@ -87,13 +87,24 @@ fn status_err<T>(op: &'static str, status: nfsstat3) -> Result<T, Error> {
 impl Client {
     /// Connects in the URL's version ([`NfsUrl::version`]); with `version=auto`, as a
     /// kernel mount without `vers=` does: 4.2, then 4.1, then 4.0 while the server
-    /// refuses the minor version or NFSv4 itself, then v3.
+    /// refuses the minor version or NFSv4 itself, then v3. As mount.nfs does, a path
+    /// that NFSv4's namespace does not have (a server whose v4 root is the export
+    /// itself, while the URL names the export's path for MOUNT) also falls back to v3.
     pub async fn connect(url: &NfsUrl, cfg: ClientConfig) -> Result<Client, Error> {
         let Some(version) = url.version else {
             for v in [NfsVersion::V4_2, NfsVersion::V4_1, NfsVersion::V4_0] {
                 match Client::connect_v4(url, cfg.clone(), v).await {
                     Err(e) if e.is_version_refused() => {
                         tracing::debug!(version = %v, error = %e, "NFS version refused, trying the next");
+                    }
+                    Err(e) if e.is_not_found() => {
+                        tracing::debug!(version = %v, error = %e, "path not in the NFSv4 namespace, trying NFSv3");
+                        break;
+                    }
+                    Ok(client) if !client.has_url_path(url).await => {
+                        tracing::debug!(version = %v, "path not in the NFSv4 namespace, trying NFSv3");
+                        let _ = client.close().await;
+                        break;
                     }
                     other => return other,
                 }
@@ -104,6 +115,18 @@ impl Client {
             NfsVersion::V3 => Client::connect_v3(url, cfg).await,
             v => Client::connect_v4(url, cfg, v).await,
         }
+    }
+
+    /// Whether the URL's path (without an explicit `//` export) is in this client's
+    /// namespace; only a "not found" answer says no (another error is the caller's to
+    /// meet at its first call).
+    async fn has_url_path(&self, url: &NfsUrl) -> bool {
+        let path = url.full_path();
+        let path = path.trim_matches('/');
+        if url.export_is_explicit || path.is_empty() {
+            return true;
+        }
+        !matches!(self.lookup_path(path).await, Err(e) if e.is_not_found())
     }
 
     /// NFSv4.x: the lease (and session) set up, the export's handle found from the

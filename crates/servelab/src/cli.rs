@@ -24,7 +24,7 @@ pub enum Command {
     Report(crate::report_cmd::ReportArgs),
     /// Run the httpd static server (the same options as the `httpd` binary).
     Httpd(httpd::cli::Args),
-    /// Run the rustnfs NFSv3 server (the same options as the `rustnfs` binary).
+    /// Run the rustnfs NFS server, v3 and v4.0-4.2 (the same options as the `rustnfs` binary).
     Rustnfs(rustnfs::cli::Args),
     /// The side-by-side benchmark suite: httpd, nginx, Apache; rustnfs, Ganesha; servelab
     /// load, wrk, ab, iperf3 — interleaved and repeated; writes results/<date>-<host>/.

@@ -64,9 +64,15 @@ impl<'a> Run<'a> {
             }
         };
         let nfs_ip = deployment.as_ref().and_then(|d| d.nfs_ip);
+        // The image exports one directory (`SHARED_DIRECTORY`): MOUNT knows it by its
+        // path, NFSv4 as its root (rustnfs `--export`: "mounted as /").
+        let export = match args.nfs_version() {
+            nfsclient::NfsVersion::V3 => "/nfs-share",
+            _ => "/",
+        };
         let nfs_url = nfs_ip
             .as_ref()
-            .map(|ip| NfsExport::at(*ip, "/nfs-share").httpd_url());
+            .map(|ip| NfsExport::at(*ip, export).httpd_url());
         if let Some(ip) = nfs_ip {
             wait_tcp(&SocketAddr::new(ip, 2049).to_string(), 20)?;
         }

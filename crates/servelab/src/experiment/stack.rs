@@ -44,6 +44,21 @@ pub enum Launch {
     Peer(Baseline),
 }
 
+impl Launch {
+    /// Whether a headline restart starts this stack anew: our httpd on local disk and
+    /// every httpd that reads the run's shared rustnfs (which the restart replaces, so
+    /// one left running would read a stopped server). No `_` arm: a new way to launch
+    /// must decide.
+    pub fn restarts_with_the_run(&self) -> bool {
+        match self {
+            Launch::HttpdLocal | Launch::HttpdRustnfs { .. } | Launch::HttpdRustnfsOver { .. } => {
+                true
+            }
+            Launch::HttpdRustnfsVeth | Launch::HttpdGanesha | Launch::Peer(_) => false,
+        }
+    }
+}
+
 /// What starting stacks needs from the run.
 pub struct StartEnv<'a> {
     pub root: &'a Path,

@@ -1,10 +1,10 @@
 //! Fresh servers for every round of the headline: before each repeat after the first,
-//! rustnfs and every httpd of B and the A rows that read it are started anew (the new
-//! ones first, then swapped in, then the old ones stopped) and warmed up, so the spread
-//! over the repeats — and the interval drawn from it — includes what a new invocation
-//! changes: fresh processes, their placement and memory, their warm-up. `--no-restart`
-//! keeps the first servers for the whole run. A restart that fails keeps the old
-//! servers and is reported as a failure; the run goes on.
+//! rustnfs and every httpd of B and the A rows that read it (over every NFS version) are
+//! started anew (the new ones first, then swapped in, then the old ones stopped) and
+//! warmed up, so the spread over the repeats — and the interval drawn from it — includes
+//! what a new invocation changes: fresh processes, their placement and memory, their
+//! warm-up. `--no-restart` keeps the first servers for the whole run. A restart that
+//! fails keeps the old servers and is reported as a failure; the run goes on.
 
 use std::path::Path;
 
@@ -28,11 +28,9 @@ impl RunContext<'_> {
             .enumerate()
             .filter_map(|(i, s)| {
                 let spec = self.specs.iter().find(|p| p.name == s.name)?;
-                matches!(
-                    spec.launch,
-                    Launch::HttpdLocal | Launch::HttpdRustnfs { .. }
-                )
-                .then(|| (i, spec.launch.clone(), spec.description.clone()))
+                spec.launch
+                    .restarts_with_the_run()
+                    .then(|| (i, spec.launch.clone(), spec.description.clone()))
             })
             .collect();
         self.restarts += 1;
