@@ -22,7 +22,10 @@ mod capped_alloc;
 
 fn target() -> &'static Target {
     static T: OnceLock<Target> = OnceLock::new();
-    T.get_or_init(|| Target::new().expect("the fuzz export is created"))
+    T.get_or_init(|| {
+        rustnfs::fuzzing::limit_file_size(256 << 20).expect("the file size cap is set");
+        Target::new().expect("the fuzz export is created")
+    })
 }
 
 fuzz_target!(|data: &[u8]| {

@@ -166,6 +166,26 @@ impl Export {
     }
 }
 
+/// Caps the size of any file this process writes (RLIMIT_FSIZE) at `bytes`, with
+/// SIGXFSZ ignored so a call past it fails with EFBIG (NFS3ERR_FBIG / NFS4ERR_FBIG)
+/// instead of killing the process. For the fuzz targets only: an NFSv4.2 ALLOCATE or a
+/// SETATTR size is real work on the export's disk, and one fuzz run filled 36 GB of
+/// /tmp with a single ALLOCATEd file before this cap.
+pub fn limit_file_size(bytes: u64) -> std::io::Result<()> {
+    let limit = libc::rlimit {
+        rlim_cur: bytes,
+        rlim_max: bytes,
+    };
+    // SAFETY: plain setrlimit/signal calls with valid arguments; SIG_IGN has no handler.
+    unsafe {
+        if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
+    Ok(())
+}
+
 impl Target {
     /// Makes the temporary directory (export and sentinel) and the server over it.
     pub fn new() -> std::io::Result<Target> {
