@@ -22,7 +22,7 @@ use tokio::time::Instant;
 use crate::fastread::RawConn;
 use crate::rpc_io::RpcIo;
 use crate::url::{Host, endpoint};
-use crate::v4::V4Conn;
+use crate::v4::conn::V4Conn;
 use crate::{Error, NfsUrl, Unreachable};
 
 /// An `nfs3_client` connection: every procedure but the zero-copy READ.
