@@ -5,7 +5,7 @@
 # copied into the reply, which is what main's v4 READ always did). Servers pinned to
 # CPU 1, the load tool to CPU 0; ROUNDS rounds, the configurations interleaved in each.
 #
-#   flock /tmp/bench.lock sh benches/results/2026-12-03-v4-read/run.sh OUT_DIR
+#   flock -o /tmp/bench.lock sh benches/results/2026-12-03-v4-read/run.sh OUT_DIR
 #
 # Writes OUT_DIR/<round>-<config>.json (servelab load --json; not kept in the repo: the
 # .txt beside it is its report, percentiles included), .txt and

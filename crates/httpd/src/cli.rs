@@ -13,7 +13,7 @@ use crate::{Config, Error};
 /// Everything [`crate::run`] needs (the shape rustnfs's `run` takes too).
 pub type RunConfig = service::RunConfig<Config>;
 
-/// A static file server for a local directory or an NFSv3 export, timing every request.
+/// A static file server for a local directory or an NFS export (NFSv3, 4.0, 4.1 or 4.2), timing every request.
 ///
 /// Every flag can also come from an environment variable: HTTPD_ and the flag's name in
 /// capitals with `_` for `-` (HTTPD_LISTEN, HTTPD_NFS, HTTPD_NFS_TIMEOUT, ...); a flag on

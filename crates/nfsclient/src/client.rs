@@ -25,6 +25,7 @@ use parking_lot::RwLock;
 use tokio::time::Instant;
 
 use crate::fastread::{RawConn, ReadOutcome};
+use crate::finish::FinishOnDrop;
 use crate::pool::{Conn, Pool, connect_tcp, pool_call};
 use crate::reply::{PipedReply, ReadReply, Written};
 use crate::splice::PipedOutcome;
@@ -242,21 +243,18 @@ impl Client {
         self.inner.v4.as_ref()
     }
 
-    /// Runs an NFSv4 call as a task of its own, so a caller that goes away (an HTTP
-    /// client that disconnects, a timed run's end) does not cut it off mid-exchange:
-    /// the call finishes within its deadline and its session slot stays in step with
-    /// the server's. (Cut off, the slot's sequence id would be unknown and the session
-    /// set up again.)
+    /// Runs an NFSv4 call so that a caller that goes away (an HTTP client that
+    /// disconnects, a timed run's end) does not cut it off mid-exchange: the call
+    /// finishes within its deadline and its session slot stays in step with the server's
+    /// (cut off, the slot's sequence id would be unknown and the session set up again).
+    /// It runs in the caller's task; only a call its caller dropped moves to a task of
+    /// its own ([`FinishOnDrop`]).
     async fn detached<T, F>(&self, call: impl FnOnce(Arc<Inner>) -> F) -> Result<T, Error>
     where
         T: Send + 'static,
         F: std::future::Future<Output = Result<T, Error>> + Send + 'static,
     {
-        let task = tokio::spawn(call(self.inner.clone()));
-        task.await.map_err(|_| Error::Protocol {
-            op: "NFSv4 call",
-            what: "an answer (its task panicked)",
-        })?
+        FinishOnDrop::new(call(self.inner.clone())).await
     }
 
     /// Ends this client's NFSv4.1+ session and client id on the server (its state is

@@ -23,6 +23,7 @@
 pub mod attr;
 pub mod client;
 mod fastread;
+mod finish;
 /// Entry points for the fuzz targets under `fuzz/` (not a stable API).
 #[doc(hidden)]
 pub mod fuzzing;
