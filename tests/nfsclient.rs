@@ -367,3 +367,67 @@ fn cancelled_calls_leave_the_session_usable() {
         }
     });
 }
+
+/// Issue 32 §4: `lookup_head` over NFSv4.x reads a small file with its LOOKUP (the
+/// whole file, EOF set, and the handle a plain LOOKUP gives), a large file's first
+/// `max` bytes only, nothing for a directory; a missing name is "not found"; over NFSv3
+/// it is the LOOKUP alone. Each answer is the file as it is now: rewritten between two
+/// calls, the second call returns the new bytes.
+#[test]
+fn lookup_head_reads_a_small_file_in_the_same_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = lab::dataset::pseudo_random_bytes(100 << 10, 9);
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    std::fs::write(dir.path().join("small.txt"), b"first\n").unwrap();
+    std::fs::write(dir.path().join("big.bin"), &big).unwrap();
+    let server = crate::common::Nfsd::exporting(dir.path()).unwrap();
+    let base = server.export_url();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        for v in ["3", "4.0", "4.1", "4.2"] {
+            let url = NfsUrl::parse(&format!("{base}?version={v}")).unwrap();
+            let client = Client::connect(&url, ClientConfig::default())
+                .await
+                .unwrap();
+            let root = client.root();
+            std::fs::write(dir.path().join("small.txt"), b"first\n").unwrap();
+            let l = client
+                .lookup_head(&root, "small.txt", 64 << 10)
+                .await
+                .unwrap();
+            let (fh, attr) = client.lookup(&root, "small.txt").await.unwrap();
+            assert_eq!((&l.fh, &l.attr), (&fh, &attr), "{v}");
+            assert_eq!(l.attr.size, 6, "{v}");
+            let head = |l: &nfsclient::LookedUp| l.head.as_ref().map(|h| (h.data.to_vec(), h.eof));
+            if v == "3" {
+                assert!(l.head.is_none(), "{v}: NFSv3 has no COMPOUND to read in");
+                continue;
+            }
+            assert_eq!(head(&l), Some((b"first\n".to_vec(), true)), "{v}");
+            std::fs::write(dir.path().join("small.txt"), b"second, longer\n").unwrap();
+            let l = client
+                .lookup_head(&root, "small.txt", 64 << 10)
+                .await
+                .unwrap();
+            assert_eq!(l.attr.size, 15, "{v}");
+            assert_eq!(head(&l), Some((b"second, longer\n".to_vec(), true)), "{v}");
+            let l = client
+                .lookup_head(&root, "big.bin", 64 << 10)
+                .await
+                .unwrap();
+            assert_eq!(l.attr.size, 100 << 10, "{v}");
+            assert_eq!(head(&l), Some((big[..64 << 10].to_vec(), false)), "{v}");
+            let l = client.lookup_head(&root, "sub", 64 << 10).await.unwrap();
+            assert_eq!(
+                (l.attr.kind, l.head.is_none()),
+                (FileKind::Dir, true),
+                "{v}"
+            );
+            let err = client
+                .lookup_head(&root, "gone.txt", 64 << 10)
+                .await
+                .unwrap_err();
+            assert!(err.is_not_found(), "{v}: {err}");
+        }
+    });
+}

@@ -40,7 +40,7 @@ pub use attr::{Attr, DirEntry, FileKind};
 pub use client::{Client, ClientConfig};
 pub use nfs3_client::nfs3_types;
 pub use nfs3_client::nfs3_types::nfs3::{nfs_fh3 as FileHandle, nfsstat3};
-pub use reply::{PipedReply, ReadReply, Written};
+pub use reply::{LookedUp, PipedReply, ReadReply, Written};
 pub use splice::{PipePart, PipedData};
 pub use url::{Host, NfsUrl};
 pub use v4::{ReplyError, Status4};

@@ -613,11 +613,12 @@ async fn file_body(
     let storage = &shared.storage;
     let read = |off: u64, n: u64| async move {
         let t = Instant::now();
-        // Bytes the open-file cache holds are sliced here, as the local storage's `read`
-        // would, without the boxed future of an async call.
-        let data = match &entry.handle {
-            Handle::Local(file) if let Some(data) = file.cached_range(off, n as usize) => data,
-            _ => storage.read(&entry.handle, off, n as usize).await?,
+        // Bytes the handle holds (the open-file cache's copy, an NFS file's first bytes
+        // read with its LOOKUP) are sliced here, as the storage's `read` would, without
+        // the boxed future of an async call.
+        let data = match entry.handle.cached_range(off, n as usize) {
+            Some(data) => data,
+            None => storage.read(&entry.handle, off, n as usize).await?,
         };
         Ok::<_, StorageError>((FileBody::bytes(data), t.elapsed()))
     };

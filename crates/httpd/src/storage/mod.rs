@@ -111,8 +111,35 @@ pub enum Handle {
     /// An open file or directory descriptor: the local backend, or a copy in the NFS
     /// backend's data cache (a sealed memfd, or an unlinked file in its directory).
     Local(Arc<OpenFile>),
-    /// An NFS file handle.
-    Nfs(nfsclient::FileHandle),
+    /// An NFS file handle, and the file's first bytes when they came with the open.
+    Nfs(NfsFile),
+}
+
+impl Handle {
+    /// `len` bytes at `offset` that the handle already holds (the local open-file
+    /// cache's copy, or an NFS file's first bytes read with its LOOKUP): a read of them
+    /// costs no system call and no RPC.
+    pub fn cached_range(&self, offset: u64, len: usize) -> Option<Bytes> {
+        match self {
+            Handle::Local(file) => file.cached_range(offset, len),
+            Handle::Nfs(file) => {
+                let start = usize::try_from(offset).ok()?;
+                let end = start.checked_add(len)?;
+                (end <= file.head.len()).then(|| file.head.slice(start..end))
+            }
+        }
+    }
+}
+
+/// An opened NFS file or directory.
+#[derive(Debug, Clone)]
+pub struct NfsFile {
+    pub fh: nfsclient::FileHandle,
+    /// The file's first bytes, read in the same round trip as the LOOKUP that opened it
+    /// (one NFSv4 COMPOUND; empty over NFSv3, for directories and when the attribute
+    /// cache answered the open). As fresh as the open's attributes: both were answered
+    /// after the request arrived.
+    pub head: Bytes,
 }
 
 /// An opened object: its metadata and how to read it.

@@ -9,6 +9,16 @@
 //! only; `..` may not climb above the served root, 40 hops at most) — the same answers as
 //! the local backend's `RESOLVE_BENEATH` (outside → 403).
 //!
+//! The last component's LOOKUP, when no cache answers it, carries a READ of the file's
+//! first 64 KiB in the same NFSv4 COMPOUND (PUTFH, LOOKUP, GETFH, GETATTR, READ;
+//! [`Client::lookup_head`]): a small file is opened and read in one round trip, its
+//! bytes kept in the handle ([`NfsFile::head`]), and a large file's first READ is done.
+//! Both answers are the server's after the request arrived, so the cache-off guarantee
+//! holds. The price: a HEAD, a 304 or a range past 64 KiB reads bytes it does not send.
+//! Over NFSv3 (no COMPOUND) it is the LOOKUP alone, and the READ follows. When the
+//! served root is the export's root, the walk starts from the client's root handle
+//! without a GETATTR of it.
+//!
 //! Small whole files (≤ 64 KiB, the inline limit) read with a READ that reached EOF are
 //! kept for the same `attr_ttl`, in at most `DATA_CACHE_MAX` bytes: within the TTL a
 //! small file is served without any RPC, as the kernel client serves from its page cache
@@ -36,7 +46,9 @@ use parking_lot::Mutex;
 
 use super::cache_file::CopyStore;
 use super::data_cache::{DataCache, Validator};
-use super::{Chunk, Entry, Handle, Kind, ListEntry, Meta, OpenFile, Storage, StorageError};
+use super::{
+    Chunk, Entry, Handle, Kind, ListEntry, Meta, NfsFile, OpenFile, Storage, StorageError,
+};
 use crate::cache_stats::CacheStats;
 use crate::config::NfsVersionChoice;
 
@@ -45,6 +57,11 @@ const CACHE_MAX: usize = 100_000;
 
 /// Largest file kept in the data cache.
 const DATA_FILE_MAX: usize = 64 * 1024;
+
+/// Bytes read with a file's LOOKUP (over NFSv4, in the same COMPOUND): a file up to
+/// this size is opened and read in one round trip, and a larger one's first READ
+/// (`respond`'s `FIRST_READ`, the same 64 KiB) is already done.
+const HEAD_MAX: u32 = 64 * 1024;
 
 /// Bytes of file data the data cache may hold.
 const DATA_CACHE_MAX: usize = 64 << 20;
@@ -131,6 +148,9 @@ pub struct NfsStorage {
     client: Client,
     /// Components of the served root inside the export (the URL's path part).
     base: Vec<String>,
+    /// The served root's attributes at connect: a directory. Stands in for them while
+    /// a walk passes through the export's root (see [`NfsStorage::resolve`]).
+    root_attr: Attr,
     /// Path (joined components, relative to the export) → handle, attributes, time.
     cache: Mutex<HashMap<String, (FileHandle, Attr, Instant)>>,
     data: Mutex<SmallFiles>,
@@ -229,7 +249,7 @@ impl NfsStorage {
             path: client.path().to_string(),
             reason,
         };
-        let attr = match client.lookup_path(client.path()).await {
+        let root_attr = match client.lookup_path(client.path()).await {
             Ok((_, attr)) => attr,
             Err(e) if e.status() == Some(nfsstat3::NFS3ERR_NOENT) => {
                 return Err(root_err("does not exist"));
@@ -239,13 +259,14 @@ impl NfsStorage {
             }
             Err(e) => return Err(ConnectError::Mount(e)),
         };
-        if attr.kind != FileKind::Dir {
+        if root_attr.kind != FileKind::Dir {
             return Err(root_err("is not a directory"));
         }
         Ok(NfsStorage {
             chunk: chunk.min(client.rtmax() as usize),
             client,
             base,
+            root_attr,
             cache: Mutex::new(HashMap::new()),
             data: Mutex::new(SmallFiles::default()),
             files,
@@ -302,25 +323,40 @@ impl NfsStorage {
     /// Walks the components from the served root, reusing fresh cache entries and
     /// following symlinks whose targets stay inside the served root.
     /// With `fresh`, the last component is always looked up again (close-to-open).
-    async fn resolve(&self, path: &[String], fresh: bool) -> Result<(FileHandle, Attr), Walk> {
+    ///
+    /// The last component's LOOKUP, when no cache answers it, is [`Client::lookup_head`]:
+    /// over NFSv4 it reads the file's first `HEAD_MAX` bytes in the same round trip, and
+    /// those come back as the third value (empty otherwise).
+    async fn resolve(
+        &self,
+        path: &[String],
+        fresh: bool,
+    ) -> Result<(FileHandle, Attr, Bytes), Walk> {
         let base = self.base.len();
         let mut cur: Vec<String> = self.base.clone();
         cur.extend(path.iter().cloned());
         let full_key = cur.join("/");
-        if !fresh && let Some(hit) = self.cached(&full_key) {
-            return Ok(hit);
+        if !fresh && let Some((fh, attr)) = self.cached(&full_key) {
+            return Ok((fh, attr, Bytes::new()));
         }
-        // The served root's handle: cached, or LOOKUPs from the export root.
+        // The served root's handle: cached, or LOOKUPs from the export root. When the
+        // served root is the export's root, its handle is the client's (kept from the
+        // MOUNT, renewed on a stale answer) and it is a directory (checked at connect;
+        // an object's type never changes): its attributes are fetched only if the walk
+        // ends on it (`root_attr_unknown`), not once per request.
         cur.truncate(base);
         let root_key = cur.join("/");
+        let root_attr_unknown = base == 0 && !path.is_empty() && self.cached(&root_key).is_none();
         let (mut fh, mut attr) = match self.cached(&root_key) {
             Some(hit) => hit,
+            None if root_attr_unknown => (self.client.root(), self.root_attr.clone()),
             None => {
                 let hit = self.client.lookup_path(&root_key).await?;
                 self.remember(root_key, &hit.0, &hit.1);
                 hit
             }
         };
+        let mut head = Bytes::new();
         // `stack[i]` is the object named by `cur[..base + i]`, so `..` can step back.
         let mut stack = vec![(fh.clone(), attr.clone())];
         let mut todo: std::collections::VecDeque<String> = path.iter().cloned().collect();
@@ -333,6 +369,7 @@ impl NfsStorage {
                 cur.pop();
                 stack.pop();
                 (fh, attr) = stack.last().cloned().expect("the root stays on the stack");
+                head = Bytes::new();
                 continue;
             }
             if attr.kind != FileKind::Dir {
@@ -345,10 +382,20 @@ impl NfsStorage {
             let key = cur.join("/");
             let last = fresh && todo.is_empty();
             let name = cur.last().expect("just pushed");
-            let (nfh, nattr) = match self.cached(&key).filter(|_| !last) {
-                Some(hit) => hit,
-                None if last => self.revalidations.lookup(&self.client, &fh, name).await?,
-                None => self.client.lookup(&fh, name).await?,
+            let (nfh, nattr, nhead) = match self.cached(&key).filter(|_| !last) {
+                Some((f, a)) => (f, a, Bytes::new()),
+                None if last => {
+                    let (f, a) = self.revalidations.lookup(&self.client, &fh, name).await?;
+                    (f, a, Bytes::new())
+                }
+                None if todo.is_empty() => {
+                    let l = self.client.lookup_head(&fh, name, HEAD_MAX).await?;
+                    (l.fh, l.attr, l.head.map(|h| h.data).unwrap_or_default())
+                }
+                None => {
+                    let (f, a) = self.client.lookup(&fh, name).await?;
+                    (f, a, Bytes::new())
+                }
             };
             if nattr.kind == FileKind::Symlink {
                 cur.pop();
@@ -371,11 +418,17 @@ impl NfsStorage {
                 continue;
             }
             self.remember(key, &nfh, &nattr);
-            (fh, attr) = (nfh, nattr);
+            (fh, attr, head) = (nfh, nattr, nhead);
             stack.push((fh.clone(), attr.clone()));
         }
+        if root_attr_unknown && stack.len() == 1 {
+            // Symlinks led back to the served root: it is the answer, with its own
+            // attributes.
+            attr = self.client.getattr(&fh).await?;
+            head = Bytes::new();
+        }
         self.remember(full_key, &fh, &attr);
-        Ok((fh, attr))
+        Ok((fh, attr, head))
     }
 
     fn forget_all(&self) {
@@ -538,7 +591,7 @@ impl Storage for NfsStorage {
             }
             other => other,
         };
-        let (fh, attr) = res.map_err(|w| match w {
+        let (fh, attr, head) = res.map_err(|w| match w {
             Walk::Nfs(e) => map_err(e),
             Walk::Escape => StorageError::Forbidden("symlink leaves the root"),
         })?;
@@ -558,15 +611,22 @@ impl Storage for NfsStorage {
                 });
             }
         }
+        if head.len() as u64 == attr.size {
+            // The whole file came with the LOOKUP: keep it while attributes are fresh.
+            self.remember_data(&fh, &head);
+        }
         Ok(Entry {
             meta,
-            handle: Handle::Nfs(fh),
+            handle: Handle::Nfs(NfsFile { fh, head }),
         })
     }
 
     async fn read(&self, handle: &Handle, offset: u64, len: usize) -> Result<Bytes, StorageError> {
+        if let Some(data) = handle.cached_range(offset, len) {
+            return Ok(data);
+        }
         let fh = match handle {
-            Handle::Nfs(fh) => fh,
+            Handle::Nfs(file) => &file.fh,
             Handle::Local(copy) => {
                 if let Some(data) = copy.cached_range(offset, len) {
                     return Ok(data);
@@ -627,7 +687,13 @@ impl Storage for NfsStorage {
         max_piped: usize,
     ) -> Result<Chunk, StorageError> {
         let fh = match handle {
-            Handle::Nfs(fh) if self.splice && len <= max_piped => fh,
+            Handle::Nfs(file)
+                if self.splice
+                    && len <= max_piped
+                    && handle.cached_range(offset, len).is_none() =>
+            {
+                &file.fh
+            }
             _ => return self.read(handle, offset, len).await.map(Chunk::Bytes),
         };
         let max = self.client.rtmax() as usize;
@@ -657,7 +723,7 @@ impl Storage for NfsStorage {
     }
 
     async fn list(&self, dir: &Entry) -> Result<Vec<ListEntry>, StorageError> {
-        let Handle::Nfs(fh) = &dir.handle else {
+        let Handle::Nfs(NfsFile { fh, .. }) = &dir.handle else {
             return Err(StorageError::Forbidden("foreign handle"));
         };
         let entries = self.client.readdir(fh).await.map_err(map_err)?;

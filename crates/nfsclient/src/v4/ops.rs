@@ -7,9 +7,9 @@ use nfs3_client::nfs3_types::nfs3::{nfs_fh3, stable_how};
 use nfs3_client::nfs3_types::xdr_codec::Opaque;
 
 use super::attr::{ASKED, FH_MAX, FILEHANDLE, fattr4};
-use super::xdr::{Ops, Reply, ReplyError, Stateid, attr, op};
+use super::xdr::{Ops, Reply, ReplyError, Stateid, attr, op, status};
 use super::{V4, decode_error, expect};
-use crate::reply::{PipedReply, ReadReply, Written};
+use crate::reply::{LookedUp, PipedReply, ReadReply, Written};
 use crate::{Attr, DirEntry, Error};
 
 /// OPEN4_SHARE_ACCESS_BOTH, OPEN4_CREATE, UNCHECKED4, CLAIM_NULL.
@@ -116,6 +116,50 @@ impl V4 {
         let f = getfh(&mut r)?;
         let attr = getattr_result(&mut r)?;
         Ok((f, attr))
+    }
+
+    /// PUTFH `dir`, LOOKUP `name`, GETFH, GETATTR, READ of the first `max` bytes: a
+    /// small file opened and read in one COMPOUND (one round trip). A READ the server
+    /// refuses (a directory, a symlink) leaves the head out; the results before it stand.
+    pub async fn lookup_head(
+        &self,
+        dir: &nfs_fh3,
+        name: &str,
+        max: u32,
+    ) -> Result<LookedUp, Error> {
+        let mut o = Ops::default();
+        o.op(op::PUTFH).opaque(dir.data.as_ref());
+        o.op(op::LOOKUP).opaque(name.as_bytes());
+        o.op(op::GETFH);
+        o.op(op::GETATTR).bitmap(&ASKED);
+        o.op(op::READ).stateid(&Stateid::ANONYMOUS).u64(0).u32(max);
+        let a = self.compound("LOOKUP", true, &o).await?;
+        let mut r = a.reply();
+        expect(&mut r, op::PUTFH, "PUTFH")?;
+        expect(&mut r, op::LOOKUP, "LOOKUP")?;
+        let f = getfh(&mut r)?;
+        let attr = getattr_result(&mut r)?;
+        let e = decode_error("READ");
+        if r.op(op::READ).map_err(&e)? != status::OK {
+            return Ok(LookedUp {
+                fh: f,
+                attr,
+                head: None,
+            });
+        }
+        let eof = r.bool("eof").map_err(&e)?;
+        let data = r.opaque(max as usize, "data").map_err(&e)?;
+        let start = data.as_ptr() as usize - a.record.as_ptr() as usize;
+        let len = data.len();
+        Ok(LookedUp {
+            fh: f,
+            attr,
+            head: Some(ReadReply {
+                data: Bytes::from(a.record).slice(start..start + len),
+                eof,
+                attr: None,
+            }),
+        })
     }
 
     /// The largest READ and WRITE the server takes (`maxread`, `maxwrite` of `root`).
