@@ -130,8 +130,8 @@ pub fn pin_tree(pid: u32, cpus: &[usize]) -> Result<()> {
 /// Cumulative busy and total jiffies of each CPU, from `/proc/stat`.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CpuTimes {
-    /// (cpu index, busy jiffies, total jiffies).
-    per_cpu: Vec<(usize, u64, u64)>,
+    /// (cpu index, busy jiffies, total jiffies, stolen jiffies — inside busy).
+    per_cpu: Vec<(usize, u64, u64, u64)>,
 }
 
 impl CpuTimes {
@@ -150,7 +150,8 @@ impl CpuTimes {
                 // user nice system idle iowait irq softirq steal (guest is inside user).
                 let total: u64 = v.iter().take(8).sum();
                 let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
-                Some((cpu, total.saturating_sub(idle), total))
+                let steal = v.get(7).copied().unwrap_or(0);
+                Some((cpu, total.saturating_sub(idle), total, steal))
             })
             .collect();
         CpuTimes { per_cpu }
@@ -160,17 +161,39 @@ impl CpuTimes {
     /// `None` when no time passed on them.
     pub fn busy_since(&self, earlier: &CpuTimes, cpus: &[usize]) -> Option<f64> {
         let (mut busy, mut total) = (0u64, 0u64);
-        for (cpu, b, t) in &self.per_cpu {
+        for (cpu, b, t, _) in &self.per_cpu {
             if !cpus.contains(cpu) {
                 continue;
             }
-            if let Some((_, b0, t0)) = earlier.per_cpu.iter().find(|x| x.0 == *cpu) {
+            if let Some((_, b0, t0, _)) = earlier.per_cpu.iter().find(|x| x.0 == *cpu) {
                 busy += b.saturating_sub(*b0);
                 total += t.saturating_sub(*t0);
             }
         }
         (total > 0).then(|| busy as f64 / total as f64)
     }
+
+    /// CPU seconds every CPU of the machine worked since `earlier`, by anyone — user,
+    /// system, irq and softirq, without the time a hypervisor stole (not this machine's
+    /// work). Packet processing that no process's own figure holds is in it.
+    pub fn work_seconds_since(&self, earlier: &CpuTimes) -> f64 {
+        let mut jiffies = 0u64;
+        for (cpu, b, _, st) in &self.per_cpu {
+            if let Some((_, b0, _, st0)) = earlier.per_cpu.iter().find(|x| x.0 == *cpu) {
+                jiffies += b
+                    .saturating_sub(*b0)
+                    .saturating_sub(st.saturating_sub(*st0));
+            }
+        }
+        jiffies as f64 / clock_ticks_per_sec()
+    }
+}
+
+/// Clock ticks per second of `/proc/stat`'s jiffies.
+fn clock_ticks_per_sec() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 { t as f64 } else { 100.0 }
 }
 
 /// CPU time the machine spent on work other than the measured processes over one span:
@@ -219,8 +242,8 @@ impl OtherWork {
     fn share_besides(self, ours: f64) -> Option<f64> {
         let now = CpuTimes::now();
         let (mut busy, mut total) = (0u64, 0u64);
-        for (cpu, b, t) in &now.per_cpu {
-            if let Some((_, b0, t0)) = self.cpu.per_cpu.iter().find(|x| x.0 == *cpu) {
+        for (cpu, b, t, _) in &now.per_cpu {
+            if let Some((_, b0, t0, _)) = self.cpu.per_cpu.iter().find(|x| x.0 == *cpu) {
                 busy += b.saturating_sub(*b0);
                 total += t.saturating_sub(*t0);
             }
@@ -368,6 +391,16 @@ mod tests {
         assert!((b.busy_since(&a, &[1]).unwrap() - 0.1).abs() < 1e-9);
         assert!((b.busy_since(&a, &[0, 1]).unwrap() - 0.4).abs() < 1e-9);
         assert_eq!(b.busy_since(&b, &[0]), None);
+    }
+
+    #[test]
+    fn machine_work_leaves_out_stolen_time() {
+        let a = CpuTimes::parse("cpu0 100 0 50 800 50 0 0 10\ncpu1 10 0 0 990 0 0 5 0\n");
+        // cpu0: user +60, system +30, steal +40 (busy +130, work +90); cpu1: softirq +20.
+        let b = CpuTimes::parse("cpu0 160 0 80 850 60 0 0 50\ncpu1 10 0 0 1070 0 0 25 0\n");
+        let hz = clock_ticks_per_sec();
+        assert!((b.work_seconds_since(&a) - 110.0 / hz).abs() < 1e-9);
+        assert_eq!(b.work_seconds_since(&b), 0.0);
     }
 
     #[test]

@@ -37,6 +37,31 @@ pub fn demand_samples(runs: &[HttpRun]) -> Vec<f64> {
         .collect()
 }
 
+/// The whole machine's CPU per request in ms (client included, stolen time not), from
+/// the runs that count.
+pub fn machine_samples(runs: &[HttpRun], keep_busy: bool) -> Vec<f64> {
+    per_request_ms(runs, keep_busy, |c| c.machine_work_s)
+}
+
+/// The load generator's own CPU per request in ms, from the runs that count — shown as
+/// the whole machine's share, so only from runs that have the whole machine's figure.
+fn client_samples(runs: &[HttpRun], keep_busy: bool) -> Vec<f64> {
+    per_request_ms(runs, keep_busy, |c| {
+        c.machine_work_s.map(|_| c.client_process_cpu_s)
+    })
+}
+
+fn per_request_ms(
+    runs: &[HttpRun],
+    keep_busy: bool,
+    seconds: impl Fn(&crate::experiment::probe::ClientLoad) -> Option<f64>,
+) -> Vec<f64> {
+    runs_that_count(runs, keep_busy)
+        .filter(|r| whole(r) && r.requests > 0)
+        .filter_map(|r| Some(seconds(r.client.as_ref()?)? * 1e3 / r.requests as f64))
+        .collect()
+}
+
 /// The headline comparison: a row's service demand against B's in the large workload.
 pub fn headline(a: &[HttpRun], b: &[HttpRun]) -> Option<Comparison> {
     let (a, b) = (demand_samples(a), demand_samples(b));
@@ -84,6 +109,8 @@ fn demand_row(row: &HttpRow, keep_busy: bool) -> Option<DemandRow> {
             &quiet.iter().map(|r| r.requests_per_sec).collect::<Vec<_>>(),
         )
         .unwrap_or(0.0),
+        client_ms_per_request: stats::median_of(&client_samples(&row.runs, keep_busy)),
+        machine_ms_per_request: stats::median_of(&machine_samples(&row.runs, keep_busy)),
     })
 }
 
@@ -120,12 +147,22 @@ pub fn compute(report: &Report) -> Answer {
                 scenario: row.scenario.clone(),
                 against: REFERENCE_SCENARIO.into(),
                 cpu_per_request: c,
+                machine_per_request: machine_ratio(&row.runs, &b.runs, keep_busy),
             });
         }
     }
     answer.conclusive = ratio_of(&answer, "large", A_SCENARIO).is_some();
     answer.sentences = sentences(report, &answer);
     answer
+}
+
+/// The whole machine's CPU per request of a row against B's, when both have enough runs.
+fn machine_ratio(a: &[HttpRun], b: &[HttpRun], keep_busy: bool) -> Option<Comparison> {
+    let (a, b) = (machine_samples(a, keep_busy), machine_samples(b, keep_busy));
+    if a.len() < MIN_RUNS || b.len() < MIN_RUNS {
+        return None;
+    }
+    stats::ratio(&a, &b)
 }
 
 fn ratio_of<'a>(answer: &'a Answer, workload: &str, scenario: &str) -> Option<&'a Comparison> {
@@ -232,6 +269,7 @@ fn conditions(report: &Report, answer: &Answer) -> String {
 
 fn sentences(report: &Report, answer: &Answer) -> Vec<String> {
     let mut out = headline_sentences(report, answer);
+    out.extend(machine_sentence(report, answer));
     out.extend(v42_sentence(report, answer));
     if let Some(s) = equal_load_sentence(report) {
         out.push(s);
@@ -264,6 +302,30 @@ fn sentences(report: &Report, answer: &Answer) -> Vec<String> {
     }
     out.push(conditions(report, answer));
     out
+}
+
+/// The whole machine's CPU per large request, client included, A against B: beside the
+/// serving processes' figure, it shows what part of B's cost the client carried.
+fn machine_sentence(report: &Report, answer: &Answer) -> Option<String> {
+    let c = answer
+        .ratios
+        .iter()
+        .find(|r| r.workload == "large" && r.scenario == A_SCENARIO)?
+        .machine_per_request
+        .as_ref()?;
+    let (a, b) = (
+        demand_of(answer, "large", A_SCENARIO)?,
+        demand_of(answer, "large", REFERENCE_SCENARIO)?,
+    );
+    let (am, bm) = (a.machine_ms_per_request?, b.machine_ms_per_request?);
+    let (ac, bc) = (a.client_ms_per_request?, b.client_ms_per_request?);
+    Some(format!(
+        "The whole machine, load generator included, worked {:.2} vs {:.2} ms per {} request every byte over NFS against local disk: {} (the load generator's own share {ac:.2} vs {bc:.2} ms). On loopback part of a server's sending runs in the client's context, so the serving processes' figure above leaves some of B's cost with the client; the NFS hop's cost is real either way, its size lies between the two ratios.",
+        am,
+        bm,
+        size_words(report.dataset.large_bytes),
+        ratio_words(c),
+    ))
 }
 
 /// Scenario A over NFSv4.2 against B: the large file, and the small one when measured.
@@ -733,6 +795,39 @@ mod tests {
         assert!(d.client_bound);
         assert!((d.capacity_per_core - 1e3 / 5.2).abs() < 1e-9);
         assert_eq!(split_words(&d), "httpd 5.20 ms");
+    }
+
+    /// The whole machine's figure comes from the quiet runs' own counters, per request,
+    /// and is compared with B's: busy runs (neighbours' work in /proc/stat) stay out.
+    #[test]
+    fn whole_machine_cost_is_per_request_from_quiet_runs_only() {
+        let with = |cpu_ms: f64, busy: bool, machine_s: f64, client_s: f64| {
+            let mut r = run(cpu_ms, busy, false);
+            let c = r.client.as_mut().unwrap();
+            c.machine_work_s = Some(machine_s);
+            c.client_process_cpu_s = client_s;
+            r
+        };
+        // 100 requests a run: 1.1 s of machine work is 11 ms per request.
+        let b = [with(2.4, false, 1.1, 0.7), with(2.5, false, 1.1, 0.7)];
+        let a = [
+            with(8.7, false, 0.9, 0.3),
+            with(8.6, false, 0.9, 0.3),
+            with(8.0, true, 5.0, 0.3),
+        ];
+        assert_eq!(machine_samples(&a, false), vec![9.0, 9.0]);
+        assert_eq!(machine_samples(&a, true).len(), 3);
+        let c = machine_ratio(&a, &b, false).unwrap();
+        assert!((c.estimate - 9.0 / 11.0).abs() < 1e-9, "{}", c.estimate);
+        let mut old = b.clone();
+        for r in &mut old {
+            r.client.as_mut().unwrap().machine_work_s = None;
+        }
+        assert_eq!(
+            machine_ratio(&a, &old, false),
+            None,
+            "older reports have no figure"
+        );
     }
 
     /// The committed default run (benches/results/2026-12-02-answer): its 4 KiB

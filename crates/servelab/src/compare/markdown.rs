@@ -73,18 +73,29 @@ fn service_demand(report: &Report) -> Vec<Block> {
     if a.service_demand.is_empty() {
         return Vec::new();
     }
-    let mut t = Table::new([
+    // Reports written before the whole-machine figure re-render as they were.
+    let machine = a
+        .service_demand
+        .iter()
+        .any(|d| d.machine_ms_per_request.is_some());
+    let mut columns = vec![
         "Workload",
         "Scenario",
         "CPU ms/request (spread)",
         "By process, ms/request",
         "× B (CI, its confidence)",
+    ];
+    if machine {
+        columns.push("Whole machine ms/request (client's own; × B)");
+    }
+    columns.extend([
         "Capacity per core, req/s",
         "CPU s/GB",
         "Peak RSS MB (by process)",
         "Runs",
         "Client-bound",
     ]);
+    let mut t = Table::new(columns);
     for d in &a.service_demand {
         let ratio = a
             .ratios
@@ -102,7 +113,7 @@ fn service_demand(report: &Report) -> Vec<Block> {
         let by_process = |f: &dyn Fn(&super::model::ProcessCost) -> String| {
             d.processes.iter().map(f).collect::<Vec<_>>().join(" + ")
         };
-        t.row([
+        let mut cells = vec![
             d.workload.clone(),
             d.scenario.clone(),
             format!(
@@ -111,27 +122,61 @@ fn service_demand(report: &Report) -> Vec<Block> {
             ),
             by_process(&|p| format!("{} {:.3}", p.name, p.cpu_ms_per_request)),
             ratio,
+        ];
+        if machine {
+            cells.push(machine_cell(a, d));
+        }
+        cells.extend([
             format!("{:.0}", d.capacity_per_core),
             format!("{:.2}", d.cpu_s_per_gb),
             by_process(&|p| format!("{} {:.1}", p.name, p.peak_rss_bytes as f64 / 1e6)),
             d.runs_used.to_string(),
             if d.client_bound { "yes" } else { "no" }.into(),
         ]);
+        t.row(cells);
+    }
+    let mut text = SERVICE_DEMAND_TEXT.to_string();
+    if machine {
+        text.push(' ');
+        text.push_str(MACHINE_TEXT);
     }
     vec![
         Block::h2("Service demand: CPU per request of every serving process"),
-        Block::text(
-            "CPU seconds (user + system from `/proc/PID/stat`) of each serving process during \
-             each run, divided by the requests it served: the figure that does not depend on who \
-             else uses the machine (netperf's service demand). Median over the runs that count \
-             (spread = lowest–highest); capacity per core = 1 / CPU per request. Ratios against B \
-             with their bootstrap interval and the confidence that interval has at its repeat \
-             count (simulated: 50 % at 2 runs a side, 75 % at 3, 95 % from 6 on — see \
-             `stats::coverage`); one that includes 1 is no measurable difference only at 95 %, \
-             otherwise not resolved.",
-        ),
+        Block::text(text),
         Block::Table(t),
     ]
+}
+
+const SERVICE_DEMAND_TEXT: &str = "CPU seconds (user + system from `/proc/PID/stat`) of each \
+    serving process during each run, divided by the requests it served: the figure that does \
+    not depend on who else uses the machine (netperf's service demand). Median over the runs \
+    that count (spread = lowest–highest); capacity per core = 1 / CPU per request. Ratios \
+    against B with their bootstrap interval and the confidence that interval has at its \
+    repeat count (simulated: 50 % at 2 runs a side, 75 % at 3, 95 % from 6 on — see \
+    `stats::coverage`); one that includes 1 is no measurable difference only at 95 %, \
+    otherwise not resolved.";
+
+const MACHINE_TEXT: &str = "Whole machine: every CPU's work during the run from \
+    `/proc/stat` (stolen time left out), client included, per request; in brackets the load \
+    generator's own share and the whole-machine ratio against B. On loopback the kernel runs \
+    much of a TCP transfer in whichever process's context releases it — the sender's, or the \
+    receiver's when its ACK lets queued data go — so part of a server's sending can land in \
+    the client's figure, more for a server that queues a whole answer at once (`sendfile` of \
+    the file) than for one fed piecewise (A's httpd, behind the NFS hop): read both columns.";
+
+/// "10.60 (7.20; 0.85 ×)": the whole machine's CPU per request, the client's share of
+/// it, and the whole-machine ratio against B when measured.
+fn machine_cell(a: &super::model::Answer, d: &super::model::DemandRow) -> String {
+    let (Some(m), Some(c)) = (d.machine_ms_per_request, d.client_ms_per_request) else {
+        return "n/a".into();
+    };
+    let ratio = a
+        .ratios
+        .iter()
+        .find(|r| r.workload == d.workload && r.scenario == d.scenario)
+        .and_then(|r| r.machine_per_request.as_ref())
+        .map_or(String::new(), |x| format!("; {:.2} ×", x.estimate));
+    format!("{m:.3} ({c:.3}{ratio})")
 }
 
 fn equal_load(report: &Report) -> Vec<Block> {
@@ -201,11 +246,21 @@ fn equal_load_row(report: &Report, r: &EqualLoadRow) -> [String; 8] {
 }
 
 fn how_measured(report: &Report) -> Vec<Block> {
+    let client = if report
+        .http
+        .iter()
+        .any(|r| r.scenario == super::model::A42_SCENARIO)
+    {
+        "NFS client, over NFSv3 unless the row names another version (the NFSv4.2 row: what \
+         a kernel mount negotiates),"
+    } else {
+        "NFSv3 client"
+    };
     let mut out = vec![
         Block::h2("How it was measured"),
         Block::text(format!(
             "Scenario **A** serves files that live on an NFS export: `httpd --nfs` reads them \
-             through its built-in NFSv3 client from `rustnfs`. Scenario **B** serves the same \
+             through its built-in {client} from `rustnfs`. Scenario **B** serves the same \
              files from local disk: `httpd --root`. Baselines serve the same files the same way. \
              Every figure is the median of {} runs (spread = lowest–highest); Δ% is against B; \
              server peak RSS is the HTTP server's process tree (workers included) during the runs.",

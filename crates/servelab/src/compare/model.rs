@@ -157,6 +157,13 @@ pub struct DemandRow {
     /// Median requests/s of the quiet runs (a lower bound when client-bound; 0 when
     /// every run was busy — neighbours distort throughput).
     pub requests_per_sec: f64,
+    /// The load generator's own CPU per request (median over the runs that count).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_ms_per_request: Option<f64>,
+    /// The whole machine's CPU per request, client included, stolen time not (median
+    /// over the runs that count): what the serving processes' figure leaves elsewhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine_ms_per_request: Option<f64>,
 }
 
 /// One scenario's service demand against B's in one workload.
@@ -166,6 +173,9 @@ pub struct RatioRow {
     pub scenario: String,
     pub against: String,
     pub cpu_per_request: crate::stats::Comparison,
+    /// The whole machine's CPU per request against B's, client included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine_per_request: Option<crate::stats::Comparison>,
 }
 
 /// What one serving process cost (per run, or a median over runs).

@@ -53,6 +53,12 @@ pub struct ClientLoad {
     pub server_cpus_busy: f64,
     /// CPU seconds servelab itself (the load generator) used.
     pub client_process_cpu_s: f64,
+    /// CPU seconds the whole machine worked during the run, by anyone (without stolen
+    /// time): beside the serving processes' own figure, it shows work that lands
+    /// elsewhere — on loopback much of a response's sending runs in the client's
+    /// context when the client's ACKs release it. Absent in older reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine_work_s: Option<f64>,
     /// The client's CPUs were at least [`CLIENT_BOUND_BUSY`] busy: the run's req/s is a
     /// lower bound on the servers' capacity.
     pub client_bound: bool,
@@ -230,6 +236,7 @@ impl ClientProbe {
             client_process_cpu_s: (lab::sampler::process_cpu_s(std::process::id())
                 - self.own_before)
                 .max(0.0),
+            machine_work_s: Some(now.work_seconds_since(&self.cpu_before)),
             client_bound: client_busy >= CLIENT_BOUND_BUSY,
         })
     }
