@@ -42,21 +42,25 @@ def fmt(xs):
 dirs = sys.argv[1:]
 per = {d: rounds(f"{d}/rates.tsv", "ops_per_s") for d in dirs}
 cpu = {d: rounds(f"{d}/rates.tsv", "server_cpu_us_per_op") for d in dirs}
-print("## Throughput: median of the per-round ratios (range over rounds, rounds)\n")
-print("| ratio | bar | " + " | ".join(dirs) + " | all rounds | met |")
-print("| --- | ---: | " + " | ".join("---" for _ in dirs) + " | --- | --- |")
-for name, num, den, bar in BARS:
-    cells = [fmt(paired(per[d], num, den)) for d in dirs]
-    every = [x for d in dirs for x in paired(per[d], num, den)]
-    met = "-" if not every else ("yes" if statistics.median(every) >= bar else "no")
-    print(f"| {name} | ≥ {bar} | " + " | ".join(cells) + f" | {fmt(every)} | {met} |")
-print("\n## Server CPU per operation: median of the per-round ratios (lower is cheaper)\n")
-print("| ratio | " + " | ".join(dirs) + " | all rounds |")
-print("| --- | " + " | ".join("---" for _ in dirs) + " | --- |")
-for name, num, den, _ in BARS:
-    cells = [fmt(paired(cpu[d], num, den)) for d in dirs]
-    every = [x for d in dirs for x in paired(cpu[d], num, den)]
-    print(f"| {name} | " + " | ".join(cells) + f" | {fmt(every)} |")
+def ratio_table(title, data, with_bar):
+    """One row per bar: each invocation's median paired ratio, then all rounds'."""
+    print(title + "\n")
+    bar_head, bar_rule = ("bar | ", "---: | ") if with_bar else ("", "")
+    met_head, met_rule = (" met |", " --- |") if with_bar else ("", "")
+    print(f"| ratio | {bar_head}" + " | ".join(dirs) + f" | all rounds |{met_head}")
+    print(f"| --- | {bar_rule}" + " | ".join("---" for _ in dirs) + f" | --- |{met_rule}")
+    for name, num, den, bar in BARS:
+        cells = [fmt(paired(data[d], num, den)) for d in dirs]
+        every = [x for d in dirs for x in paired(data[d], num, den)]
+        bar_cell = f"≥ {bar} | " if with_bar else ""
+        met = ""
+        if with_bar:
+            met = " - |" if not every else (" yes |" if statistics.median(every) >= bar else " no |")
+        print(f"| {name} | {bar_cell}" + " | ".join(cells) + f" | {fmt(every)} |{met}")
+
+
+ratio_table("## Throughput: median of the per-round ratios (range over rounds, rounds)", per, True)
+ratio_table("\n## Server CPU per operation: median of the per-round ratios (lower is cheaper)", cpu, False)
 print("\n## Medians per configuration (ops/s; server CPU µs per operation)\n")
 print("| workload | server | version | " + " | ".join(f"{d} ops/s | {d} µs/op" for d in dirs) + " |")
 print("| --- | --- | --- | " + " | ".join("---: | ---:" for _ in dirs) + " |")
