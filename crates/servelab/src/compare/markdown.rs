@@ -97,10 +97,11 @@ fn service_demand(report: &Report) -> Vec<Block> {
     ]);
     let mut t = Table::new(columns);
     for d in &a.service_demand {
-        let ratio = a
+        let against_b = a
             .ratios
             .iter()
-            .find(|r| r.workload == d.workload && r.scenario == d.scenario)
+            .find(|r| r.workload == d.workload && r.scenario == d.scenario);
+        let ratio = against_b
             .map(|r| ratio_cell(&r.cpu_per_request))
             .unwrap_or_else(|| {
                 if d.scenario == REFERENCE_SCENARIO {
@@ -124,7 +125,7 @@ fn service_demand(report: &Report) -> Vec<Block> {
             ratio,
         ];
         if machine {
-            cells.push(machine_cell(a, d));
+            cells.push(machine_cell(d, against_b));
         }
         cells.extend([
             format!("{:.0}", d.capacity_per_core),
@@ -166,14 +167,11 @@ const MACHINE_TEXT: &str = "Whole machine: every CPU's work during the run from 
 
 /// "10.60 (7.20; 0.85 ×)": the whole machine's CPU per request, the client's share of
 /// it, and the whole-machine ratio against B when measured.
-fn machine_cell(a: &super::model::Answer, d: &super::model::DemandRow) -> String {
+fn machine_cell(d: &super::model::DemandRow, against_b: Option<&super::model::RatioRow>) -> String {
     let (Some(m), Some(c)) = (d.machine_ms_per_request, d.client_ms_per_request) else {
         return "n/a".into();
     };
-    let ratio = a
-        .ratios
-        .iter()
-        .find(|r| r.workload == d.workload && r.scenario == d.scenario)
+    let ratio = against_b
         .and_then(|r| r.machine_per_request.as_ref())
         .map_or(String::new(), |x| format!("; {:.2} ×", x.estimate));
     format!("{m:.3} ({c:.3}{ratio})")
